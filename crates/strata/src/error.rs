@@ -1,0 +1,117 @@
+//! The typed error of every fallible Strata call.
+//!
+//! Contract: library code never panics on bad input or bad bytes; it returns
+//! one of these variants with enough context (file, offset, operation) for an
+//! operator to act on.
+
+use std::fmt;
+use std::path::Path;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error a Strata call can return.
+#[derive(Debug)]
+pub enum Error {
+    /// An operating-system I/O error, with what we were doing at the time.
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    /// Bytes on disk failed a checksum or could not be decoded. Never
+    /// returned as data: the read fails instead.
+    Corruption(String),
+    /// The caller passed something we refuse (oversized key, bad option, ...).
+    /// Nothing was changed.
+    InvalidArgument(String),
+    /// A named thing (index, table file) does not exist.
+    NotFound(String),
+    /// The database directory is locked by another process or handle.
+    Locked(String),
+    /// An earlier background error (failed flush or compaction write) put the
+    /// database in read-only mode; reopen to recover.
+    Background(String),
+    /// The database is shutting down.
+    Closed,
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn corruption(msg: impl Into<String>) -> Error {
+        Error::Corruption(msg.into())
+    }
+
+    pub fn invalid(msg: impl Into<String>) -> Error {
+        Error::InvalidArgument(msg.into())
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption(_))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { context, source } => write!(f, "I/O error: {context}: {source}"),
+            Error::Corruption(m) => write!(f, "corruption: {m}"),
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::NotFound(m) => write!(f, "not found: {m}"),
+            Error::Locked(m) => write!(f, "database locked: {m}"),
+            Error::Background(m) => {
+                write!(f, "database is read-only after a background error: {m}")
+            }
+            Error::Closed => write!(f, "database is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: context.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption(m) => Error::Corruption(m.clone()),
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::NotFound(m) => Error::NotFound(m.clone()),
+            Error::Locked(m) => Error::Locked(m.clone()),
+            Error::Background(m) => Error::Background(m.clone()),
+            Error::Closed => Error::Closed,
+        }
+    }
+}
+
+/// Attaches context to `std::io::Result`s: `file.read(..).ctx(|| format!(..))?`.
+pub trait IoContext<T> {
+    fn ctx<F: FnOnce() -> String>(self, f: F) -> Result<T>;
+    /// Context "`op` `path`".
+    fn path_ctx(self, op: &str, path: &Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx<F: FnOnce() -> String>(self, f: F) -> Result<T> {
+        self.map_err(|e| Error::io(f(), e))
+    }
+
+    fn path_ctx(self, op: &str, path: &Path) -> Result<T> {
+        self.map_err(|e| Error::io(format!("{op} {}", path.display()), e))
+    }
+}

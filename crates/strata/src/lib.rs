@@ -1,0 +1,32 @@
+//! Strata: an embedded LSM-tree key-value engine in which secondary indexes
+//! are first-class.
+//!
+//! The engine follows LevelDB's architecture and vocabulary: writes go to the
+//! write-ahead log ([`wal`]) and the [`memtable`], which is flushed to an
+//! immutable [`sstable`]; the MANIFEST ([`version`]) records which tables are
+//! live at which level; [`compaction`] merges tables in the background.
+//! Extensions (the secondary-index strategies) observe tables, compactions
+//! and version installs through [`hooks`].
+
+pub mod batch;
+pub mod cache;
+pub mod coding;
+pub mod compaction;
+mod db;
+pub mod error;
+pub mod filename;
+pub mod hooks;
+pub mod io;
+pub mod iter;
+pub mod key;
+pub mod memtable;
+pub mod options;
+pub mod sstable;
+pub mod stats;
+pub mod version;
+pub mod wal;
+
+pub use batch::WriteBatch;
+pub use error::{Error, Result};
+pub use options::{Compression, Options, WalRecovery, WriteOptions};
+pub use stats::{IoStats, Stats};

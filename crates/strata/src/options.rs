@@ -1,0 +1,247 @@
+//! Options for opening a database, writing and reading.
+//!
+//! `Options::default()` suits an application; `Options::paper()` reproduces
+//! the setup of the papers' experiments (64 MiB memtable, 64 MiB block cache,
+//! 4 KiB blocks, no compression, 10 Bloom bits per key). Every field has a
+//! chaining setter of the same name: `Options::default().memtable_size(1 << 20)`.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::hooks::EngineHooks;
+
+/// Per-block compression of SSTable blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Compression {
+    None = 0,
+    Lz4 = 1,
+}
+
+/// What WAL recovery does with a record that fails its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// A damaged tail (a torn last write) ends the log; damage followed by
+    /// valid records is `Error::Corruption`. The default.
+    TolerateTornTail,
+    /// Skip damaged records and recover everything else that checks out.
+    BestEffort,
+}
+
+/// Longest key accepted by writes.
+pub const MAX_KEY_SIZE: usize = 64 * 1024;
+/// Longest value accepted by writes.
+pub const MAX_VALUE_SIZE: usize = 256 * 1024 * 1024;
+
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident : $ty:ty),* $(,)?) => {
+        $( $(#[$m])* pub fn $name(mut self, v: $ty) -> Self { self.$name = v; self } )*
+    };
+}
+
+/// Options for [`crate::Db::open`].
+#[derive(Clone)]
+pub struct Options {
+    /// Create the database if the directory holds none. Default true.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default false.
+    pub error_if_exists: bool,
+    /// Bytes in the active memtable before it is frozen and flushed.
+    pub memtable_size: usize,
+    /// Frozen memtables waiting for flush before writers stall.
+    pub max_immutable_memtables: usize,
+    /// Target uncompressed size of a data block.
+    pub block_size: usize,
+    /// Keys between restart points in a block.
+    pub block_restart_interval: usize,
+    pub compression: Compression,
+    /// Bloom filter bits per key; 0 disables the filter.
+    pub bloom_bits_per_key: usize,
+    /// Block cache budget in bytes; 0 disables the cache.
+    pub block_cache_bytes: usize,
+    /// Open table files kept by the table cache.
+    pub max_open_files: usize,
+    /// L0 file count that triggers a compaction.
+    pub l0_compaction_trigger: usize,
+    /// L0 file count at which each write is delayed by 1 ms.
+    pub l0_slowdown_trigger: usize,
+    /// L0 file count at which writes wait for compaction.
+    pub l0_stop_trigger: usize,
+    /// Target size of L1; level n+1 holds `level_size_ratio` times level n.
+    pub max_bytes_for_level_base: u64,
+    pub level_size_ratio: u64,
+    /// Number of levels (L0 included).
+    pub num_levels: usize,
+    /// Target size of a table written by compaction.
+    pub target_file_size: u64,
+    /// Read SSTables with O_DIRECT (falls back with a warning if refused).
+    pub direct_io: bool,
+    pub wal_recovery: WalRecovery,
+    /// Run flushes and compactions on background threads. When false they
+    /// run inline in the writing thread (deterministic tests).
+    pub background_work: bool,
+    /// Extensions (index strategies) that observe tables, compactions and
+    /// version installs. See [`crate::hooks`].
+    pub hooks: Vec<Arc<dyn EngineHooks>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            memtable_size: 32 << 20,
+            max_immutable_memtables: 2,
+            block_size: 4096,
+            block_restart_interval: 16,
+            compression: Compression::None,
+            bloom_bits_per_key: 10,
+            block_cache_bytes: 32 << 20,
+            max_open_files: 1000,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            max_bytes_for_level_base: 128 << 20,
+            level_size_ratio: 10,
+            num_levels: 7,
+            target_file_size: 32 << 20,
+            direct_io: false,
+            wal_recovery: WalRecovery::TolerateTornTail,
+            background_work: true,
+            hooks: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("memtable_size", &self.memtable_size)
+            .field("block_size", &self.block_size)
+            .field("compression", &self.compression)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("l0_compaction_trigger", &self.l0_compaction_trigger)
+            .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
+            .field("target_file_size", &self.target_file_size)
+            .field("direct_io", &self.direct_io)
+            .field("hooks", &self.hooks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// The papers' setup (NEXT §6.1, LevelDB++ §5): 64 MiB memtable, 64 MiB
+    /// block cache, 4 KiB blocks, no compression, 10 Bloom bits per key,
+    /// 64 MiB tables, 256 MiB L1, size ratio 10.
+    pub fn paper() -> Self {
+        Options {
+            memtable_size: 64 << 20,
+            block_cache_bytes: 64 << 20,
+            block_size: 4096,
+            compression: Compression::None,
+            bloom_bits_per_key: 10,
+            target_file_size: 64 << 20,
+            max_bytes_for_level_base: 256 << 20,
+            level_size_ratio: 10,
+            ..Options::default()
+        }
+    }
+
+    /// Small sizes that make flushes and compactions happen after a few
+    /// kilobytes; for tests.
+    pub fn small_for_tests() -> Self {
+        Options {
+            memtable_size: 16 << 10,
+            block_size: 512,
+            block_cache_bytes: 64 << 10,
+            l0_compaction_trigger: 2,
+            max_bytes_for_level_base: 64 << 10,
+            target_file_size: 16 << 10,
+            max_open_files: 50,
+            ..Options::default()
+        }
+    }
+
+    setters! {
+        create_if_missing: bool,
+        error_if_exists: bool,
+        memtable_size: usize,
+        max_immutable_memtables: usize,
+        block_size: usize,
+        block_restart_interval: usize,
+        compression: Compression,
+        bloom_bits_per_key: usize,
+        block_cache_bytes: usize,
+        max_open_files: usize,
+        l0_compaction_trigger: usize,
+        l0_slowdown_trigger: usize,
+        l0_stop_trigger: usize,
+        max_bytes_for_level_base: u64,
+        level_size_ratio: u64,
+        num_levels: usize,
+        target_file_size: u64,
+        direct_io: bool,
+        wal_recovery: WalRecovery,
+        background_work: bool,
+    }
+
+    /// Registers an extension (see [`crate::hooks::EngineHooks`]).
+    pub fn hook(mut self, h: Arc<dyn EngineHooks>) -> Self {
+        self.hooks.push(h);
+        self
+    }
+
+    /// Rejects option combinations the engine cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::invalid(m.to_string()));
+        if self.memtable_size < 1024 {
+            return bad("memtable_size must be at least 1 KiB");
+        }
+        if self.block_size < 64 || self.block_size > (64 << 20) {
+            return bad("block_size must be between 64 B and 64 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be positive");
+        }
+        if self.num_levels < 2 || self.num_levels > 16 {
+            return bad("num_levels must be between 2 and 16");
+        }
+        if self.level_size_ratio < 2 {
+            return bad("level_size_ratio must be at least 2");
+        }
+        if self.l0_compaction_trigger == 0
+            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+            || self.l0_stop_trigger < self.l0_slowdown_trigger
+        {
+            return bad("need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger");
+        }
+        if self.max_open_files < 2 {
+            return bad("max_open_files must be at least 2");
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1");
+        }
+        let mut names = std::collections::HashSet::new();
+        for h in &self.hooks {
+            if !names.insert(h.name().to_string()) {
+                return bad("two hooks share one name");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// fsync the WAL before acknowledging the write.
+    pub sync: bool,
+}
+
+impl WriteOptions {
+    pub fn sync(mut self, v: bool) -> Self {
+        self.sync = v;
+        self
+    }
+}

@@ -1,0 +1,17 @@
+//! Sorted string tables: immutable files of sorted internal entries.
+//!
+//! Layout and checksums are specified in `docs/format/sstable.md`.
+//! `builder` writes a table (calling [`crate::hooks::TableObserver`]s),
+//! `table` reads one, `block` is the prefix-compressed block with restart
+//! points, `filter` the cache-line-blocked Bloom filter on user keys,
+//! `format` the block handle, trailer and footer.
+
+pub mod block;
+pub mod builder;
+pub mod filter;
+pub mod format;
+pub mod table;
+
+pub use builder::{BuiltTable, TableBuildOptions, TableBuilder};
+pub use format::BlockHandle;
+pub use table::{Found, Table, TableIter, TableProperties, TableReadOptions};
