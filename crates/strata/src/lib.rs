@@ -13,6 +13,8 @@ pub mod cache;
 pub mod coding;
 pub mod compaction;
 mod db;
+pub use db::{BlockEntry, Db, Snapshot};
+pub use iter::db_iter::DbIterator;
 pub mod error;
 pub mod filename;
 pub mod hooks;

@@ -1,1 +1,369 @@
-//! todo
+//! Compaction: choosing which tables to merge ([`CompactionPicker`],
+//! leveled by default) and merging them ([`run`]).
+//!
+//! Leveled policy (LevelDB/RocksDB): L0 is tiered (its files overlap) and is
+//! compacted into L1 when it holds `l0_compaction_trigger` files; level
+//! `n ≥ 1` is compacted into `n+1` when its size exceeds
+//! `max_bytes_for_level_base × ratio^(n-1)`, one file at a time, rotating
+//! through the key space.
+//!
+//! Merge rules: for each user key, entries are seen newest first. An entry is
+//! dropped if a newer entry of the same key is visible to every live
+//! snapshot (`Shadowed`), or if it is a tombstone visible to every snapshot
+//! and no deeper level can hold the key (`ObsoleteTombstone`). Every dropped
+//! entry is reported to the extensions' compaction observers (DELI's repair
+//! stream). Outputs are cut at user-key boundaries so a user key never spans
+//! two files of one level.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::cache::TableCache;
+use crate::error::Result;
+use crate::filename;
+use crate::hooks::{
+    CompactionContext, CompactionObserver, DropReason, EngineHooks, EntryRef, TableContext,
+    TableReason,
+};
+use crate::iter::merging::MergingIterator;
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind};
+use crate::options::Options;
+use crate::sstable::{TableBuildOptions, TableBuilder};
+use crate::stats::ReadPurpose;
+use crate::version::{FileMetaData, LevelIter, Version, VersionEdit};
+
+/// A chosen compaction: `inputs[0]` from `level`, `inputs[1]` from
+/// `level + 1`.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub level: usize,
+    pub inputs: [Vec<Arc<FileMetaData>>; 2],
+}
+
+impl Compaction {
+    pub fn output_level(&self) -> usize {
+        self.level + 1
+    }
+
+    pub fn input_files(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
+        self.inputs[0].iter().chain(self.inputs[1].iter())
+    }
+
+    /// One file moving down with nothing to merge: no rewrite needed.
+    pub fn is_trivial_move(&self) -> bool {
+        self.level > 0 && self.inputs[0].len() == 1 && self.inputs[1].is_empty()
+    }
+}
+
+/// Chooses compactions. Implementations must only return inputs that are
+/// present in `version` and must include, at the output level, every file
+/// overlapping the inputs' key range.
+pub trait CompactionPicker: Send + Sync {
+    /// The most urgent compaction, or `None` if the tree is in shape.
+    fn pick(&self, version: &Version) -> Option<Compaction>;
+    /// Compaction score of each level (≥ 1 means it needs compaction).
+    fn scores(&self, version: &Version) -> Vec<f64>;
+}
+
+/// The leveled policy described in the module documentation.
+pub struct LeveledPicker {
+    l0_trigger: usize,
+    level_base: u64,
+    ratio: u64,
+    /// Per level, the largest user key of the last file compacted (rotation).
+    pointers: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl LeveledPicker {
+    pub fn new(opts: &Options) -> Self {
+        LeveledPicker {
+            l0_trigger: opts.l0_compaction_trigger,
+            level_base: opts.max_bytes_for_level_base,
+            ratio: opts.level_size_ratio,
+            pointers: std::sync::Mutex::new(vec![Vec::new(); opts.num_levels]),
+        }
+    }
+
+    fn max_bytes(&self, level: usize) -> u64 {
+        let mut b = self.level_base;
+        for _ in 1..level {
+            b = b.saturating_mul(self.ratio);
+        }
+        b
+    }
+}
+
+/// User-key range covered by `files`.
+pub fn key_range(files: &[Arc<FileMetaData>]) -> (Vec<u8>, Vec<u8>) {
+    let mut lo: Option<&[u8]> = None;
+    let mut hi: Option<&[u8]> = None;
+    for f in files {
+        let s = key::user_key(&f.smallest);
+        let l = key::user_key(&f.largest);
+        if lo.is_none_or(|x| s < x) {
+            lo = Some(s);
+        }
+        if hi.is_none_or(|x| l > x) {
+            hi = Some(l);
+        }
+    }
+    (lo.unwrap_or(&[]).to_vec(), hi.unwrap_or(&[]).to_vec())
+}
+
+impl CompactionPicker for LeveledPicker {
+    fn scores(&self, v: &Version) -> Vec<f64> {
+        let n = v.num_levels();
+        let mut scores = vec![0.0; n];
+        scores[0] = v.levels[0].len() as f64 / self.l0_trigger as f64;
+        // The last level never compacts further.
+        for (level, score) in scores.iter_mut().enumerate().take(n - 1).skip(1) {
+            *score = v.level_bytes(level) as f64 / self.max_bytes(level) as f64;
+        }
+        scores
+    }
+
+    fn pick(&self, v: &Version) -> Option<Compaction> {
+        let scores = self.scores(v);
+        let (level, &score) = scores
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))?;
+        if score < 1.0 {
+            return None;
+        }
+        let inputs0 = if level == 0 {
+            v.levels[0].clone()
+        } else {
+            let mut ptrs = self.pointers.lock().unwrap_or_else(|e| e.into_inner());
+            let files = &v.levels[level];
+            let after = &ptrs[level];
+            let f = files
+                .iter()
+                .find(|f| after.is_empty() || key::user_key(&f.largest) > after.as_slice())
+                .or_else(|| files.first())?
+                .clone();
+            ptrs[level] = key::user_key(&f.largest).to_vec();
+            vec![f]
+        };
+        let (lo, hi) = key_range(&inputs0);
+        let inputs1 = v.overlapping(level + 1, Some(&lo), Some(&hi));
+        Some(Compaction {
+            level,
+            inputs: [inputs0, inputs1],
+        })
+    }
+}
+
+/// Everything a compaction or flush needs to write tables.
+pub struct BuildEnv<'a> {
+    pub dir: &'a Path,
+    pub opts: &'a Options,
+    pub hooks: &'a [Arc<dyn EngineHooks>],
+    pub new_file_number: &'a dyn Fn() -> u64,
+    /// Called with each output file number before the file is created, so
+    /// that obsolete-file deletion does not remove it while in progress.
+    pub register_pending: &'a dyn Fn(u64),
+}
+
+impl BuildEnv<'_> {
+    pub fn table_options(&self) -> TableBuildOptions {
+        TableBuildOptions {
+            block_size: self.opts.block_size,
+            restart_interval: self.opts.block_restart_interval,
+            compression: self.opts.compression,
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+        }
+    }
+
+    /// Starts a table at `level`, with one observer per extension that asks.
+    pub fn start_table(&self, level: usize, reason: TableReason) -> Result<(u64, TableBuilder)> {
+        let number = (self.new_file_number)();
+        (self.register_pending)(number);
+        let ctx = TableContext {
+            file_number: number,
+            level,
+            reason,
+        };
+        let observers = self
+            .hooks
+            .iter()
+            .filter_map(|h| h.table_observer(&ctx))
+            .collect();
+        let path = filename::table_file(self.dir, number);
+        let builder = TableBuilder::new(&path, self.table_options(), observers)?;
+        Ok((number, builder))
+    }
+}
+
+/// Finishes a table and describes it for the manifest.
+pub fn finish_table(number: u64, builder: TableBuilder) -> Result<Arc<FileMetaData>> {
+    let built = builder.finish()?;
+    let p = built.properties;
+    Ok(Arc::new(FileMetaData {
+        number,
+        file_size: built.file_size,
+        smallest: p.smallest_key,
+        largest: p.largest_key,
+        smallest_seq: p.smallest_seq,
+        largest_seq: p.largest_seq,
+        num_entries: p.num_entries,
+        num_deletions: p.num_deletions,
+    }))
+}
+
+/// Result of running a compaction.
+pub struct CompactionOutput {
+    pub edit: VersionEdit,
+    pub bytes_written: u64,
+    pub entries_dropped: u64,
+}
+
+/// Merges the inputs of `c` into new tables at `c.output_level()`.
+///
+/// `smallest_snapshot` is the oldest sequence number any reader may still
+/// read at. Reads bypass the block cache. Returns the edit to install; on
+/// error, partially written outputs are left for obsolete-file deletion.
+pub fn run(
+    c: &Compaction,
+    version: &Version,
+    tables: &Arc<TableCache>,
+    env: &BuildEnv<'_>,
+    smallest_snapshot: SeqNo,
+) -> Result<CompactionOutput> {
+    let out_level = c.output_level();
+    let mut edit = VersionEdit::default();
+    for f in &c.inputs[0] {
+        edit.deleted_files.push((c.level, f.number));
+    }
+    for f in &c.inputs[1] {
+        edit.deleted_files.push((out_level, f.number));
+    }
+    if c.is_trivial_move() {
+        edit.new_files.push((out_level, c.inputs[0][0].clone()));
+        return Ok(CompactionOutput {
+            edit,
+            bytes_written: 0,
+            entries_dropped: 0,
+        });
+    }
+
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if c.level == 0 {
+        for f in &c.inputs[0] {
+            children.push(Box::new(
+                tables
+                    .get(f.number, f.file_size)?
+                    .iter(ReadPurpose::Compaction),
+            ));
+        }
+    } else {
+        children.push(Box::new(LevelIter::new(
+            tables.clone(),
+            c.inputs[0].clone(),
+            ReadPurpose::Compaction,
+        )));
+    }
+    if !c.inputs[1].is_empty() {
+        children.push(Box::new(LevelIter::new(
+            tables.clone(),
+            c.inputs[1].clone(),
+            ReadPurpose::Compaction,
+        )));
+    }
+    let mut input = MergingIterator::new(children);
+
+    let (lo, hi) = {
+        let all: Vec<_> = c.input_files().cloned().collect();
+        key_range(&all)
+    };
+    let deeper_overlap = (out_level + 1..version.num_levels())
+        .any(|l| !version.overlapping(l, Some(&lo), Some(&hi)).is_empty());
+    let ctx = CompactionContext {
+        level: c.level,
+        input_files: c.input_files().map(|f| f.number).collect(),
+        bottommost: !deeper_overlap,
+    };
+    let mut observers: Vec<Box<dyn CompactionObserver>> = env
+        .hooks
+        .iter()
+        .filter_map(|h| h.compaction_observer(&ctx))
+        .collect();
+    // True if no level below the output can hold `user_key`.
+    let is_base_level_for = |user_key: &[u8]| -> bool {
+        !deeper_overlap
+            || (out_level + 1..version.num_levels())
+                .all(|l| version.find_file(l, user_key).is_none())
+    };
+
+    let mut current: Option<(u64, TableBuilder)> = None;
+    let mut bytes_written = 0u64;
+    let mut dropped = 0u64;
+    let mut current_user_key: Option<Vec<u8>> = None;
+    let mut last_seq_for_key = SeqNo::MAX;
+    input.seek_to_first()?;
+    while input.valid() {
+        let ikey = input.key();
+        let parsed = key::parse_internal_key(ikey)?;
+        let first_of_key = current_user_key.as_deref() != Some(parsed.user_key);
+        if first_of_key {
+            current_user_key = Some(parsed.user_key.to_vec());
+            last_seq_for_key = SeqNo::MAX;
+        }
+        let reason = if last_seq_for_key <= smallest_snapshot {
+            Some(DropReason::Shadowed)
+        } else if parsed.kind == ValueKind::Deletion
+            && parsed.seq <= smallest_snapshot
+            && is_base_level_for(parsed.user_key)
+        {
+            Some(DropReason::ObsoleteTombstone)
+        } else {
+            None
+        };
+        last_seq_for_key = parsed.seq;
+        if let Some(reason) = reason {
+            dropped += 1;
+            let entry = EntryRef {
+                user_key: parsed.user_key,
+                seq: parsed.seq,
+                kind: parsed.kind,
+                value: input.value(),
+            };
+            for o in &mut observers {
+                o.on_dropped(&entry, reason);
+            }
+        } else {
+            // Cut outputs only between user keys.
+            if first_of_key {
+                if let Some((_, b)) = &current {
+                    if b.file_size() >= env.opts.target_file_size {
+                        let (n, b) = current.take().expect("checked Some above");
+                        let meta = finish_table(n, b)?;
+                        bytes_written += meta.file_size;
+                        edit.new_files.push((out_level, meta));
+                    }
+                }
+            }
+            if current.is_none() {
+                current = Some(env.start_table(out_level, TableReason::Compaction)?);
+            }
+            if let Some((_, b)) = &mut current {
+                b.add(ikey, input.value())?;
+            }
+        }
+        input.next()?;
+    }
+    if let Some((n, b)) = current.take() {
+        let meta = finish_table(n, b)?;
+        bytes_written += meta.file_size;
+        edit.new_files.push((out_level, meta));
+    }
+    for o in &mut observers {
+        o.finish()?;
+    }
+    Ok(CompactionOutput {
+        edit,
+        bytes_written,
+        entries_dropped: dropped,
+    })
+}

@@ -1,1 +1,666 @@
-//! todo
+//! The database: ties the WAL, memtables, versions, caches and background
+//! threads together behind the public [`Db`] API.
+//!
+//! Locks, always taken in this order: `versions` (installs, manifest I/O)
+//! → `state` (memtables, current version, writer queue) → `log` (the WAL
+//! writer). Readers take `state` only, to copy three `Arc`s.
+
+mod background;
+mod write;
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crate::batch::WriteBatch;
+use crate::cache::{BlockCache, TableCache};
+use crate::compaction::{key_range, Compaction, CompactionPicker, LeveledPicker};
+use crate::error::{Error, IoContext, Result};
+use crate::filename::{self, FileKind};
+use crate::hooks::InstallReason;
+use crate::iter::db_iter::DbIterator;
+use crate::iter::merging::MergingIterator;
+use crate::iter::InternalIterator;
+use crate::key::{SeqNo, ValueKind};
+use crate::memtable::{MemGet, MemTable};
+use crate::options::{Options, WriteOptions};
+use crate::sstable::{BlockHandle, Found, TableReadOptions};
+use crate::stats::{Counters, LevelStats, ReadPurpose, Stats};
+use crate::version::{Version, VersionEdit, VersionSet};
+use crate::wal::{LogReader, LogWriter};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// State guarded by `DbInner::state`.
+pub(crate) struct State {
+    pub mem: Arc<MemTable>,
+    /// Frozen memtables, oldest first.
+    pub imm: VecDeque<Arc<MemTable>>,
+    pub current: Arc<Version>,
+    pub writers: VecDeque<Arc<write::Writer>>,
+    pub bg_error: Option<Error>,
+    pub shutting_down: bool,
+    /// A manual compaction is running; the background thread stands aside.
+    pub manual_compaction: bool,
+    /// Table files being written (not yet in any version).
+    pub pending_outputs: HashSet<u64>,
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub counters: Arc<Counters>,
+    pub block_cache: Option<Arc<BlockCache>>,
+    pub tables: Arc<TableCache>,
+    pub picker: Box<dyn CompactionPicker>,
+    pub versions: Mutex<VersionSet>,
+    pub state: Mutex<State>,
+    /// Signalled whenever writers, memtables or versions change.
+    pub cv: Condvar,
+    /// Highest sequence number visible to readers.
+    pub last_sequence: AtomicU64,
+    pub next_file: Arc<AtomicU64>,
+    pub log: Mutex<Option<LogWriter>>,
+    /// Live snapshots: sequence number → count.
+    pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    /// Held by whoever runs a compaction (background or manual).
+    pub compaction_lock: Mutex<()>,
+    _lock_file: File,
+}
+
+/// An open database. Dropping it stops the background threads and closes
+/// the files; everything acknowledged is in the WAL or in tables.
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A consistent read view: reads through it see the database as of its
+/// creation. Compaction keeps every version it can see.
+pub struct Snapshot {
+    inner: Arc<DbInner>,
+    seq: SeqNo,
+}
+
+/// One entry of a data block read by handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockEntry {
+    pub user_key: Vec<u8>,
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+    pub value: Vec<u8>,
+}
+
+impl Db {
+    /// Opens (or creates, per `opts`) the database in `path`, replaying the
+    /// WAL of an unclean shutdown.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        if !dir.exists() {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound(format!(
+                    "database directory {}",
+                    dir.display()
+                )));
+            }
+            fs::create_dir_all(&dir).path_ctx("create directory", &dir)?;
+        }
+        let lock_path = filename::lock_file(&dir);
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .path_ctx("open", &lock_path)?;
+        match lock_file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Locked(format!(
+                    "{} is in use by another handle or process",
+                    dir.display()
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::io(format!("lock {}", lock_path.display()), e))
+            }
+        }
+        if VersionSet::exists(&dir) {
+            if opts.error_if_exists {
+                return Err(Error::invalid(format!(
+                    "database {} already exists",
+                    dir.display()
+                )));
+            }
+        } else {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound(format!("no database in {}", dir.display())));
+            }
+            VersionSet::create(&dir, opts.num_levels, opts.hooks.clone())?;
+        }
+
+        let counters = Arc::new(Counters::default());
+        let block_cache =
+            (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
+        let tables = Arc::new(TableCache::new(
+            dir.clone(),
+            opts.max_open_files,
+            TableReadOptions {
+                block_cache: block_cache.clone(),
+                counters: counters.clone(),
+                direct_io: opts.direct_io,
+            },
+        ));
+        let recovered = VersionSet::recover(&dir, opts.num_levels, opts.hooks.clone())?;
+        let mut versions = recovered.versions;
+        let mut last_seq = recovered.last_sequence;
+        versions.write_fresh_manifest(last_seq)?;
+        let current = versions.current();
+        let next_file = versions.next_file_counter();
+
+        // Replay the WALs that may hold writes not yet in a table.
+        let mut logs: Vec<u64> = fs::read_dir(&dir)
+            .path_ctx("list", &dir)?
+            .flatten()
+            .filter_map(|e| match e.file_name().to_str().and_then(filename::parse) {
+                Some(FileKind::Log(n)) if n >= recovered.log_number => Some(n),
+                _ => None,
+            })
+            .collect();
+        logs.sort_unstable();
+        let mut recovered_mems = vec![Arc::new(MemTable::new(0))];
+        for &n in &logs {
+            let path = filename::log_file(&dir, n);
+            let file = File::open(&path).path_ctx("open WAL", &path)?;
+            let mut reader = LogReader::new(file, path.clone(), opts.wal_recovery);
+            while let Some(rec) = reader.read_record()? {
+                let batch = WriteBatch::from_data(rec)
+                    .map_err(|e| Error::corruption(format!("{}: {e}", path.display())))?;
+                if batch.is_empty() {
+                    continue;
+                }
+                let mem = recovered_mems
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(MemTable::new(0)));
+                write::insert_into(&mem, &batch)?;
+                last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
+                if mem.approximate_bytes() >= opts.memtable_size {
+                    recovered_mems.push(Arc::new(MemTable::new(0)));
+                }
+            }
+        }
+
+        let log_number = next_file.fetch_add(1, Ordering::SeqCst);
+        let log_path = filename::log_file(&dir, log_number);
+        let log_file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&log_path)
+            .path_ctx("create WAL", &log_path)?;
+        let log = LogWriter::new(log_file, log_path, 0);
+
+        let inner = Arc::new(DbInner {
+            dir: dir.clone(),
+            picker: Box::new(LeveledPicker::new(&opts)),
+            opts,
+            counters,
+            block_cache,
+            tables,
+            versions: Mutex::new(versions),
+            state: Mutex::new(State {
+                mem: Arc::new(MemTable::new(log_number)),
+                imm: VecDeque::new(),
+                current,
+                writers: VecDeque::new(),
+                bg_error: None,
+                shutting_down: false,
+                manual_compaction: false,
+                pending_outputs: HashSet::new(),
+            }),
+            cv: Condvar::new(),
+            last_sequence: AtomicU64::new(last_seq),
+            next_file,
+            log: Mutex::new(Some(log)),
+            snapshots: Mutex::new(BTreeMap::new()),
+            compaction_lock: Mutex::new(()),
+            _lock_file: lock_file,
+        });
+
+        // Recovered writes become L0 tables in one edit that also retires
+        // the replayed WALs, so a crash here simply replays them again.
+        let mut edit = VersionEdit {
+            log_number: Some(log_number),
+            ..VersionEdit::default()
+        };
+        for mem in &recovered_mems {
+            if let Some(meta) = inner.write_level0_table(mem)? {
+                edit.new_files.push((0, meta));
+            }
+        }
+        inner.install(edit, InstallReason::Flush, |_| {})?;
+        inner.delete_obsolete_files();
+
+        let db = Db {
+            inner: inner.clone(),
+            threads: Mutex::new(Vec::new()),
+        };
+        if inner.opts.background_work {
+            let a = inner.clone();
+            let b = inner.clone();
+            let mut threads = lock(&db.threads);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-flush".into())
+                    .spawn(move || a.flush_loop())
+                    .ctx(|| "spawn flush thread".into())?,
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-compact".into())
+                    .spawn(move || b.compaction_loop())
+                    .ctx(|| "spawn compaction thread".into())?,
+            );
+        } else {
+            inner.run_inline_work()?;
+        }
+        Ok(db)
+    }
+
+    /// Removes every database file in `path` and then the directory itself
+    /// if it is empty. Fails with `Error::Locked` if the database is open.
+    pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        let dir = path.as_ref();
+        if !dir.exists() {
+            return Ok(());
+        }
+        let lock_path = filename::lock_file(dir);
+        if lock_path.exists() {
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&lock_path)
+                .path_ctx("open", &lock_path)?;
+            if f.try_lock().is_err() {
+                return Err(Error::Locked(format!("{} is open", dir.display())));
+            }
+        }
+        for e in fs::read_dir(dir).path_ctx("list", dir)?.flatten() {
+            if e.file_name().to_str().and_then(filename::parse).is_some() {
+                fs::remove_file(e.path()).path_ctx("remove", &e.path())?;
+            }
+        }
+        let _ = fs::remove_dir(dir);
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_opt(key, value, WriteOptions::default())
+    }
+
+    pub fn put_opt(&self, key: &[u8], value: &[u8], opts: WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.inner.write(b, opts)
+    }
+
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.delete_opt(key, WriteOptions::default())
+    }
+
+    pub fn delete_opt(&self, key: &[u8], opts: WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.inner.write(b, opts)
+    }
+
+    /// Applies `batch` atomically: after a crash either all of it or none of
+    /// it is visible.
+    pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.inner.write(batch, opts)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let seq = self.inner.last_sequence.load(Ordering::SeqCst);
+        self.inner.get_at(key, seq)
+    }
+
+    /// Batched point lookup; results in the order of `keys`.
+    pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let seq = self.inner.last_sequence.load(Ordering::SeqCst);
+        self.inner.multi_get_at(keys, seq)
+    }
+
+    /// Like [`Db::multi_get`], also returning each found record's sequence
+    /// number (index strategies validate with it).
+    pub fn multi_get_with_seq(&self, keys: &[&[u8]]) -> Result<Vec<Option<(SeqNo, Vec<u8>)>>> {
+        let seq = self.inner.last_sequence.load(Ordering::SeqCst);
+        self.inner.multi_get_found(keys, seq)
+    }
+
+    /// Iterates `[from, to)` in key order (`None` bounds are open) over the
+    /// latest data.
+    pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
+        let seq = self.inner.last_sequence.load(Ordering::SeqCst);
+        self.inner.iter_at(from, to, seq)
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let mut snaps = lock(&self.inner.snapshots);
+        let seq = self.inner.last_sequence.load(Ordering::SeqCst);
+        *snaps.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            inner: self.inner.clone(),
+            seq,
+        }
+    }
+
+    /// Highest sequence number assigned to an acknowledged write.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.inner.last_sequence.load(Ordering::SeqCst)
+    }
+
+    /// Writes the memtable to an L0 table and waits until no frozen
+    /// memtable remains.
+    pub fn flush(&self) -> Result<()> {
+        let st = lock(&self.inner.state);
+        let mut st = self.inner.make_room_for_write(st, true)?;
+        if !self.inner.opts.background_work {
+            drop(st);
+            while self.inner.flush_one()? {}
+            return Ok(());
+        }
+        while !st.imm.is_empty() {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.to_string()));
+            }
+            st = self.inner.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        Ok(())
+    }
+
+    /// Flushes, then compacts every level's files overlapping `[from, to]`
+    /// (`None` = open) into the next level, down to the last level holding
+    /// data, so that afterwards the range sits in one sorted level.
+    pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        let inner = &self.inner;
+        let _g = lock(&inner.compaction_lock);
+        lock(&inner.state).manual_compaction = true;
+        let result = (|| -> Result<()> {
+            let deepest = {
+                let v = lock(&inner.versions).current();
+                (0..v.num_levels())
+                    .rev()
+                    .find(|&l| !v.levels[l].is_empty())
+                    .unwrap_or(0)
+            };
+            for level in 0..deepest.max(1) {
+                loop {
+                    let v = lock(&inner.versions).current();
+                    if level + 1 >= v.num_levels() {
+                        break;
+                    }
+                    let inputs0 = if level == 0 {
+                        v.levels[0].clone()
+                    } else {
+                        v.overlapping(level, from, to)
+                    };
+                    if inputs0.is_empty() {
+                        break;
+                    }
+                    let (lo, hi) = key_range(&inputs0);
+                    let inputs1 = v.overlapping(level + 1, Some(&lo), Some(&hi));
+                    let c = Compaction {
+                        level,
+                        inputs: [inputs0, inputs1],
+                    };
+                    inner.run_compaction(&c, &v)?;
+                }
+            }
+            Ok(())
+        })();
+        lock(&inner.state).manual_compaction = false;
+        inner.cv.notify_all();
+        result
+    }
+
+    /// Reads one data block of a live table by handle, through the block
+    /// cache (counted as a data block read). `Error::NotFound` if the table
+    /// is not in the current version.
+    pub fn read_data_block(
+        &self,
+        file_number: u64,
+        handle: BlockHandle,
+    ) -> Result<Vec<BlockEntry>> {
+        let v = lock(&self.inner.state).current.clone();
+        let f = v
+            .all_files()
+            .find(|(_, f)| f.number == file_number)
+            .map(|(_, f)| f.clone())
+            .ok_or_else(|| Error::NotFound(format!("table {file_number} is not live")))?;
+        let t = self.inner.tables.get(f.number, f.file_size)?;
+        Ok(t.read_data_block_entries(handle)?
+            .into_iter()
+            .map(|(user_key, seq, kind, value)| BlockEntry {
+                user_key,
+                seq,
+                kind,
+                value,
+            })
+            .collect())
+    }
+
+    /// The current version (live files per level and extension state).
+    pub fn current_version(&self) -> Arc<Version> {
+        lock(&self.inner.state).current.clone()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let (v, mem_bytes, imm) = {
+            let st = lock(&inner.state);
+            let bytes = st.mem.approximate_bytes()
+                + st.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>();
+            (st.current.clone(), bytes as u64, st.imm.len())
+        };
+        let io = inner.counters.snapshot();
+        let levels: Vec<LevelStats> = (0..v.num_levels())
+            .map(|l| LevelStats {
+                level: l,
+                files: v.levels[l].len(),
+                bytes: v.level_bytes(l),
+            })
+            .collect();
+        Stats {
+            write_amplification: io.write_amplification(),
+            io,
+            table_bytes: levels.iter().map(|l| l.bytes).sum(),
+            levels,
+            memtable_bytes: mem_bytes,
+            immutable_memtables: imm,
+            block_cache_bytes: inner.block_cache.as_ref().map(|c| c.usage()).unwrap_or(0),
+            last_sequence: inner.last_sequence.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Waits until no flush or compaction is pending (for benchmarks and
+    /// tests that want a settled tree).
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        let mut st = lock(&self.inner.state);
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.to_string()));
+            }
+            if st.imm.is_empty() && self.inner.picker.pick(&st.current).is_none() {
+                return Ok(());
+            }
+            if !self.inner.opts.background_work {
+                drop(st);
+                self.inner.run_inline_work()?;
+                st = lock(&self.inner.state);
+                continue;
+            }
+            st = self.inner.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        {
+            let mut st = lock(&self.inner.state);
+            st.shutting_down = true;
+            self.inner.cv.notify_all();
+        }
+        for t in lock(&self.threads).drain(..) {
+            let _ = t.join();
+        }
+        if let Some(log) = lock(&self.inner.log).as_mut() {
+            let _ = log.sync();
+        }
+    }
+}
+
+impl Snapshot {
+    pub fn sequence(&self) -> SeqNo {
+        self.seq
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get_at(key, self.seq)
+    }
+
+    pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get_at(keys, self.seq)
+    }
+
+    pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
+        self.inner.iter_at(from, to, self.seq)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut snaps = lock(&self.inner.snapshots);
+        if let Some(c) = snaps.get_mut(&self.seq) {
+            *c -= 1;
+            if *c == 0 {
+                snaps.remove(&self.seq);
+            }
+        }
+    }
+}
+
+impl DbInner {
+    /// Memtables (newest first) and version at this moment.
+    fn read_view(&self) -> (Vec<Arc<MemTable>>, Arc<Version>) {
+        let st = lock(&self.state);
+        let mut mems = Vec::with_capacity(1 + st.imm.len());
+        mems.push(st.mem.clone());
+        mems.extend(st.imm.iter().rev().cloned());
+        (mems, st.current.clone())
+    }
+
+    fn get_at(&self, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+        let (mems, version) = self.read_view();
+        for m in &mems {
+            match m.get(key, seq) {
+                Some(MemGet::Value(_, v)) => return Ok(Some(v)),
+                Some(MemGet::Deleted(_)) => return Ok(None),
+                None => {}
+            }
+        }
+        Ok(match version.get(&self.tables, key, seq)? {
+            Some(Found {
+                kind: ValueKind::Value,
+                value,
+                ..
+            }) => Some(value),
+            _ => None,
+        })
+    }
+
+    fn multi_get_found(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<(SeqNo, Vec<u8>)>>> {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
+        order.dedup_by(|a, b| keys[*a] == keys[*b]);
+        let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
+        let mut out: Vec<Option<Found>> = vec![None; sorted.len()];
+        let mut done = vec![false; sorted.len()];
+        let (mems, version) = self.read_view();
+        for (i, k) in sorted.iter().enumerate() {
+            for m in &mems {
+                match m.get(k, seq) {
+                    Some(MemGet::Value(s, v)) => {
+                        out[i] = Some(Found {
+                            seq: s,
+                            kind: ValueKind::Value,
+                            value: v,
+                        });
+                    }
+                    Some(MemGet::Deleted(s)) => {
+                        out[i] = Some(Found {
+                            seq: s,
+                            kind: ValueKind::Deletion,
+                            value: Vec::new(),
+                        });
+                    }
+                    None => continue,
+                }
+                done[i] = true;
+                break;
+            }
+        }
+        version.multi_get(&self.tables, &sorted, seq, &mut out, &mut done)?;
+        let mut result = vec![None; keys.len()];
+        let by_key: BTreeMap<&[u8], usize> =
+            sorted.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(&j) = by_key.get(k) {
+                if let Some(f) = &out[j] {
+                    if f.kind == ValueKind::Value {
+                        result[i] = Some((f.seq, f.value.clone()));
+                    }
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    fn multi_get_at(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Vec<u8>>>> {
+        Ok(self
+            .multi_get_found(keys, seq)?
+            .into_iter()
+            .map(|r| r.map(|(_, v)| v))
+            .collect())
+    }
+
+    fn iter_at(&self, from: Option<&[u8]>, to: Option<&[u8]>, seq: SeqNo) -> Result<DbIterator> {
+        let (mems, version) = self.read_view();
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for m in &mems {
+            children.push(Box::new(m.iter()));
+        }
+        children.extend(version.iterators(&self.tables, ReadPurpose::Query)?);
+        Ok(DbIterator::new(
+            Box::new(MergingIterator::new(children)),
+            seq,
+            from.map(<[u8]>::to_vec),
+            to.map(<[u8]>::to_vec),
+            Box::new(version),
+        ))
+    }
+}

@@ -6,6 +6,7 @@
 //! first; `db_iter` turns internal entries into the user view at a snapshot
 //! (newest visible version of each key, tombstones hidden).
 
+pub mod db_iter;
 pub mod merging;
 
 use crate::error::Result;

@@ -1,1 +1,188 @@
-//! todo
+//! The memtable: a concurrent skiplist of internal keys.
+//!
+//! Writes are inserted by the single write-group leader while any number of
+//! readers search it; a reader at snapshot `s` ignores entries with
+//! `seq > s`, so entries inserted but not yet published (sequence above the
+//! database's visible sequence) are never seen. When the memtable reaches its
+//! size budget it is frozen (becomes immutable), a new one takes its place,
+//! and a background thread flushes the frozen one to an L0 table.
+//!
+//! Invariant: every entry of a memtable is also in the WAL file
+//! `log_number`, so until the flushed table is recorded in the MANIFEST the
+//! WAL can rebuild it.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_skiplist::SkipMap;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{self, InternalKey, SeqNo, ValueKind};
+
+/// Per-entry bookkeeping charged on top of key and value bytes.
+const ENTRY_OVERHEAD: usize = 48;
+
+pub struct MemTable {
+    map: SkipMap<InternalKey, Vec<u8>>,
+    approximate_bytes: AtomicUsize,
+    /// The WAL file that holds this memtable's writes.
+    log_number: u64,
+}
+
+/// What a memtable holds for a user key at a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemGet {
+    Value(SeqNo, Vec<u8>),
+    Deleted(SeqNo),
+}
+
+impl MemTable {
+    pub fn new(log_number: u64) -> MemTable {
+        MemTable {
+            map: SkipMap::new(),
+            approximate_bytes: AtomicUsize::new(0),
+            log_number,
+        }
+    }
+
+    pub fn log_number(&self) -> u64 {
+        self.log_number
+    }
+
+    /// Inserts one entry. `(user_key, seq)` must be new to this memtable.
+    pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        let ikey = key::make_internal_key(user_key, seq, kind);
+        self.approximate_bytes
+            .fetch_add(ikey.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+        self.map.insert(InternalKey(ikey), value.to_vec());
+    }
+
+    pub fn approximate_bytes(&self) -> usize {
+        self.approximate_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Newest entry of `user_key` with `seq <= snapshot`.
+    pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
+        let target = InternalKey(key::seek_key(user_key, snapshot));
+        let entry = self.map.lower_bound(Bound::Included(&target))?;
+        let parsed = key::parse_internal_key(&entry.key().0).ok()?;
+        if parsed.user_key != user_key {
+            return None;
+        }
+        Some(match parsed.kind {
+            ValueKind::Value => MemGet::Value(parsed.seq, entry.value().clone()),
+            ValueKind::Deletion => MemGet::Deleted(parsed.seq),
+        })
+    }
+
+    /// Visits every entry in internal-key order (used by flush and by index
+    /// strategies that scan the memtable).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        for e in self.map.iter() {
+            f(&e.key().0, e.value())?;
+        }
+        Ok(())
+    }
+
+    /// A cursor over the memtable. It owns an `Arc` of the memtable, so it
+    /// stays valid after the memtable is frozen or flushed.
+    pub fn iter(self: &std::sync::Arc<Self>) -> MemTableIter {
+        MemTableIter {
+            mem: self.clone(),
+            current: None,
+        }
+    }
+}
+
+/// Cursor over a memtable. Each step is a skiplist search from the current
+/// key, which keeps the cursor free of borrows.
+pub struct MemTableIter {
+    mem: std::sync::Arc<MemTable>,
+    current: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl MemTableIter {
+    fn set_from(&mut self, bound: Bound<&InternalKey>) {
+        self.current = self
+            .mem
+            .map
+            .lower_bound(bound)
+            .map(|e| (e.key().0.clone(), e.value().clone()));
+    }
+}
+
+impl InternalIterator for MemTableIter {
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.set_from(Bound::Unbounded);
+        Ok(())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let t = InternalKey(target.to_vec());
+        self.set_from(Bound::Included(&t));
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some((k, _)) = self.current.take() {
+            let t = InternalKey(k);
+            self.set_from(Bound::Excluded(&t));
+        }
+        Ok(())
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map(|c| c.0.as_slice()).unwrap_or(&[])
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map(|c| c.1.as_slice()).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn get_respects_snapshot_and_tombstones() {
+        let m = MemTable::new(1);
+        m.add(1, ValueKind::Value, b"a", b"v1");
+        m.add(2, ValueKind::Value, b"a", b"v2");
+        m.add(3, ValueKind::Deletion, b"a", b"");
+        m.add(4, ValueKind::Value, b"b", b"x");
+        assert_eq!(m.get(b"a", 1), Some(MemGet::Value(1, b"v1".to_vec())));
+        assert_eq!(m.get(b"a", 2), Some(MemGet::Value(2, b"v2".to_vec())));
+        assert_eq!(m.get(b"a", 10), Some(MemGet::Deleted(3)));
+        assert_eq!(m.get(b"a", 0), None);
+        assert_eq!(m.get(b"c", 10), None);
+        assert_eq!(m.get(b"", 10), None);
+    }
+
+    #[test]
+    fn iterator_walks_in_internal_order() {
+        let m = Arc::new(MemTable::new(1));
+        m.add(5, ValueKind::Value, b"b", b"b5");
+        m.add(1, ValueKind::Value, b"a", b"a1");
+        m.add(7, ValueKind::Value, b"a", b"a7");
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        let mut got = vec![];
+        while it.valid() {
+            got.push(it.value().to_vec());
+            it.next().unwrap();
+        }
+        assert_eq!(got, vec![b"a7".to_vec(), b"a1".to_vec(), b"b5".to_vec()]);
+        it.seek(&key::seek_key(b"a", 3)).unwrap();
+        assert_eq!(it.value(), b"a1");
+    }
+}

@@ -1,0 +1,248 @@
+//! Background work: flushing frozen memtables to L0, compacting, and
+//! deleting files no version references any more.
+//!
+//! Two threads: one flushes, one compacts, so a long compaction never
+//! delays the flush that writers may be waiting for. Each install goes
+//! through [`DbInner::install`], which takes the version-set lock, then the
+//! state lock (the only lock order used).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+
+use crate::compaction::{self, finish_table, BuildEnv, Compaction};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::hooks::{InstallReason, TableReason};
+use crate::memtable::MemTable;
+use crate::stats::Counters;
+use crate::version::{FileMetaData, Version, VersionEdit};
+
+use super::{lock, DbInner, State};
+
+impl DbInner {
+    pub(crate) fn build_env<'a>(
+        &'a self,
+        new_file: &'a dyn Fn() -> u64,
+        pending: &'a dyn Fn(u64),
+    ) -> BuildEnv<'a> {
+        BuildEnv {
+            dir: &self.dir,
+            opts: &self.opts,
+            hooks: &self.opts.hooks,
+            new_file_number: new_file,
+            register_pending: pending,
+        }
+    }
+
+    /// Writes `mem` to a new L0 table (all entries, all versions); `None` if
+    /// the memtable is empty.
+    pub(crate) fn write_level0_table(&self, mem: &MemTable) -> Result<Option<Arc<FileMetaData>>> {
+        if mem.is_empty() {
+            return Ok(None);
+        }
+        let new_file = || self.next_file.fetch_add(1, Ordering::SeqCst);
+        let pending = |n: u64| {
+            lock(&self.state).pending_outputs.insert(n);
+        };
+        let env = self.build_env(&new_file, &pending);
+        let (number, mut builder) = env.start_table(0, TableReason::Flush)?;
+        mem.for_each(|k, v| builder.add(k, v))?;
+        let meta = finish_table(number, builder)?;
+        Counters::add(&self.counters.flush_bytes_written, meta.file_size);
+        Counters::add(&self.counters.flushes, 1);
+        Ok(Some(meta))
+    }
+
+    /// Makes `edit` durable and current; `after` runs under the state lock
+    /// in the same critical section that publishes the version.
+    pub(crate) fn install(
+        &self,
+        edit: VersionEdit,
+        reason: InstallReason,
+        after: impl FnOnce(&mut State),
+    ) -> Result<Arc<Version>> {
+        let mut vs = lock(&self.versions);
+        let added: Vec<u64> = edit.new_files.iter().map(|(_, f)| f.number).collect();
+        let v = vs.log_and_apply(edit, reason, self.last_sequence.load(Ordering::SeqCst))?;
+        let mut st = lock(&self.state);
+        st.current = v.clone();
+        for n in added {
+            st.pending_outputs.remove(&n);
+        }
+        after(&mut st);
+        self.cv.notify_all();
+        Ok(v)
+    }
+
+    /// Flushes the oldest frozen memtable. Returns false if there was none.
+    pub(crate) fn flush_one(&self) -> Result<bool> {
+        let (mem, next_log) = {
+            let st = lock(&self.state);
+            let Some(mem) = st.imm.front().cloned() else {
+                return Ok(false);
+            };
+            // The WAL of the next memtable still holds unflushed writes.
+            let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
+            (mem, next_log)
+        };
+        let meta = self.write_level0_table(&mem)?;
+        let mut edit = VersionEdit {
+            log_number: Some(next_log),
+            ..VersionEdit::default()
+        };
+        if let Some(m) = meta {
+            edit.new_files.push((0, m));
+        }
+        self.install(edit, InstallReason::Flush, |st| {
+            let popped = st.imm.pop_front();
+            debug_assert!(popped.is_some_and(|p| Arc::ptr_eq(&p, &mem)));
+        })?;
+        self.delete_obsolete_files();
+        Ok(true)
+    }
+
+    /// Oldest sequence number a reader may read at.
+    pub(crate) fn smallest_snapshot(&self) -> u64 {
+        let snaps = lock(&self.snapshots);
+        snaps
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| self.last_sequence.load(Ordering::SeqCst))
+    }
+
+    /// Runs one compaction chosen by the picker. Returns false if none is
+    /// needed. Caller holds `compaction_lock`.
+    pub(crate) fn compact_one(&self) -> Result<bool> {
+        let version = lock(&self.versions).current();
+        let Some(c) = self.picker.pick(&version) else {
+            return Ok(false);
+        };
+        self.run_compaction(&c, &version)?;
+        Ok(true)
+    }
+
+    pub(crate) fn run_compaction(&self, c: &Compaction, version: &Version) -> Result<()> {
+        let new_file = || self.next_file.fetch_add(1, Ordering::SeqCst);
+        let mine = std::sync::Mutex::new(Vec::new());
+        let pending = |n: u64| {
+            lock(&self.state).pending_outputs.insert(n);
+            lock(&mine).push(n);
+        };
+        let env = self.build_env(&new_file, &pending);
+        let smallest = self.smallest_snapshot();
+        let out = match compaction::run(c, version, &self.tables, &env, smallest) {
+            Ok(o) => o,
+            Err(e) => {
+                let mut st = lock(&self.state);
+                for n in lock(&mine).iter() {
+                    st.pending_outputs.remove(n);
+                }
+                return Err(e);
+            }
+        };
+        Counters::add(&self.counters.compaction_bytes_written, out.bytes_written);
+        Counters::add(&self.counters.compactions, 1);
+        self.install(out.edit, InstallReason::Compaction, |_| {})?;
+        self.delete_obsolete_files();
+        Ok(())
+    }
+
+    /// Deletes WAL files below the log number, tables no live version or
+    /// in-progress output references, old manifests and temporaries.
+    /// Failures are ignored: the file is retried at the next call or open.
+    pub(crate) fn delete_obsolete_files(&self) {
+        let (live, log_number, manifest) = {
+            let mut vs = lock(&self.versions);
+            (vs.live_files(), vs.log_number(), vs.manifest_number())
+        };
+        let (pending, mem_logs) = {
+            let st = lock(&self.state);
+            let mut logs: Vec<u64> = st.imm.iter().map(|m| m.log_number()).collect();
+            logs.push(st.mem.log_number());
+            (st.pending_outputs.clone(), logs)
+        };
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(kind) = name.to_str().and_then(filename::parse) else {
+                continue;
+            };
+            let delete = match kind {
+                FileKind::Log(n) => n < log_number && !mem_logs.contains(&n),
+                FileKind::Table(n) => !live.contains(&n) && !pending.contains(&n),
+                FileKind::Manifest(n) => n < manifest,
+                FileKind::Temp => true,
+                FileKind::Current | FileKind::Lock => false,
+            };
+            if delete {
+                if let FileKind::Table(n) = kind {
+                    self.tables.evict(n);
+                }
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// Records a background failure: writes fail from now on.
+    pub(crate) fn set_bg_error(&self, e: &Error) {
+        let mut st = lock(&self.state);
+        if st.bg_error.is_none() {
+            eprintln!("strata: background error, database is now read-only: {e}");
+            st.bg_error = Some(e.clone());
+        }
+        self.cv.notify_all();
+    }
+
+    fn needs_compaction(&self, st: &State) -> bool {
+        !st.manual_compaction && self.picker.pick(&st.current).is_some()
+    }
+
+    /// Body of the flush thread.
+    pub(crate) fn flush_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut st: MutexGuard<'_, State> = lock(&self.state);
+                while !st.shutting_down && (st.imm.is_empty() || st.bg_error.is_some()) {
+                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                if st.shutting_down {
+                    return;
+                }
+            }
+            if let Err(e) = self.flush_one() {
+                self.set_bg_error(&e);
+            }
+        }
+    }
+
+    /// Body of the compaction thread.
+    pub(crate) fn compaction_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut st = lock(&self.state);
+                while !st.shutting_down && (st.bg_error.is_some() || !self.needs_compaction(&st)) {
+                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                if st.shutting_down {
+                    return;
+                }
+            }
+            let _g = lock(&self.compaction_lock);
+            if let Err(e) = self.compact_one() {
+                self.set_bg_error(&e);
+            }
+        }
+    }
+
+    /// With `background_work` off: flush every frozen memtable and compact
+    /// until the tree is in shape, in the calling thread.
+    pub(crate) fn run_inline_work(&self) -> Result<()> {
+        while self.flush_one()? {}
+        let _g = lock(&self.compaction_lock);
+        while self.compact_one()? {}
+        Ok(())
+    }
+}

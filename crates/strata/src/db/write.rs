@@ -1,0 +1,281 @@
+//! The write path: group commit, memtable switching and L0 back-pressure.
+//!
+//! Writers queue up; the writer at the front (the leader) takes the batches
+//! of the writers behind it (up to a size limit), assigns consecutive
+//! sequence numbers, appends them to the WAL as one record, fsyncs if any of
+//! them asked for `sync`, inserts them into the memtable, publishes the new
+//! last sequence and wakes the group. WAL and memtable work happen outside
+//! the state lock; only the leader does them, so they are serialized.
+
+use std::fs::OpenOptions;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::batch::{BatchOp, WriteBatch};
+use crate::error::{Error, IoContext, Result};
+use crate::filename;
+use crate::memtable::MemTable;
+use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::stats::Counters;
+use crate::wal::LogWriter;
+
+use super::{DbInner, State};
+
+/// A queued write.
+pub(crate) struct Writer {
+    batch: Mutex<Option<WriteBatch>>,
+    sync: bool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+/// Largest group a leader assembles.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Rejects batches with oversized keys or values; nothing is written.
+pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<()> {
+    for op in batch.iter() {
+        let op = op?;
+        if op.key().len() > MAX_KEY_SIZE {
+            return Err(Error::invalid(format!(
+                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
+                op.key().len()
+            )));
+        }
+        if let BatchOp::Put { value, .. } = op {
+            if value.len() > MAX_VALUE_SIZE {
+                return Err(Error::invalid(format!(
+                    "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
+                    value.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inserts every operation of `batch` (sequence numbers from
+/// `batch.sequence()`) into `mem`; returns user bytes.
+pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
+    let mut seq = batch.sequence();
+    let mut bytes = 0u64;
+    for op in batch.iter() {
+        let op = op?;
+        match op {
+            BatchOp::Put { key, value } => {
+                mem.add(seq, op.kind(), key, value);
+                bytes += (key.len() + value.len()) as u64;
+            }
+            BatchOp::Delete { key } => {
+                mem.add(seq, op.kind(), key, &[]);
+                bytes += key.len() as u64;
+            }
+        }
+        seq += 1;
+    }
+    Ok(bytes)
+}
+
+impl DbInner {
+    pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        validate_batch(&batch)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let w = Arc::new(Writer {
+            batch: Mutex::new(Some(batch)),
+            sync: opts.sync,
+            result: Mutex::new(None),
+        });
+        let mut st = lock(&self.state);
+        st.writers.push_back(w.clone());
+        loop {
+            if let Some(r) = lock(&w.result).take() {
+                return r;
+            }
+            if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+                break;
+            }
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+
+        // Leader.
+        let room = self.make_room_for_write(st, false);
+        let st = match room {
+            Ok(st) => st,
+            Err(e) => {
+                let mut st = lock(&self.state);
+                st.writers.pop_front();
+                self.cv.notify_all();
+                return Err(e);
+            }
+        };
+        let (group, mut merged, sync) = self.build_group(&st);
+        let seq = self.last_sequence.load(Ordering::SeqCst) + 1;
+        merged.set_sequence(seq);
+        let count = merged.len() as u64;
+        let mem = st.mem.clone();
+        drop(st);
+
+        let result = (|| -> Result<()> {
+            let mut log = lock(&self.log);
+            let log = log.as_mut().ok_or(Error::Closed)?;
+            let n = log.add_record(merged.data())?;
+            Counters::add(&self.counters.wal_bytes_written, n);
+            if sync {
+                log.sync()?;
+            }
+            Ok(())
+        })();
+        let result = result.and_then(|()| {
+            let bytes = insert_into(&mem, &merged)?;
+            Counters::add(&self.counters.user_bytes_written, bytes);
+            Ok(())
+        });
+
+        let mut st = lock(&self.state);
+        if result.is_ok() {
+            self.last_sequence.store(seq + count - 1, Ordering::SeqCst);
+        } else if let Err(e) = &result {
+            // The WAL may hold a partial record: refuse further writes.
+            if st.bg_error.is_none() {
+                st.bg_error = Some(e.clone());
+            }
+        }
+        for g in &group {
+            let front = st.writers.pop_front();
+            debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, g)));
+            if !Arc::ptr_eq(g, &w) {
+                *lock(&g.result) = Some(result.clone());
+            }
+        }
+        self.cv.notify_all();
+        drop(st);
+        if !self.opts.background_work {
+            self.run_inline_work()?;
+        }
+        result
+    }
+
+    /// Takes the batches of the leader and the writers behind it. A writer
+    /// that wants `sync` does not join a group led by one that does not
+    /// (its fsync would be skipped).
+    fn build_group(&self, st: &State) -> (Vec<Arc<Writer>>, WriteBatch, bool) {
+        let mut group = Vec::new();
+        let mut merged = WriteBatch::new();
+        let leader_sync = st.writers.front().is_some_and(|w| w.sync);
+        let mut size = 0usize;
+        for w in st.writers.iter() {
+            if !group.is_empty() && w.sync && !leader_sync {
+                break;
+            }
+            let mut b = lock(&w.batch);
+            let Some(batch) = b.as_ref() else { break };
+            if !group.is_empty() && size + batch.encoded_len() > MAX_GROUP_BYTES {
+                break;
+            }
+            size += batch.encoded_len();
+            merged.append(batch);
+            *b = None;
+            group.push(w.clone());
+        }
+        (group, merged, leader_sync)
+    }
+
+    /// Ensures the memtable has room, switching to a new memtable and WAL
+    /// when it is full (or when `force` and it is not empty). Applies L0
+    /// back-pressure: one 1 ms delay per write at the slowdown trigger, a
+    /// wait for compaction at the stop trigger.
+    pub(crate) fn make_room_for_write<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        mut force: bool,
+    ) -> Result<MutexGuard<'a, State>> {
+        let mut allow_delay = !force;
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.to_string()));
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            let l0 = st.current.levels[0].len();
+            if allow_delay && l0 >= self.opts.l0_slowdown_trigger && self.opts.background_work {
+                drop(st);
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                Counters::add(
+                    &self.counters.write_stall_micros,
+                    t.elapsed().as_micros() as u64,
+                );
+                allow_delay = false;
+                st = lock(&self.state);
+                continue;
+            }
+            if !force && st.mem.approximate_bytes() < self.opts.memtable_size {
+                return Ok(st);
+            }
+            if force && st.mem.is_empty() {
+                return Ok(st);
+            }
+            if st.imm.len() >= self.opts.max_immutable_memtables {
+                st = self.wait_for_background(st)?;
+                continue;
+            }
+            if l0 >= self.opts.l0_stop_trigger {
+                st = self.wait_for_background(st)?;
+                continue;
+            }
+            self.switch_memtable(&mut st)?;
+            force = false;
+        }
+    }
+
+    /// Blocks until background work changes the state (or runs it inline).
+    fn wait_for_background<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+    ) -> Result<MutexGuard<'a, State>> {
+        if self.opts.background_work {
+            let t = Instant::now();
+            let st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            Counters::add(
+                &self.counters.write_stall_micros,
+                t.elapsed().as_micros() as u64,
+            );
+            Ok(st)
+        } else {
+            drop(st);
+            self.run_inline_work()?;
+            Ok(lock(&self.state))
+        }
+    }
+
+    /// Freezes the memtable and starts a new WAL file for its successor.
+    /// The old WAL is fsynced first, so that recovery after a crash yields a
+    /// prefix of the acknowledged writes even without `sync`.
+    fn switch_memtable(&self, st: &mut State) -> Result<()> {
+        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let path = filename::log_file(&self.dir, number);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .path_ctx("create WAL", &path)?;
+        let mut log = lock(&self.log);
+        if let Some(old) = log.as_mut() {
+            old.sync()?;
+        }
+        *log = Some(LogWriter::new(file, path, 0));
+        drop(log);
+        let new_mem = Arc::new(MemTable::new(number));
+        let old = std::mem::replace(&mut st.mem, new_mem);
+        st.imm.push_back(old);
+        self.cv.notify_all();
+        Ok(())
+    }
+}

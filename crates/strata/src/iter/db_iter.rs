@@ -1,0 +1,101 @@
+//! The user's view of the merged internal stream at a snapshot: for each
+//! user key, its newest entry with `seq <= snapshot`; keys whose newest
+//! visible entry is a tombstone are skipped.
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind};
+
+/// Forward iterator over `(key, value)` pairs in `[from, to)`.
+///
+/// It owns what it reads (the merged sources hold `Arc`s of memtables,
+/// tables and the version), so files it reads cannot be deleted under it.
+pub struct DbIterator {
+    inner: Box<dyn InternalIterator>,
+    snapshot: SeqNo,
+    upper: Option<Vec<u8>>,
+    started: bool,
+    from: Option<Vec<u8>>,
+    done: bool,
+    /// Keeps the version (and so its files) alive while iterating.
+    _pin: Box<dyn std::any::Any + Send>,
+}
+
+impl DbIterator {
+    pub(crate) fn new(
+        inner: Box<dyn InternalIterator>,
+        snapshot: SeqNo,
+        from: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+        pin: Box<dyn std::any::Any + Send>,
+    ) -> Self {
+        DbIterator {
+            inner,
+            snapshot,
+            upper,
+            started: false,
+            from,
+            done: false,
+            _pin: pin,
+        }
+    }
+
+    /// Advances to the next visible user key; returns it with its value.
+    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if !self.started {
+            self.started = true;
+            match &self.from {
+                Some(f) => self.inner.seek(&key::seek_key(f, self.snapshot))?,
+                None => self.inner.seek_to_first()?,
+            }
+        }
+        while self.inner.valid() {
+            let parsed = key::parse_internal_key(self.inner.key())?;
+            if let Some(u) = &self.upper {
+                if parsed.user_key >= u.as_slice() {
+                    return Ok(None);
+                }
+            }
+            if parsed.seq > self.snapshot {
+                self.inner.next()?;
+                continue;
+            }
+            // Newest visible entry of this user key.
+            let user_key = parsed.user_key.to_vec();
+            let result = match parsed.kind {
+                ValueKind::Value => Some((user_key.clone(), self.inner.value().to_vec())),
+                ValueKind::Deletion => None,
+            };
+            // Skip the older versions of the same key.
+            self.inner.next()?;
+            while self.inner.valid() && key::user_key(self.inner.key()) == user_key.as_slice() {
+                self.inner.next()?;
+            }
+            if result.is_some() {
+                return Ok(result);
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for DbIterator {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(kv)) => Some(Ok(kv)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

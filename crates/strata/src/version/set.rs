@@ -1,0 +1,305 @@
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use crate::error::{Error, IoContext, Result};
+use crate::filename;
+use crate::hooks::{EngineHooks, InstallEvent, InstallReason};
+use crate::io::sync_dir;
+use crate::options::WalRecovery;
+use crate::version::{Version, VersionEdit};
+use crate::wal::{LogReader, LogWriter};
+
+/// Owns the MANIFEST and the current version.
+///
+/// Who may call: one install at a time (the `Db` keeps the set behind its
+/// own mutex, taken before the state mutex). `log_and_apply` makes an edit
+/// durable (append + fsync) before the new version becomes current.
+pub struct VersionSet {
+    dir: PathBuf,
+    current: Arc<Version>,
+    /// Every version handed out; dead weak pointers are pruned lazily.
+    live: Vec<Weak<Version>>,
+    manifest: Option<LogWriter>,
+    manifest_number: u64,
+    /// Shared with the `Db` so that the WAL can allocate numbers without
+    /// taking this set's lock.
+    next_file_number: Arc<AtomicU64>,
+    /// WAL files numbered below this hold nothing that is not in a table.
+    log_number: u64,
+    hooks: Vec<Arc<dyn EngineHooks>>,
+    /// Payloads of every extension (registered or not), oldest first; written
+    /// again when a fresh manifest is started.
+    payload_history: BTreeMap<String, Vec<Vec<u8>>>,
+}
+
+/// What recovery read from the MANIFEST.
+pub struct Recovered {
+    pub versions: VersionSet,
+    pub last_sequence: u64,
+    pub log_number: u64,
+}
+
+impl VersionSet {
+    /// True if `dir` holds a database (a CURRENT file).
+    pub fn exists(dir: &Path) -> bool {
+        filename::current_file(dir).exists()
+    }
+
+    /// Writes an empty database's first manifest and CURRENT.
+    pub fn create(dir: &Path, num_levels: usize, hooks: Vec<Arc<dyn EngineHooks>>) -> Result<()> {
+        let mut vs = VersionSet {
+            dir: dir.to_path_buf(),
+            current: Arc::new(Version::new(num_levels)),
+            live: Vec::new(),
+            manifest: None,
+            manifest_number: 0,
+            next_file_number: Arc::new(AtomicU64::new(2)),
+            log_number: 0,
+            hooks,
+            payload_history: BTreeMap::new(),
+        };
+        vs.write_fresh_manifest(0)
+    }
+
+    /// Replays the manifest named by CURRENT.
+    pub fn recover(
+        dir: &Path,
+        num_levels: usize,
+        hooks: Vec<Arc<dyn EngineHooks>>,
+    ) -> Result<Recovered> {
+        let current_path = filename::current_file(dir);
+        let current = fs::read_to_string(&current_path).path_ctx("read", &current_path)?;
+        let name = current
+            .strip_suffix('\n')
+            .filter(|n| !n.is_empty() && !n.contains('/'))
+            .ok_or_else(|| {
+                Error::corruption(format!("CURRENT holds {current:?}, not a manifest name"))
+            })?;
+        let manifest_number = match filename::parse(name) {
+            Some(filename::FileKind::Manifest(n)) => n,
+            _ => {
+                return Err(Error::corruption(format!(
+                    "CURRENT names {name:?}, not a manifest"
+                )))
+            }
+        };
+        let path = dir.join(name);
+        let file = File::open(&path).path_ctx("open manifest", &path)?;
+        let mut reader = LogReader::new(file, path.clone(), WalRecovery::TolerateTornTail);
+        let mut version = Version::new(num_levels);
+        let mut log_number = None;
+        let mut next_file = None;
+        let mut last_seq = None;
+        let mut history: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+        let mut records = 0u64;
+        while let Some(rec) = reader.read_record()? {
+            let edit = VersionEdit::decode(&rec).map_err(|e| {
+                Error::corruption(format!("{}: record {records}: {e}", path.display()))
+            })?;
+            records += 1;
+            if edit.new_files.iter().any(|(l, _)| *l >= num_levels)
+                || edit.deleted_files.iter().any(|(l, _)| *l >= num_levels)
+            {
+                return Err(Error::corruption(format!(
+                    "{}: a file is at a level >= num_levels ({num_levels})",
+                    path.display()
+                )));
+            }
+            version = version.apply(&edit).map_err(|e| {
+                Error::corruption(format!("{}: record {records}: {e}", path.display()))
+            })?;
+            log_number = edit.log_number.or(log_number);
+            next_file = edit.next_file_number.or(next_file);
+            last_seq = edit.last_sequence.or(last_seq);
+            for (name, p) in edit.ext_payloads {
+                history.entry(name).or_default().push(p);
+            }
+        }
+        let (Some(log_number), Some(next_file), Some(last_seq)) = (log_number, next_file, last_seq)
+        else {
+            return Err(Error::corruption(format!(
+                "{}: missing log number, next file number or last sequence",
+                path.display()
+            )));
+        };
+        let max_file = version
+            .all_files()
+            .map(|(_, f)| f.number)
+            .max()
+            .unwrap_or(0);
+        let next_file = next_file.max(max_file + 1).max(manifest_number + 1);
+        let files: Vec<_> = version.all_files().map(|(l, f)| (l, f.clone())).collect();
+        for h in &hooks {
+            let payloads = history.get(h.name()).map(Vec::as_slice).unwrap_or(&[]);
+            if let Some(state) = h.on_recover(payloads, &files)? {
+                version.ext.insert(h.name().to_string(), state);
+            }
+        }
+        let vs = VersionSet {
+            dir: dir.to_path_buf(),
+            current: Arc::new(version),
+            live: Vec::new(),
+            manifest: None,
+            manifest_number,
+            next_file_number: Arc::new(AtomicU64::new(next_file)),
+            log_number,
+            hooks,
+            payload_history: history,
+        };
+        Ok(Recovered {
+            versions: vs,
+            last_sequence: last_seq,
+            log_number,
+        })
+    }
+
+    pub fn next_file_counter(&self) -> Arc<AtomicU64> {
+        self.next_file_number.clone()
+    }
+
+    pub fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub fn log_number(&self) -> u64 {
+        self.log_number
+    }
+
+    pub fn manifest_number(&self) -> u64 {
+        self.manifest_number
+    }
+
+    /// The current version; the returned `Arc` is tracked so its files stay
+    /// alive until it is dropped.
+    pub fn current(&mut self) -> Arc<Version> {
+        let v = self.current.clone();
+        self.track(&v);
+        v
+    }
+
+    fn track(&mut self, v: &Arc<Version>) {
+        if self.live.len() > 64 {
+            self.live.retain(|w| w.strong_count() > 0);
+        }
+        self.live.push(Arc::downgrade(v));
+    }
+
+    /// Numbers of every table referenced by a version someone still holds.
+    pub fn live_files(&mut self) -> HashSet<u64> {
+        self.live.retain(|w| w.strong_count() > 0);
+        let mut set: HashSet<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
+        for w in &self.live {
+            if let Some(v) = w.upgrade() {
+                set.extend(v.all_files().map(|(_, f)| f.number));
+            }
+        }
+        set
+    }
+
+    /// Runs the install hooks, makes `edit` durable and installs the
+    /// resulting version, which is returned. `last_sequence` is recorded in
+    /// the same edit.
+    pub fn log_and_apply(
+        &mut self,
+        mut edit: VersionEdit,
+        reason: InstallReason,
+        last_sequence: u64,
+    ) -> Result<Arc<Version>> {
+        let mut next = self.current.apply(&edit)?;
+        for h in &self.hooks {
+            let ev = InstallEvent {
+                reason,
+                added: &edit.new_files,
+                removed: &edit.deleted_files,
+                previous: self.current.ext.get(h.name()),
+            };
+            let outcome = h.on_install(&ev)?;
+            if let Some(p) = outcome.payload {
+                edit.ext_payloads.push((h.name().to_string(), p));
+            }
+            if let Some(s) = outcome.state {
+                next.ext.insert(h.name().to_string(), s);
+            }
+        }
+        edit.next_file_number = Some(self.next_file_number.load(Ordering::SeqCst));
+        edit.last_sequence = Some(last_sequence);
+        if self.manifest.is_none() {
+            return Err(Error::Background("no manifest is open for writing".into()));
+        }
+        let record = edit.encode();
+        let w = self
+            .manifest
+            .as_mut()
+            .ok_or_else(|| Error::Background("no manifest is open for writing".into()))?;
+        w.add_record(&record)?;
+        w.sync()?;
+        if let Some(n) = edit.log_number {
+            self.log_number = n;
+        }
+        for (name, p) in edit.ext_payloads {
+            self.payload_history.entry(name).or_default().push(p);
+        }
+        let next = Arc::new(next);
+        self.current = next.clone();
+        self.track(&next);
+        Ok(next)
+    }
+
+    /// Starts a new manifest holding one edit that describes the whole
+    /// current state, then points CURRENT at it (write temp, fsync, rename,
+    /// fsync dir). The old manifest is left for obsolete-file deletion.
+    pub fn write_fresh_manifest(&mut self, last_sequence: u64) -> Result<()> {
+        let number = self.new_file_number();
+        let path = filename::manifest_file(&self.dir, number);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .path_ctx("create manifest", &path)?;
+        let mut writer = LogWriter::new(file, path.clone(), 0);
+        let mut edit = VersionEdit {
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
+            last_sequence: Some(last_sequence),
+            ..VersionEdit::default()
+        };
+        for (l, f) in self.current.all_files() {
+            edit.new_files.push((l, f.clone()));
+        }
+        for (name, payloads) in &self.payload_history {
+            for p in payloads {
+                edit.ext_payloads.push((name.clone(), p.clone()));
+            }
+        }
+        writer.add_record(&edit.encode())?;
+        writer.sync()?;
+        set_current(&self.dir, number)?;
+        self.manifest = Some(writer);
+        self.manifest_number = number;
+        Ok(())
+    }
+
+    /// Sets the WAL number recorded by the next fresh manifest (used at open,
+    /// after the recovered WALs have been flushed to tables).
+    pub fn set_log_number(&mut self, n: u64) {
+        self.log_number = n;
+    }
+}
+
+/// Atomically points CURRENT at `MANIFEST-<number>`.
+fn set_current(dir: &Path, number: u64) -> Result<()> {
+    let tmp = dir.join("CURRENT.tmp");
+    let contents = format!("MANIFEST-{number:06}\n");
+    {
+        let mut f = File::create(&tmp).path_ctx("create", &tmp)?;
+        f.write_all(contents.as_bytes()).path_ctx("write", &tmp)?;
+        f.sync_all().path_ctx("fsync", &tmp)?;
+    }
+    let cur = filename::current_file(dir);
+    fs::rename(&tmp, &cur).path_ctx("rename CURRENT.tmp to", &cur)?;
+    sync_dir(dir)
+}
