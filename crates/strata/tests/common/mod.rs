@@ -1,0 +1,32 @@
+//! Helpers shared by the behaviour tests.
+#![allow(dead_code)]
+
+/// SplitMix64: tiny, deterministic, good enough for test workloads.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| b'a' + (self.below(26) as u8)).collect()
+    }
+}
+
+/// Fixed-width key `k000123`.
+pub fn key(i: u64) -> Vec<u8> {
+    format!("k{i:06}").into_bytes()
+}

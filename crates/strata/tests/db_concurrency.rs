@@ -1,0 +1,81 @@
+//! Several writer and reader threads while flushes and compactions run.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::Rng;
+use strata::{Db, Options, WriteBatch, WriteOptions};
+
+#[test]
+fn writers_and_readers_with_background_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::small_for_tests()).unwrap());
+    let writers = 4;
+    let per_writer = 3000u64;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for w in 0..writers {
+        let db = db.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Rng::new(w);
+            for i in 0..per_writer {
+                // Each writer owns its keys; the value records the version.
+                let k = format!("w{w}-{:05}", i % 500);
+                let v = format!("{w}:{i}:{}", "x".repeat(rng.below(64) as usize));
+                if i % 10 == 9 {
+                    let mut b = WriteBatch::new();
+                    b.put(k.as_bytes(), v.as_bytes());
+                    b.put(format!("w{w}-batch").as_bytes(), v.as_bytes());
+                    db.write(b, WriteOptions::default()).unwrap();
+                } else {
+                    db.put(k.as_bytes(), v.as_bytes()).unwrap();
+                }
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let db = db.clone();
+        let stop = stop.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut rng = Rng::new(100 + r);
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let w = rng.below(writers);
+                let k = format!("w{w}-{:05}", rng.below(500));
+                if let Some(v) = db.get(k.as_bytes()).unwrap() {
+                    let s = String::from_utf8(v).unwrap();
+                    assert!(s.starts_with(&format!("{w}:")), "value {s} under key {k}");
+                }
+                // A snapshot scan is internally consistent: sorted, no dups.
+                if reads % 200 == 0 {
+                    let snap = db.snapshot();
+                    let keys: Vec<Vec<u8>> = snap.iter(None, None).unwrap().map(|r| r.unwrap().0).collect();
+                    assert!(keys.windows(2).all(|p| p[0] < p[1]));
+                }
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    db.wait_for_compactions().unwrap();
+    // The final value of every key is the last one its writer wrote.
+    for w in 0..writers {
+        for slot in 0..500u64 {
+            let last = (0..per_writer).filter(|i| i % 500 == slot).max().unwrap();
+            let v = db.get(format!("w{w}-{slot:05}").as_bytes()).unwrap().unwrap();
+            assert!(String::from_utf8(v).unwrap().starts_with(&format!("{w}:{last}:")));
+        }
+    }
+    let stats = db.stats();
+    assert!(stats.io.flushes > 0 && stats.io.compactions > 0, "{stats:?}");
+}
