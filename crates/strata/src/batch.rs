@@ -3,9 +3,17 @@
 //! Encoding (`docs/format/wal.md`): `fixed64 seq ‖ fixed32 count ‖ records`,
 //! record = `kind u8 ‖ varint key_len ‖ key [‖ varint val_len ‖ val]`.
 //! Entry `i` of a batch gets sequence number `seq + i`.
+//!
+//! The batch *is* its encoding: operations are appended to one buffer whose
+//! header count is kept current, so handing a batch to the WAL needs no copy
+//! and a batch read back from the WAL is validated once, in `from_data`.
 
-use crate::error::Result;
-use crate::key::{SeqNo, ValueKind};
+use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind, MAX_SEQ};
+
+/// `fixed64 seq ‖ fixed32 count`.
+pub const BATCH_HEADER_SIZE: usize = 12;
 
 /// One operation of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +37,12 @@ impl BatchOp<'_> {
 }
 
 /// A set of puts and deletes applied atomically, in order.
-#[derive(Clone)]
+///
+/// Invariant: `rep` is a well-formed encoding whose header count equals the
+/// number of records (enforced by every constructor and mutator).
+#[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
-    _private: (),
+    rep: Vec<u8>,
 }
 
 impl Default for WriteBatch {
@@ -40,69 +51,347 @@ impl Default for WriteBatch {
     }
 }
 
-impl WriteBatch {
-    pub fn new() -> WriteBatch {
-        todo!("wal helper")
-    }
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
-        let _ = (key, value);
-        todo!()
-    }
-    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
-        let _ = key;
-        todo!()
-    }
-    /// Number of operations.
-    pub fn len(&self) -> usize {
-        todo!()
-    }
-    pub fn is_empty(&self) -> bool {
-        todo!()
-    }
-    pub fn clear(&mut self) {
-        todo!()
-    }
-    /// Bytes of the encoding (what goes to the WAL).
-    pub fn encoded_len(&self) -> usize {
-        todo!()
-    }
-    /// Appends all of `other`'s operations.
-    pub fn append(&mut self, other: &WriteBatch) {
-        let _ = other;
-        todo!()
-    }
-    /// Operations in order; each item fails with `Error::Corruption` only for
-    /// batches decoded from damaged bytes.
-    pub fn iter(&self) -> BatchIter<'_> {
-        todo!()
-    }
-    /// Sequence number of the first operation (set by the writer).
-    pub fn sequence(&self) -> SeqNo {
-        todo!()
-    }
-    pub fn set_sequence(&mut self, seq: SeqNo) {
-        let _ = seq;
-        todo!()
-    }
-    /// The encoding.
-    pub fn data(&self) -> &[u8] {
-        todo!()
-    }
-    /// Decodes and fully validates an encoding read from the WAL.
-    pub fn from_data(data: Vec<u8>) -> Result<WriteBatch> {
-        let _ = data;
-        todo!()
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("sequence", &self.sequence())
+            .field("count", &self.len())
+            .field("bytes", &self.rep.len())
+            .finish()
     }
 }
 
-/// Iterator over a batch's operations.
+impl WriteBatch {
+    /// An empty batch: sequence 0, count 0.
+    pub fn new() -> WriteBatch {
+        WriteBatch {
+            rep: vec![0; BATCH_HEADER_SIZE],
+        }
+    }
+
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.rep.push(ValueKind::Value as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_length_prefixed(&mut self.rep, value);
+        self.set_count(self.count().wrapping_add(1));
+        self
+    }
+
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.rep.push(ValueKind::Deletion as u8);
+        put_length_prefixed(&mut self.rep, key);
+        self.set_count(self.count().wrapping_add(1));
+        self
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.count() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// Removes every operation and resets the sequence number to 0.
+    pub fn clear(&mut self) {
+        self.rep.clear();
+        self.rep.resize(BATCH_HEADER_SIZE, 0);
+    }
+
+    /// Bytes of the encoding (what goes to the WAL).
+    pub fn encoded_len(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// Appends all of `other`'s operations; keeps `self`'s sequence number.
+    pub fn append(&mut self, other: &WriteBatch) {
+        self.rep
+            .extend_from_slice(other.rep.get(BATCH_HEADER_SIZE..).unwrap_or(&[]));
+        self.set_count(self.count().wrapping_add(other.count()));
+    }
+
+    /// Operations in order; each item fails with `Error::Corruption` only for
+    /// batches decoded from damaged bytes.
+    pub fn iter(&self) -> BatchIter<'_> {
+        BatchIter {
+            rest: self.rep.get(BATCH_HEADER_SIZE..).unwrap_or(&[]),
+            remaining: self.count(),
+            done: false,
+        }
+    }
+
+    /// Sequence number of the first operation (set by the writer).
+    pub fn sequence(&self) -> SeqNo {
+        decode_fixed64(&self.rep).unwrap_or(0)
+    }
+
+    pub fn set_sequence(&mut self, seq: SeqNo) {
+        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+
+    /// The encoding.
+    pub fn data(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// Decodes and fully validates an encoding read from the WAL: the
+    /// header, every record, the count, no trailing bytes, and that every
+    /// sequence number it assigns fits in 56 bits.
+    pub fn from_data(data: Vec<u8>) -> Result<WriteBatch> {
+        if data.len() < BATCH_HEADER_SIZE {
+            return Err(Error::corruption(format!(
+                "write batch of {} bytes is shorter than its header",
+                data.len()
+            )));
+        }
+        let batch = WriteBatch { rep: data };
+        let count = batch.count() as u64;
+        let last_seq = batch.sequence().checked_add(count.saturating_sub(1));
+        if count > 0 && !matches!(last_seq, Some(s) if s <= MAX_SEQ) {
+            return Err(Error::corruption(format!(
+                "write batch sequence {} + count {count} exceeds the sequence space",
+                batch.sequence()
+            )));
+        }
+        // The iterator checks each record, the count and trailing bytes.
+        for op in batch.iter() {
+            op?;
+        }
+        Ok(batch)
+    }
+
+    /// Takes the encoding back.
+    pub fn into_data(self) -> Vec<u8> {
+        self.rep
+    }
+
+    fn count(&self) -> u32 {
+        self.rep.get(8..).and_then(decode_fixed32).unwrap_or(0)
+    }
+
+    fn set_count(&mut self, n: u32) {
+        self.rep[8..BATCH_HEADER_SIZE].copy_from_slice(&n.to_le_bytes());
+    }
+}
+
+impl<'a> IntoIterator for &'a WriteBatch {
+    type Item = Result<BatchOp<'a>>;
+    type IntoIter = BatchIter<'a>;
+    fn into_iter(self) -> BatchIter<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over a batch's operations. After yielding an error it ends.
 pub struct BatchIter<'a> {
-    _p: std::marker::PhantomData<&'a ()>,
+    /// Undecoded records.
+    rest: &'a [u8],
+    /// Records the header says are left.
+    remaining: u32,
+    done: bool,
+}
+
+impl<'a> BatchIter<'a> {
+    fn decode_next(&mut self) -> Result<BatchOp<'a>> {
+        let bad = |what: &str| Error::corruption(format!("write batch: {what}"));
+        let (&kind, mut src) = self
+            .rest
+            .split_first()
+            .ok_or_else(|| bad("fewer records than its count"))?;
+        let key = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated key"))?;
+        let op = match ValueKind::from_u8(kind) {
+            Some(ValueKind::Value) => {
+                let value = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated value"))?;
+                BatchOp::Put { key, value }
+            }
+            Some(ValueKind::Deletion) => BatchOp::Delete { key },
+            None => return Err(bad(&format!("unknown record kind {kind}"))),
+        };
+        self.rest = src;
+        Ok(op)
+    }
 }
 
 impl<'a> Iterator for BatchIter<'a> {
     type Item = Result<BatchOp<'a>>;
     fn next(&mut self) -> Option<Self::Item> {
-        todo!()
+        if self.done {
+            return None;
+        }
+        if self.remaining == 0 {
+            self.done = true;
+            if self.rest.is_empty() {
+                return None;
+            }
+            return Some(Err(Error::corruption(format!(
+                "write batch: {} bytes after its last record",
+                self.rest.len()
+            ))));
+        }
+        self.remaining -= 1;
+        let op = self.decode_next();
+        if op.is_err() {
+            self.done = true;
+        }
+        Some(op)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            (0, Some(0))
+        } else {
+            (0, Some(self.remaining as usize + 1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.put(b"k1", b"v1")
+            .delete(b"k2")
+            .put(b"", b"")
+            .put(&[7u8; 300], &[9u8; 200]);
+        b.set_sequence(1234);
+        b
+    }
+
+    fn ops(b: &WriteBatch) -> Vec<BatchOp<'_>> {
+        b.iter().collect::<Result<Vec<_>>>().unwrap()
+    }
+
+    #[test]
+    fn new_batch_is_header_only() {
+        let b = WriteBatch::new();
+        assert_eq!(b.data(), &[0u8; BATCH_HEADER_SIZE]);
+        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
+        assert_eq!(b.sequence(), 0);
+        assert_eq!(b.iter().count(), 0);
+        assert_eq!(WriteBatch::from_data(b.data().to_vec()).unwrap(), b);
+    }
+
+    #[test]
+    fn roundtrip() {
+        let b = sample();
+        assert_eq!(b.len(), 4);
+        assert_eq!(b.sequence(), 1234);
+        assert_eq!(b.encoded_len(), b.data().len());
+        let expect = vec![
+            BatchOp::Put {
+                key: b"k1",
+                value: b"v1",
+            },
+            BatchOp::Delete { key: b"k2" },
+            BatchOp::Put {
+                key: b"",
+                value: b"",
+            },
+            BatchOp::Put {
+                key: &[7u8; 300],
+                value: &[9u8; 200],
+            },
+        ];
+        assert_eq!(ops(&b), expect);
+        assert_eq!(expect[1].kind(), ValueKind::Deletion);
+        assert_eq!(expect[0].key(), b"k1");
+        let d = WriteBatch::from_data(b.data().to_vec()).unwrap();
+        assert_eq!(ops(&d), expect);
+        assert_eq!(d.sequence(), 1234);
+        // Exact bytes of a small batch (docs/format/wal.md).
+        let mut small = WriteBatch::new();
+        small.put(b"a", b"bc").delete(b"d");
+        small.set_sequence(5);
+        assert_eq!(
+            small.data(),
+            &[5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 1, b'a', 2, b'b', b'c', 0, 1, b'd']
+        );
+    }
+
+    #[test]
+    fn append_and_clear() {
+        let mut a = WriteBatch::new();
+        a.put(b"x", b"1");
+        a.set_sequence(10);
+        let b = sample();
+        a.append(&b);
+        a.append(&WriteBatch::new());
+        assert_eq!(a.len(), 5);
+        assert_eq!(a.sequence(), 10);
+        let all = ops(&a);
+        assert_eq!(
+            all[0],
+            BatchOp::Put {
+                key: b"x",
+                value: b"1"
+            }
+        );
+        assert_eq!(all[1..], ops(&b)[..]);
+        WriteBatch::from_data(a.data().to_vec()).unwrap();
+        a.clear();
+        assert_eq!(a, WriteBatch::new());
+    }
+
+    #[test]
+    fn every_truncation_rejected() {
+        let data = sample().into_data();
+        for cut in 0..data.len() {
+            let r = WriteBatch::from_data(data[..cut].to_vec());
+            assert!(r.as_ref().is_err_and(Error::is_corruption), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn bad_encodings_rejected() {
+        let good = sample().into_data();
+        let corrupt = |d: Vec<u8>| WriteBatch::from_data(d).unwrap_err().is_corruption();
+        // Trailing byte.
+        let mut d = good.clone();
+        d.push(0);
+        assert!(corrupt(d));
+        // Count too high and too low.
+        for count in [3u32, 5, u32::MAX] {
+            let mut d = good.clone();
+            d[8..12].copy_from_slice(&count.to_le_bytes());
+            assert!(corrupt(d), "count {count}");
+        }
+        // Unknown kind.
+        let mut d = good.clone();
+        d[BATCH_HEADER_SIZE] = 2;
+        assert!(corrupt(d));
+        // Sequence numbers beyond 56 bits.
+        let mut d = good.clone();
+        d[..8].copy_from_slice(&(MAX_SEQ - 2).to_le_bytes());
+        assert!(corrupt(d));
+        let mut d = good;
+        d[..8].copy_from_slice(&(MAX_SEQ - 3).to_le_bytes());
+        assert!(WriteBatch::from_data(d).is_ok());
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let good = sample().into_data();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..good.len() {
+            for _ in 0..8 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut d = good.clone();
+                d[i] = x as u8;
+                if let Ok(b) = WriteBatch::from_data(d) {
+                    assert!(b.iter().all(|op| op.is_ok()));
+                }
+            }
+        }
+        for len in 0..64 {
+            let d: Vec<u8> = (0..len).map(|j| (j * 37 + len) as u8).collect();
+            let _ = WriteBatch::from_data(d);
+            let _ = WriteBatch::from_data(vec![0xff; len]);
+        }
     }
 }

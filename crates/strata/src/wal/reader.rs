@@ -1,35 +1,334 @@
 use std::fs::File;
+use std::io::Read;
+use std::ops::Range;
 use std::path::PathBuf;
 
-use crate::error::Result;
+use super::{RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::coding::{decode_fixed32, masked_crc2};
+use crate::error::{Error, Result};
 use crate::options::WalRecovery;
 
 /// What a reader skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadReport {
-    /// Bytes dropped as a torn tail (an incomplete final write).
+    /// Bytes dropped as a torn tail (an incomplete final write). The log's
+    /// valid prefix is `file length - torn_tail_bytes` bytes long (up to a
+    /// few bytes of block padding).
     pub torn_tail_bytes: u64,
     /// Bytes of damaged records skipped (only in `BestEffort`).
     pub corrupted_bytes: u64,
 }
 
+/// One step of parsing physical records.
+enum Phys {
+    /// A record that checks out; `payload` indexes the current block.
+    Record {
+        ty: RecordType,
+        start: u64,
+        payload: Range<usize>,
+    },
+    /// End of file at a record boundary.
+    End,
+    /// The bytes at `start` are not a valid record.
+    Bad { start: u64, reason: &'static str },
+}
+
+enum State {
+    Reading,
+    Done,
+    Failed(Error),
+}
+
 /// Reads logical records back.
+///
+/// Damage handling: when the bytes at some offset are not a valid record (or
+/// a fragment sequence is broken), the reader looks for a FULL or FIRST
+/// record that checks out anywhere after that offset. If there is none, the
+/// damage is a torn tail: it ends the log and is counted in
+/// `torn_tail_bytes`. If there is one, the damage is corruption: an error in
+/// `TolerateTornTail` mode, skipped up to that record in `BestEffort` mode.
+/// A record cut off by the end of the file is damage like any other: a
+/// genuinely torn write has nothing valid after it, while a damaged length
+/// field that points past the end must not hide the records it covers.
+///
+/// Memory is bounded by one block plus the logical record being assembled,
+/// which only grows from fragments whose checksums match.
 pub struct LogReader {
-    _private: (),
+    file: File,
+    path: PathBuf,
+    mode: WalRecovery,
+    /// The current block: file bytes `[buf_start, buf_start + buf.len())`.
+    /// `buf_start` is a multiple of `BLOCK_SIZE`; `buf.len() < BLOCK_SIZE`
+    /// only for the last block of the file, and then `eof` is set.
+    buf: Vec<u8>,
+    buf_start: u64,
+    /// Parse position in `buf`.
+    pos: usize,
+    eof: bool,
+    state: State,
+    report: ReadReport,
 }
 
 impl LogReader {
     pub fn new(file: File, path: PathBuf, mode: WalRecovery) -> LogReader {
-        let _ = (file, path, mode);
-        todo!("wal helper")
+        LogReader {
+            file,
+            path,
+            mode,
+            buf: Vec::new(),
+            buf_start: 0,
+            pos: 0,
+            eof: false,
+            state: State::Reading,
+            report: ReadReport::default(),
+        }
     }
+
     /// Next logical record, `None` at the end of the log (or of its valid
     /// prefix if the tail is torn). Damage followed by valid records is
-    /// `Error::Corruption` in `TolerateTornTail` mode.
+    /// `Error::Corruption` in `TolerateTornTail` mode. After `None` or an
+    /// error, every further call returns the same.
     pub fn read_record(&mut self) -> Result<Option<Vec<u8>>> {
-        todo!()
+        match &self.state {
+            State::Reading => {}
+            State::Done => return Ok(None),
+            State::Failed(e) => return Err(e.clone()),
+        }
+        let res = self.read_logical();
+        match &res {
+            Ok(Some(_)) => {}
+            Ok(None) => self.state = State::Done,
+            Err(e) => self.state = State::Failed(e.clone()),
+        }
+        res
     }
+
     pub fn report(&self) -> &ReadReport {
-        todo!()
+        &self.report
     }
+
+    fn read_logical(&mut self) -> Result<Option<Vec<u8>>> {
+        let mut rec = Vec::new();
+        // File offset of the FIRST fragment of the record being assembled.
+        let mut frag_start: Option<u64> = None;
+        loop {
+            match self.next_physical()? {
+                Phys::Record { ty, start, payload } => match ty {
+                    RecordType::Full | RecordType::First => {
+                        if let Some(fs) = frag_start.take() {
+                            // A valid record follows the unfinished one.
+                            self.corrupt(fs, start, "FIRST fragment without LAST")?;
+                            rec.clear();
+                        }
+                        if ty == RecordType::Full {
+                            return Ok(Some(self.buf[payload].to_vec()));
+                        }
+                        rec.extend_from_slice(&self.buf[payload]);
+                        frag_start = Some(start);
+                    }
+                    RecordType::Middle | RecordType::Last => {
+                        if frag_start.is_none() {
+                            if !self.skip_damage(start, start, "fragment without FIRST")? {
+                                return Ok(None);
+                            }
+                            continue;
+                        }
+                        rec.extend_from_slice(&self.buf[payload]);
+                        if ty == RecordType::Last {
+                            return Ok(Some(rec));
+                        }
+                    }
+                },
+                Phys::End => {
+                    if let Some(fs) = frag_start {
+                        self.torn_from(fs);
+                    }
+                    return Ok(None);
+                }
+                Phys::Bad { start, reason } => {
+                    let damage_start = frag_start.take().unwrap_or(start);
+                    rec.clear();
+                    if !self.skip_damage(damage_start, start, reason)? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles damage spanning from `damage_start` to at least `at` (an
+    /// offset in the current block). Returns false if it is a torn tail (the
+    /// log ends), true if parsing resumes at a later FULL/FIRST record.
+    fn skip_damage(&mut self, damage_start: u64, at: u64, reason: &str) -> Result<bool> {
+        match self.scan_for_record_start(at + 1)? {
+            None => {
+                self.torn_from(damage_start);
+                Ok(false)
+            }
+            Some(next) => {
+                self.corrupt(damage_start, next, reason)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Damage in `[damage_start, next_valid)` with a valid record at
+    /// `next_valid`: an error, or skipped and counted in `BestEffort` mode.
+    fn corrupt(&mut self, damage_start: u64, next_valid: u64, reason: &str) -> Result<()> {
+        match self.mode {
+            WalRecovery::TolerateTornTail => Err(Error::corruption(format!(
+                "{}: damaged log record at offset {damage_start} ({reason}), \
+                 followed by a valid record at offset {next_valid}",
+                self.path.display()
+            ))),
+            WalRecovery::BestEffort => {
+                self.report.corrupted_bytes += next_valid - damage_start;
+                Ok(())
+            }
+        }
+    }
+
+    /// Everything from `offset` to the end of the file is a torn tail.
+    /// Only called once the whole file has been read.
+    fn torn_from(&mut self, offset: u64) {
+        debug_assert!(self.eof);
+        let end = self.buf_start + self.buf.len() as u64;
+        self.report.torn_tail_bytes += end.saturating_sub(offset);
+    }
+
+    fn next_physical(&mut self) -> Result<Phys> {
+        loop {
+            if self.pos >= self.buf.len() {
+                if self.eof {
+                    return Ok(Phys::End);
+                }
+                self.read_next_block()?;
+                continue;
+            }
+            let start = self.buf_start + self.pos as u64;
+            let block_left = BLOCK_SIZE - self.pos;
+            if block_left < HEADER_SIZE {
+                // Block trailer: zero padding written by the writer.
+                self.pos = self.buf.len();
+                continue;
+            }
+            let rest = &self.buf[self.pos..];
+            // Fewer bytes than the block has left only in the last block.
+            if rest.len() < HEADER_SIZE {
+                return Ok(Phys::Bad {
+                    start,
+                    reason: "header cut off by the end of the file",
+                });
+            }
+            let type_byte = rest[6];
+            let Some(ty) = RecordType::from_u8(type_byte) else {
+                let reason = if rest[..HEADER_SIZE].iter().all(|&b| b == 0) {
+                    "zero-filled header"
+                } else {
+                    "bad record type"
+                };
+                return Ok(Phys::Bad { start, reason });
+            };
+            let len = u16::from_le_bytes([rest[4], rest[5]]) as usize;
+            if HEADER_SIZE + len > block_left {
+                return Ok(Phys::Bad {
+                    start,
+                    reason: "record length crosses the block end",
+                });
+            }
+            if HEADER_SIZE + len > rest.len() {
+                // Usually a torn write; but the length may be the damaged
+                // part, hiding valid records, so it gets the same scan.
+                return Ok(Phys::Bad {
+                    start,
+                    reason: "record cut off by the end of the file",
+                });
+            }
+            let stored = decode_fixed32(rest).unwrap_or(0);
+            let payload = self.pos + HEADER_SIZE..self.pos + HEADER_SIZE + len;
+            if masked_crc2(&[type_byte], &self.buf[payload.clone()]) != stored {
+                return Ok(Phys::Bad {
+                    start,
+                    reason: "checksum mismatch",
+                });
+            }
+            self.pos = payload.end;
+            return Ok(Phys::Record { ty, start, payload });
+        }
+    }
+
+    /// Positions the reader at the first FULL or FIRST record that checks
+    /// out and starts at file offset `from` or later (`from` lies in the
+    /// current block or at its end). Returns its offset, or `None` after
+    /// consuming the rest of the file.
+    ///
+    /// Every offset is tried, since damage may have destroyed the lengths
+    /// that lead from record to record. A record embedded in a payload can
+    /// therefore be mistaken for a real one; that errs towards reporting
+    /// corruption rather than silently dropping data.
+    fn scan_for_record_start(&mut self, from: u64) -> Result<Option<u64>> {
+        let mut i = from.saturating_sub(self.buf_start) as usize;
+        loop {
+            while i + HEADER_SIZE <= self.buf.len() {
+                if starts_logical_record(&self.buf[i..]) {
+                    self.pos = i;
+                    return Ok(Some(self.buf_start + i as u64));
+                }
+                i += 1;
+            }
+            if self.eof {
+                self.pos = self.buf.len();
+                return Ok(None);
+            }
+            self.read_next_block()?;
+            i = 0;
+        }
+    }
+
+    /// Replaces the current block with the next one.
+    fn read_next_block(&mut self) -> Result<()> {
+        self.buf_start += self.buf.len() as u64;
+        self.pos = 0;
+        self.buf.resize(BLOCK_SIZE, 0);
+        let mut n = 0;
+        while n < BLOCK_SIZE {
+            match self.file.read(&mut self.buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(Error::io(
+                        format!(
+                            "read log {} at offset {}",
+                            self.path.display(),
+                            self.buf_start + n as u64
+                        ),
+                        e,
+                    ))
+                }
+            }
+        }
+        self.buf.truncate(n);
+        if n < BLOCK_SIZE {
+            self.eof = true;
+        }
+        Ok(())
+    }
+}
+
+/// True if `rest` (the remainder of a block) starts with a FULL or FIRST
+/// record that lies within it and checks out.
+fn starts_logical_record(rest: &[u8]) -> bool {
+    if rest.len() < HEADER_SIZE {
+        return false;
+    }
+    let type_byte = rest[6];
+    if type_byte != RecordType::Full as u8 && type_byte != RecordType::First as u8 {
+        return false;
+    }
+    let len = u16::from_le_bytes([rest[4], rest[5]]) as usize;
+    let Some(payload) = rest.get(HEADER_SIZE..HEADER_SIZE + len) else {
+        return false;
+    };
+    decode_fixed32(rest) == Some(masked_crc2(&[type_byte], payload))
 }
