@@ -13,7 +13,7 @@ pub mod cache;
 pub mod coding;
 pub mod compaction;
 mod db;
-pub use db::{BlockEntry, Db, Snapshot};
+pub use db::{BlockEntry, Db, Snapshot, Versioned};
 pub use iter::db_iter::DbIterator;
 pub mod error;
 pub mod filename;

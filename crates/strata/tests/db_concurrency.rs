@@ -50,9 +50,13 @@ fn writers_and_readers_with_background_work() {
                     assert!(s.starts_with(&format!("{w}:")), "value {s} under key {k}");
                 }
                 // A snapshot scan is internally consistent: sorted, no dups.
-                if reads % 200 == 0 {
+                if reads.is_multiple_of(200) {
                     let snap = db.snapshot();
-                    let keys: Vec<Vec<u8>> = snap.iter(None, None).unwrap().map(|r| r.unwrap().0).collect();
+                    let keys: Vec<Vec<u8>> = snap
+                        .iter(None, None)
+                        .unwrap()
+                        .map(|r| r.unwrap().0)
+                        .collect();
                     assert!(keys.windows(2).all(|p| p[0] < p[1]));
                 }
                 reads += 1;
@@ -72,10 +76,18 @@ fn writers_and_readers_with_background_work() {
     for w in 0..writers {
         for slot in 0..500u64 {
             let last = (0..per_writer).filter(|i| i % 500 == slot).max().unwrap();
-            let v = db.get(format!("w{w}-{slot:05}").as_bytes()).unwrap().unwrap();
-            assert!(String::from_utf8(v).unwrap().starts_with(&format!("{w}:{last}:")));
+            let v = db
+                .get(format!("w{w}-{slot:05}").as_bytes())
+                .unwrap()
+                .unwrap();
+            assert!(String::from_utf8(v)
+                .unwrap()
+                .starts_with(&format!("{w}:{last}:")));
         }
     }
     let stats = db.stats();
-    assert!(stats.io.flushes > 0 && stats.io.compactions > 0, "{stats:?}");
+    assert!(
+        stats.io.flushes > 0 && stats.io.compactions > 0,
+        "{stats:?}"
+    );
 }

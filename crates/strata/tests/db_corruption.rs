@@ -47,8 +47,16 @@ fn reads_are_right_or_fail(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, universe
             Err(_) => errors += 1,
         }
     }
-    match db.iter(None, None).and_then(|it| it.collect::<Result<Vec<_>, _>>()) {
-        Ok(all) => assert!(all == model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()),
+    match db
+        .iter(None, None)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+    {
+        Ok(all) => assert!(
+            all == model
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>()
+        ),
         Err(_) => errors += 1,
     }
     errors
@@ -92,7 +100,9 @@ fn table_corruption_is_detected() {
         let target = work.path().join(table.file_name().unwrap());
         let len = fs::metadata(&target).unwrap().len();
         flip(&target, rng.below(len) as usize);
-        let opts = Options::small_for_tests().background_work(false).block_cache_bytes(0);
+        let opts = Options::small_for_tests()
+            .background_work(false)
+            .block_cache_bytes(0);
         match Db::open(work.path(), opts) {
             Ok(db) => {
                 if reads_are_right_or_fail(&db, &model, 200) > 0 {
@@ -107,7 +117,10 @@ fn table_corruption_is_detected() {
     }
     // Nearly every byte of a table is read by a full scan plus gets; the
     // filter is the exception (a flipped filter bit may only add a probe).
-    assert!(detected * 10 >= trials * 7, "only {detected}/{trials} corruptions detected");
+    assert!(
+        detected * 10 >= trials * 7,
+        "only {detected}/{trials} corruptions detected"
+    );
 }
 
 #[test]
@@ -115,19 +128,31 @@ fn wal_corruption_in_the_middle_is_an_error_unless_best_effort() {
     let base = tempfile::tempdir().unwrap();
     let model = build(base.path(), false);
     let logs = files_with(base.path(), |n| n.ends_with(".log"));
-    let log = logs.iter().max_by_key(|p| fs::metadata(p).unwrap().len()).unwrap();
+    let log = logs
+        .iter()
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap();
     assert!(fs::metadata(log).unwrap().len() > 1000);
 
     let work = tempfile::tempdir().unwrap();
     copy_dir(base.path(), work.path());
     flip(&work.path().join(log.file_name().unwrap()), 20);
-    let strict = Db::open(work.path(), Options::small_for_tests().background_work(false));
-    assert!(matches!(strict, Err(ref e) if e.is_corruption()), "{:?}", strict.err());
+    let strict = Db::open(
+        work.path(),
+        Options::small_for_tests().background_work(false),
+    );
+    assert!(
+        matches!(strict, Err(ref e) if e.is_corruption()),
+        "{:?}",
+        strict.err()
+    );
 
     // Best effort drops the damaged record and keeps the rest.
     let db = Db::open(
         work.path(),
-        Options::small_for_tests().background_work(false).wal_recovery(WalRecovery::BestEffort),
+        Options::small_for_tests()
+            .background_work(false)
+            .wal_recovery(WalRecovery::BestEffort),
     )
     .unwrap();
     let all: Vec<_> = db.iter(None, None).unwrap().map(|r| r.unwrap()).collect();
@@ -142,24 +167,39 @@ fn wal_corruption_in_the_middle_is_an_error_unless_best_effort() {
     let f = fs::OpenOptions::new().write(true).open(&target).unwrap();
     f.set_len(len - 3).unwrap();
     drop(f);
-    let db = Db::open(work.path(), Options::small_for_tests().background_work(false)).unwrap();
+    let db = Db::open(
+        work.path(),
+        Options::small_for_tests().background_work(false),
+    )
+    .unwrap();
     let got: BTreeMap<_, _> = db.iter(None, None).unwrap().map(|r| r.unwrap()).collect();
-    let differing = model.iter().filter(|(k, v)| got.get(*k) != Some(*v)).count()
+    let differing = model
+        .iter()
+        .filter(|(k, v)| got.get(*k) != Some(*v))
+        .count()
         + got.keys().filter(|k| !model.contains_key(*k)).count();
-    assert!(differing <= 1, "{differing} keys differ after losing one record");
+    assert!(
+        differing <= 1,
+        "{differing} keys differ after losing one record"
+    );
 }
 
 #[test]
 fn manifest_corruption_is_an_error() {
     let base = tempfile::tempdir().unwrap();
     let model = build(base.path(), true);
-    let manifest = files_with(base.path(), |n| n.starts_with("MANIFEST-")).pop().unwrap();
+    let manifest = files_with(base.path(), |n| n.starts_with("MANIFEST-"))
+        .pop()
+        .unwrap();
     let len = fs::metadata(&manifest).unwrap().len() as usize;
     for offset in 0..len {
         let work = tempfile::tempdir().unwrap();
         copy_dir(base.path(), work.path());
         flip(&work.path().join(manifest.file_name().unwrap()), offset);
-        match Db::open(work.path(), Options::small_for_tests().background_work(false)) {
+        match Db::open(
+            work.path(),
+            Options::small_for_tests().background_work(false),
+        ) {
             Err(e) => assert!(e.is_corruption(), "offset {offset}: {e}"),
             Ok(db) => {
                 reads_are_right_or_fail(&db, &model, 200);

@@ -14,7 +14,9 @@ fn check_scan(db: &Db, model: &Model, from: Option<&[u8]>, to: Option<&[u8]>) {
     let got: Vec<(Vec<u8>, Vec<u8>)> = db.iter(from, to).unwrap().map(|r| r.unwrap()).collect();
     let want: Vec<(Vec<u8>, Vec<u8>)> = model
         .iter()
-        .filter(|(k, _)| from.is_none_or(|f| k.as_slice() >= f) && to.is_none_or(|t| k.as_slice() < t))
+        .filter(|(k, _)| {
+            from.is_none_or(|f| k.as_slice() >= f) && to.is_none_or(|t| k.as_slice() < t)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     assert_eq!(got.len(), want.len(), "scan {from:?}..{to:?} length");
@@ -61,10 +63,16 @@ fn run(seed: u64, ops: usize, opts: Options) {
             }
             680..=829 => {
                 let k = key(rng.below(key_space));
-                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "step {step} get {k:?}");
+                assert_eq!(
+                    db.get(&k).unwrap(),
+                    model.get(&k).cloned(),
+                    "step {step} get {k:?}"
+                );
             }
             830..=869 => {
-                let keys: Vec<Vec<u8>> = (0..rng.below(20) + 1).map(|_| key(rng.below(key_space))).collect();
+                let keys: Vec<Vec<u8>> = (0..rng.below(20) + 1)
+                    .map(|_| key(rng.below(key_space)))
+                    .collect();
                 let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
                 let got = db.multi_get(&refs).unwrap();
                 for (k, g) in keys.iter().zip(got) {
@@ -89,7 +97,11 @@ fn run(seed: u64, ops: usize, opts: Options) {
                     let (snap, m) = snapshots.swap_remove(i);
                     for _ in 0..10 {
                         let k = key(rng.below(key_space));
-                        assert_eq!(snap.get(&k).unwrap(), m.get(&k).cloned(), "step {step} snapshot get");
+                        assert_eq!(
+                            snap.get(&k).unwrap(),
+                            m.get(&k).cloned(),
+                            "step {step} snapshot get"
+                        );
                     }
                     let got: Vec<_> = snap.iter(None, None).unwrap().map(|r| r.unwrap()).collect();
                     let want: Vec<_> = m.into_iter().collect();
@@ -113,6 +125,8 @@ fn run(seed: u64, ops: usize, opts: Options) {
         }
     }
     check_scan(&db, &model, None, None);
+    // A snapshot keeps the database open; release them before reopening.
+    drop(snapshots);
     drop(db);
     let db = Db::open(dir.path(), opts).unwrap();
     check_scan(&db, &model, None, None);
@@ -121,7 +135,11 @@ fn run(seed: u64, ops: usize, opts: Options) {
 #[test]
 fn model_inline_background_work() {
     for seed in 0..4 {
-        run(seed, 3000, Options::small_for_tests().background_work(false));
+        run(
+            seed,
+            3000,
+            Options::small_for_tests().background_work(false),
+        );
     }
 }
 

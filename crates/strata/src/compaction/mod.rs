@@ -34,16 +34,35 @@ use crate::stats::ReadPurpose;
 use crate::version::{FileMetaData, LevelIter, Version, VersionEdit};
 
 /// A chosen compaction: `inputs[0]` from `level`, `inputs[1]` from
-/// `level + 1`.
+/// `output_level`, which is `level + 1` except for a manual rewrite of the
+/// last level in place (`output_level == level`, `inputs[1]` empty).
 #[derive(Debug, Clone)]
 pub struct Compaction {
     pub level: usize,
+    pub output_level: usize,
     pub inputs: [Vec<Arc<FileMetaData>>; 2],
+    /// Whether a lone input with nothing to merge may be moved instead of
+    /// rewritten (manual compactions rewrite, to drop obsolete versions).
+    pub allow_trivial_move: bool,
 }
 
 impl Compaction {
+    /// `inputs[0]` at `level` merged with the overlapping files of `level + 1`.
+    pub fn new(
+        level: usize,
+        inputs0: Vec<Arc<FileMetaData>>,
+        inputs1: Vec<Arc<FileMetaData>>,
+    ) -> Self {
+        Compaction {
+            level,
+            output_level: level + 1,
+            inputs: [inputs0, inputs1],
+            allow_trivial_move: true,
+        }
+    }
+
     pub fn output_level(&self) -> usize {
-        self.level + 1
+        self.output_level
     }
 
     pub fn input_files(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
@@ -52,7 +71,11 @@ impl Compaction {
 
     /// One file moving down with nothing to merge: no rewrite needed.
     pub fn is_trivial_move(&self) -> bool {
-        self.level > 0 && self.inputs[0].len() == 1 && self.inputs[1].is_empty()
+        self.allow_trivial_move
+            && self.level > 0
+            && self.output_level == self.level + 1
+            && self.inputs[0].len() == 1
+            && self.inputs[1].is_empty()
     }
 }
 
@@ -148,10 +171,7 @@ impl CompactionPicker for LeveledPicker {
         };
         let (lo, hi) = key_range(&inputs0);
         let inputs1 = v.overlapping(level + 1, Some(&lo), Some(&hi));
-        Some(Compaction {
-            level,
-            inputs: [inputs0, inputs1],
-        })
+        Some(Compaction::new(level, inputs0, inputs1))
     }
 }
 
@@ -160,10 +180,10 @@ pub struct BuildEnv<'a> {
     pub dir: &'a Path,
     pub opts: &'a Options,
     pub hooks: &'a [Arc<dyn EngineHooks>],
-    pub new_file_number: &'a dyn Fn() -> u64,
-    /// Called with each output file number before the file is created, so
-    /// that obsolete-file deletion does not remove it while in progress.
-    pub register_pending: &'a dyn Fn(u64),
+    /// Allocates a file number for a new table and registers it as an
+    /// in-progress output, atomically, so that obsolete-file deletion never
+    /// removes a table that is being written.
+    pub allocate_output: &'a dyn Fn() -> u64,
 }
 
 impl BuildEnv<'_> {
@@ -178,8 +198,7 @@ impl BuildEnv<'_> {
 
     /// Starts a table at `level`, with one observer per extension that asks.
     pub fn start_table(&self, level: usize, reason: TableReason) -> Result<(u64, TableBuilder)> {
-        let number = (self.new_file_number)();
-        (self.register_pending)(number);
+        let number = (self.allocate_output)();
         let ctx = TableContext {
             file_number: number,
             level,
@@ -237,7 +256,7 @@ pub fn run(
         edit.deleted_files.push((c.level, f.number));
     }
     for f in &c.inputs[1] {
-        edit.deleted_files.push((out_level, f.number));
+        edit.deleted_files.push((c.output_level, f.number));
     }
     if c.is_trivial_move() {
         edit.new_files.push((out_level, c.inputs[0][0].clone()));

@@ -20,18 +20,22 @@ use crate::version::{FileMetaData, Version, VersionEdit};
 use super::{lock, DbInner, State};
 
 impl DbInner {
-    pub(crate) fn build_env<'a>(
-        &'a self,
-        new_file: &'a dyn Fn() -> u64,
-        pending: &'a dyn Fn(u64),
-    ) -> BuildEnv<'a> {
+    pub(crate) fn build_env<'a>(&'a self, allocate: &'a dyn Fn() -> u64) -> BuildEnv<'a> {
         BuildEnv {
             dir: &self.dir,
             opts: &self.opts,
             hooks: &self.opts.hooks,
-            new_file_number: new_file,
-            register_pending: pending,
+            allocate_output: allocate,
         }
+    }
+
+    /// Allocates a table number and marks it pending, under the state lock
+    /// (see `delete_obsolete_files`).
+    pub(crate) fn allocate_output(&self) -> u64 {
+        let mut st = lock(&self.state);
+        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
+        st.pending_outputs.insert(n);
+        n
     }
 
     /// Writes `mem` to a new L0 table (all entries, all versions); `None` if
@@ -40,11 +44,8 @@ impl DbInner {
         if mem.is_empty() {
             return Ok(None);
         }
-        let new_file = || self.next_file.fetch_add(1, Ordering::SeqCst);
-        let pending = |n: u64| {
-            lock(&self.state).pending_outputs.insert(n);
-        };
-        let env = self.build_env(&new_file, &pending);
+        let allocate = || self.allocate_output();
+        let env = self.build_env(&allocate);
         let (number, mut builder) = env.start_table(0, TableReason::Flush)?;
         mem.for_each(|k, v| builder.add(k, v))?;
         let meta = finish_table(number, builder)?;
@@ -123,13 +124,13 @@ impl DbInner {
     }
 
     pub(crate) fn run_compaction(&self, c: &Compaction, version: &Version) -> Result<()> {
-        let new_file = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let mine = std::sync::Mutex::new(Vec::new());
-        let pending = |n: u64| {
-            lock(&self.state).pending_outputs.insert(n);
+        let allocate = || {
+            let n = self.allocate_output();
             lock(&mine).push(n);
+            n
         };
-        let env = self.build_env(&new_file, &pending);
+        let env = self.build_env(&allocate);
         let smallest = self.smallest_snapshot();
         let out = match compaction::run(c, version, &self.tables, &env, smallest) {
             Ok(o) => o,
@@ -152,15 +153,24 @@ impl DbInner {
     /// in-progress output references, old manifests and temporaries.
     /// Failures are ignored: the file is retried at the next call or open.
     pub(crate) fn delete_obsolete_files(&self) {
-        let (live, log_number, manifest) = {
-            let mut vs = lock(&self.versions);
-            (vs.live_files(), vs.log_number(), vs.manifest_number())
-        };
-        let (pending, mem_logs) = {
+        // Pending outputs first: an install moves a file from pending to the
+        // current version (version first, then pending), so reading in this
+        // order sees every new file in at least one of the two sets. Tables
+        // numbered at or above `bound` were allocated after this snapshot
+        // and are never touched.
+        let (pending, mem_logs, bound) = {
             let st = lock(&self.state);
             let mut logs: Vec<u64> = st.imm.iter().map(|m| m.log_number()).collect();
             logs.push(st.mem.log_number());
-            (st.pending_outputs.clone(), logs)
+            (
+                st.pending_outputs.clone(),
+                logs,
+                self.next_file.load(Ordering::SeqCst),
+            )
+        };
+        let (live, log_number, manifest) = {
+            let mut vs = lock(&self.versions);
+            (vs.live_files(), vs.log_number(), vs.manifest_number())
         };
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -172,7 +182,7 @@ impl DbInner {
             };
             let delete = match kind {
                 FileKind::Log(n) => n < log_number && !mem_logs.contains(&n),
-                FileKind::Table(n) => !live.contains(&n) && !pending.contains(&n),
+                FileKind::Table(n) => n < bound && !live.contains(&n) && !pending.contains(&n),
                 FileKind::Manifest(n) => n < manifest,
                 FileKind::Temp => true,
                 FileKind::Current | FileKind::Lock => false,

@@ -87,6 +87,9 @@ pub struct Snapshot {
     seq: SeqNo,
 }
 
+/// A value with the sequence number of the write that stored it.
+pub type Versioned = (SeqNo, Vec<u8>);
+
 /// One entry of a data block read by handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockEntry {
@@ -345,7 +348,7 @@ impl Db {
 
     /// Like [`Db::multi_get`], also returning each found record's sequence
     /// number (index strategies validate with it).
-    pub fn multi_get_with_seq(&self, keys: &[&[u8]]) -> Result<Vec<Option<(SeqNo, Vec<u8>)>>> {
+    pub fn multi_get_with_seq(&self, keys: &[&[u8]]) -> Result<Vec<Option<Versioned>>> {
         let seq = self.inner.last_sequence.load(Ordering::SeqCst);
         self.inner.multi_get_found(keys, seq)
     }
@@ -392,8 +395,10 @@ impl Db {
     }
 
     /// Flushes, then compacts every level's files overlapping `[from, to]`
-    /// (`None` = open) into the next level, down to the last level holding
-    /// data, so that afterwards the range sits in one sorted level.
+    /// (`None` = open) into the next level, down to the deepest level
+    /// holding data, which is finally rewritten in place. Afterwards the
+    /// range sits in one sorted level with every version no snapshot needs
+    /// dropped (and reported to the dropped-versions stream).
     pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
@@ -407,28 +412,31 @@ impl Db {
                     .find(|&l| !v.levels[l].is_empty())
                     .unwrap_or(0)
             };
-            for level in 0..deepest.max(1) {
-                loop {
-                    let v = lock(&inner.versions).current();
-                    if level + 1 >= v.num_levels() {
-                        break;
-                    }
-                    let inputs0 = if level == 0 {
-                        v.levels[0].clone()
-                    } else {
-                        v.overlapping(level, from, to)
-                    };
-                    if inputs0.is_empty() {
-                        break;
-                    }
+            for level in 0..=deepest {
+                let v = lock(&inner.versions).current();
+                let inputs0 = if level == 0 {
+                    v.levels[0].clone()
+                } else {
+                    v.overlapping(level, from, to)
+                };
+                if inputs0.is_empty() {
+                    continue;
+                }
+                let mut c = if level < deepest || (level == 0 && level + 1 < v.num_levels()) {
                     let (lo, hi) = key_range(&inputs0);
                     let inputs1 = v.overlapping(level + 1, Some(&lo), Some(&hi));
-                    let c = Compaction {
+                    Compaction::new(level, inputs0, inputs1)
+                } else {
+                    // The deepest level: rewrite in place.
+                    Compaction {
                         level,
-                        inputs: [inputs0, inputs1],
-                    };
-                    inner.run_compaction(&c, &v)?;
-                }
+                        output_level: level,
+                        inputs: [inputs0, Vec::new()],
+                        allow_trivial_move: false,
+                    }
+                };
+                c.allow_trivial_move = false;
+                inner.run_compaction(&c, &v)?;
             }
             Ok(())
         })();
@@ -593,7 +601,7 @@ impl DbInner {
         })
     }
 
-    fn multi_get_found(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<(SeqNo, Vec<u8>)>>> {
+    fn multi_get_found(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Versioned>>> {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
         order.dedup_by(|a, b| keys[*a] == keys[*b]);

@@ -61,9 +61,8 @@ pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<()> {
 /// Inserts every operation of `batch` (sequence numbers from
 /// `batch.sequence()`) into `mem`; returns user bytes.
 pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
-    let mut seq = batch.sequence();
     let mut bytes = 0u64;
-    for op in batch.iter() {
+    for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
         let op = op?;
         match op {
             BatchOp::Put { key, value } => {
@@ -75,7 +74,6 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
                 bytes += key.len() as u64;
             }
         }
-        seq += 1;
     }
     Ok(bytes)
 }

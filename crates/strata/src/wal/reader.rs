@@ -67,6 +67,8 @@ pub struct LogReader {
     eof: bool,
     state: State,
     report: ReadReport,
+    /// See [`LogReader::strict_checksums`].
+    strict: bool,
 }
 
 impl LogReader {
@@ -81,7 +83,19 @@ impl LogReader {
             eof: false,
             state: State::Reading,
             report: ReadReport::default(),
+            strict: false,
         }
+    }
+
+    /// A complete record (header and full payload present) that fails its
+    /// checksum or has an unknown type is `Error::Corruption` even at the
+    /// tail; only a record cut off by the end of the file (or a zero-filled
+    /// tail) is a torn write. For the MANIFEST, whose records are fsynced
+    /// before anything depends on them, so that bit rot in its last record
+    /// is never mistaken for an unfinished write.
+    pub fn strict_checksums(mut self) -> LogReader {
+        self.strict = true;
+        self
     }
 
     /// Next logical record, `None` at the end of the log (or of its valid
@@ -146,6 +160,12 @@ impl LogReader {
                     return Ok(None);
                 }
                 Phys::Bad { start, reason } => {
+                    if self.strict && self.strict_damage(start, reason) {
+                        return Err(Error::corruption(format!(
+                            "{}: damaged log record at offset {start} ({reason})",
+                            self.path.display()
+                        )));
+                    }
                     let damage_start = frag_start.take().unwrap_or(start);
                     rec.clear();
                     if !self.skip_damage(damage_start, start, reason)? {
@@ -185,6 +205,26 @@ impl LogReader {
                 self.report.corrupted_bytes += next_valid - damage_start;
                 Ok(())
             }
+        }
+    }
+
+    /// In strict mode: is the damage at `start` certainly not a torn write?
+    /// True for a complete record with a bad checksum or type, a length
+    /// crossing the block end (the writer never does that), and a record
+    /// "cut off" by the end of the file whose available bytes pass the
+    /// stored checksum (its length field, not the write, is damaged).
+    fn strict_damage(&self, start: u64, reason: &str) -> bool {
+        match reason {
+            "checksum mismatch" | "bad record type" | "record length crosses the block end" => true,
+            "record cut off by the end of the file" => {
+                let Some(i) = start.checked_sub(self.buf_start).map(|i| i as usize) else {
+                    return false;
+                };
+                let rest = &self.buf[i..];
+                rest.len() > HEADER_SIZE
+                    && decode_fixed32(rest) == Some(masked_crc2(&rest[6..7], &rest[HEADER_SIZE..]))
+            }
+            _ => false,
         }
     }
 
