@@ -1,27 +1,107 @@
+//! Bounded LRU of open tables keyed by file number.
+//!
+//! Opening a table reads its footer, index, filter and properties, so open
+//! tables are kept. Opening happens outside the lock; if two threads open
+//! the same table at once, the first one inserted wins and both callers get
+//! a working table.
+
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Result;
+use crate::filename::table_file;
 use crate::sstable::{Table, TableReadOptions};
+
+/// Invariant: `map` and `lru` hold the same file numbers, at most
+/// `capacity` of them.
+struct Lru {
+    tick: u64,
+    map: HashMap<u64, (Arc<Table>, u64)>,
+    lru: BTreeMap<u64, u64>,
+}
 
 /// Bounded LRU of open tables keyed by file number.
 pub struct TableCache {
-    _private: (),
+    dir: PathBuf,
+    capacity: usize,
+    opts: TableReadOptions,
+    inner: Mutex<Lru>,
 }
 
 impl TableCache {
     pub fn new(dir: PathBuf, capacity: usize, opts: TableReadOptions) -> TableCache {
-        let _ = (dir, capacity, opts);
-        todo!("sstable helper")
+        TableCache {
+            dir,
+            capacity,
+            opts,
+            inner: Mutex::new(Lru {
+                tick: 0,
+                map: HashMap::new(),
+                lru: BTreeMap::new(),
+            }),
+        }
     }
+
+    fn lock(&self) -> MutexGuard<'_, Lru> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Opens (or returns the cached) table `file_number` of `file_size` bytes.
     pub fn get(&self, file_number: u64, file_size: u64) -> Result<Arc<Table>> {
-        let _ = (file_number, file_size);
-        todo!()
+        {
+            let mut g = self.lock();
+            g.tick += 1;
+            let t = g.tick;
+            if let Some((table, tick)) = g.map.get_mut(&file_number) {
+                let table = Arc::clone(table);
+                let old = std::mem::replace(tick, t);
+                g.lru.remove(&old);
+                g.lru.insert(t, file_number);
+                return Ok(table);
+            }
+        }
+        let path = table_file(&self.dir, file_number);
+        let table = Arc::new(Table::open(
+            &path,
+            file_number,
+            file_size,
+            self.opts.clone(),
+        )?);
+        if self.capacity == 0 {
+            return Ok(table);
+        }
+        let mut g = self.lock();
+        if let Some((existing, _)) = g.map.get(&file_number) {
+            return Ok(Arc::clone(existing));
+        }
+        while g.map.len() >= self.capacity {
+            let Some((_, victim)) = g.lru.pop_first() else {
+                break;
+            };
+            g.map.remove(&victim);
+        }
+        g.tick += 1;
+        let t = g.tick;
+        g.map.insert(file_number, (Arc::clone(&table), t));
+        g.lru.insert(t, file_number);
+        Ok(table)
     }
+
     /// Forgets a table (its file is being deleted).
     pub fn evict(&self, file_number: u64) {
-        let _ = file_number;
-        todo!()
+        let mut g = self.lock();
+        if let Some((_, tick)) = g.map.remove(&file_number) {
+            g.lru.remove(&tick);
+        }
+    }
+
+    /// Number of tables currently open in the cache.
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }

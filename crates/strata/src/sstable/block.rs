@@ -1,92 +1,470 @@
 //! Prefix-compressed blocks with restart points (LevelDB block format).
+//!
+//! A block is a run of entries followed by a restart array:
+//!
+//! ```text
+//! entry*  ‖  fixed32 restart[0..n]  ‖  fixed32 n
+//! entry = varint32 shared ‖ varint32 non_shared ‖ varint32 value_len
+//!         ‖ key[shared..] (non_shared bytes) ‖ value (value_len bytes)
+//! ```
+//!
+//! Each key stores only the suffix it does not share with the previous key.
+//! Every `restart_interval` entries the prefix compression restarts
+//! (`shared = 0`) and the entry's offset is recorded in the restart array, so
+//! a seek binary-searches the restart points and then scans forward.
+//!
+//! Invariant: the decoder trusts nothing. Every length is bounds-checked
+//! against the entry area; a malformed entry yields `Error::Corruption` and an
+//! invalid iterator, never a panic.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::coding::{decode_fixed32, get_varint32, put_fixed32, put_varint32};
+use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 
 /// Key comparator used by a block iterator.
 pub type KeyCmp = fn(&[u8], &[u8]) -> Ordering;
 
+/// Bytewise comparison, for blocks keyed by plain byte strings (metaindex).
+pub fn bytewise_cmp(a: &[u8], b: &[u8]) -> Ordering {
+    a.cmp(b)
+}
+
 /// A decoded (decompressed, checksum-verified) block.
+///
+/// Invariant (checked by [`Block::new`]): `restarts_off + 4 * num_restarts + 4
+/// == data.len()`, `num_restarts >= 1`, restart offsets start at 0, strictly
+/// increase and point inside the entry area `data[..restarts_off]` (an empty
+/// entry area has the single restart 0).
 pub struct Block {
-    _private: (),
+    data: Vec<u8>,
+    restarts_off: usize,
+    num_restarts: usize,
 }
 
 impl Block {
     /// Wraps block contents (without trailer); `Error::Corruption` if the
     /// restart array is malformed.
     pub fn new(contents: Vec<u8>) -> Result<Block> {
-        let _ = contents;
-        todo!("sstable helper")
+        let bad = |what: &str| Error::corruption(format!("block: {what}"));
+        let len = contents.len();
+        if len < 4 {
+            return Err(bad("shorter than its restart count"));
+        }
+        let n = decode_fixed32(&contents[len - 4..]).ok_or_else(|| bad("truncated"))? as usize;
+        let max = (len - 4) / 4;
+        if n == 0 || n > max {
+            return Err(bad(&format!("restart count {n} is invalid")));
+        }
+        let restarts_off = len - 4 - 4 * n;
+        let mut prev: Option<usize> = None;
+        for i in 0..n {
+            let r = decode_fixed32(&contents[restarts_off + 4 * i..])
+                .ok_or_else(|| bad("restart array truncated"))? as usize;
+            let ok = match prev {
+                None => r == 0,
+                Some(p) => r > p && r < restarts_off,
+            };
+            if !ok || (restarts_off > 0 && r >= restarts_off) {
+                return Err(bad(&format!("restart point {i} at {r} is invalid")));
+            }
+            prev = Some(r);
+        }
+        Ok(Block {
+            data: contents,
+            restarts_off,
+            num_restarts: n,
+        })
     }
 
     /// Bytes of contents (the cache charge).
     pub fn size(&self) -> usize {
-        todo!("sstable helper")
+        self.data.len()
     }
 
     /// A cursor ordered by `cmp` (internal-key order for data and index
     /// blocks, bytewise for the metaindex).
     pub fn iter(self: &Arc<Self>, cmp: KeyCmp) -> BlockIter {
-        let _ = cmp;
-        todo!("sstable helper")
+        BlockIter {
+            block: Arc::clone(self),
+            cmp,
+            current: self.restarts_off,
+            next_off: self.restarts_off,
+            key: Vec::new(),
+            value_start: 0,
+            value_len: 0,
+            valid: false,
+        }
+    }
+
+    fn restart_point(&self, i: usize) -> usize {
+        // In bounds by the invariant checked in `new`.
+        decode_fixed32(&self.data[self.restarts_off + 4 * i..]).unwrap_or(0) as usize
+    }
+
+    /// Decodes the entry header at `off`: (shared, non_shared, value_len,
+    /// offset of the key delta). `None` if it does not fit the entry area.
+    fn decode_header(&self, off: usize) -> Option<(usize, usize, usize, usize)> {
+        let area = self.data.get(off..self.restarts_off)?;
+        let mut src = area;
+        let shared = get_varint32(&mut src)? as usize;
+        let non_shared = get_varint32(&mut src)? as usize;
+        let value_len = get_varint32(&mut src)? as usize;
+        let header = area.len() - src.len();
+        let need = non_shared.checked_add(value_len)?;
+        if need > src.len() {
+            return None;
+        }
+        Some((shared, non_shared, value_len, off + header))
     }
 }
 
 /// Iterator over one block. Corrupt entries make it invalid with an error.
 pub struct BlockIter {
-    _private: (),
+    block: Arc<Block>,
+    cmp: KeyCmp,
+    /// Offset of the current entry.
+    current: usize,
+    /// Offset just past the current entry.
+    next_off: usize,
+    key: Vec<u8>,
+    value_start: usize,
+    value_len: usize,
+    valid: bool,
+}
+
+impl BlockIter {
+    fn corrupt(&mut self, off: usize) -> Error {
+        self.valid = false;
+        self.key.clear();
+        self.value_start = 0;
+        self.value_len = 0;
+        Error::corruption(format!("block: malformed entry at offset {off}"))
+    }
+
+    /// Decodes the entry at `self.next_off`, extending `self.key` (which
+    /// must hold the previous key); at the end of the entries the iterator
+    /// becomes invalid.
+    fn parse_next(&mut self) -> Result<()> {
+        let off = self.next_off;
+        if off >= self.block.restarts_off {
+            self.valid = false;
+            self.current = self.block.restarts_off;
+            return Ok(());
+        }
+        let Some((shared, non_shared, value_len, delta)) = self.block.decode_header(off) else {
+            return Err(self.corrupt(off));
+        };
+        if shared > self.key.len() {
+            return Err(self.corrupt(off));
+        }
+        self.key.truncate(shared);
+        self.key
+            .extend_from_slice(&self.block.data[delta..delta + non_shared]);
+        self.current = off;
+        self.value_start = delta + non_shared;
+        self.value_len = value_len;
+        self.next_off = self.value_start + value_len;
+        self.valid = true;
+        Ok(())
+    }
+
+    fn seek_to_restart(&mut self, i: usize) -> Result<()> {
+        self.key.clear();
+        self.next_off = self.block.restart_point(i);
+        self.parse_next()
+    }
+
+    /// The key stored at restart point `i` (which must not be prefix
+    /// compressed).
+    fn restart_key(&mut self, i: usize) -> Result<(usize, usize)> {
+        let off = self.block.restart_point(i);
+        match self.block.decode_header(off) {
+            Some((0, non_shared, _, delta)) => Ok((delta, delta + non_shared)),
+            _ => Err(self.corrupt(off)),
+        }
+    }
 }
 
 impl InternalIterator for BlockIter {
     fn valid(&self) -> bool {
-        todo!()
+        self.valid
     }
+
     fn seek_to_first(&mut self) -> Result<()> {
-        todo!()
+        self.seek_to_restart(0)
     }
-    fn seek(&mut self, _target: &[u8]) -> Result<()> {
-        todo!()
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        // Find the last restart point whose key is < target.
+        let mut left = 0;
+        let mut right = self.block.num_restarts - 1;
+        while left < right {
+            let mid = (left + right).div_ceil(2);
+            let (s, e) = self.restart_key(mid)?;
+            if (self.cmp)(&self.block.data[s..e], target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        self.seek_to_restart(left)?;
+        while self.valid && (self.cmp)(&self.key, target) == Ordering::Less {
+            self.parse_next()?;
+        }
+        Ok(())
     }
+
     fn next(&mut self) -> Result<()> {
-        todo!()
+        if !self.valid {
+            return Ok(());
+        }
+        self.parse_next()
     }
+
     fn key(&self) -> &[u8] {
-        todo!()
+        &self.key
     }
+
     fn value(&self) -> &[u8] {
-        todo!()
+        &self.block.data[self.value_start..self.value_start + self.value_len]
     }
 }
 
 /// Builds one block. Keys must be added in increasing order.
 pub struct BlockBuilder {
-    _private: (),
+    restart_interval: usize,
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    /// Entries since the last restart point.
+    counter: usize,
+    finished: bool,
+    last_key: Vec<u8>,
 }
 
 impl BlockBuilder {
     pub fn new(restart_interval: usize) -> Self {
-        let _ = restart_interval;
-        todo!("sstable helper")
+        BlockBuilder {
+            restart_interval: restart_interval.max(1),
+            buf: Vec::new(),
+            restarts: vec![0],
+            counter: 0,
+            finished: false,
+            last_key: Vec::new(),
+        }
     }
+
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
-        let _ = (key, value);
-        todo!()
+        debug_assert!(!self.finished, "add after finish without reset");
+        let shared = if self.counter < self.restart_interval {
+            key.iter()
+                .zip(self.last_key.iter())
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            self.restarts.push(self.buf.len() as u32);
+            self.counter = 0;
+            0
+        };
+        let non_shared = key.len() - shared;
+        put_varint32(&mut self.buf, shared as u32);
+        put_varint32(&mut self.buf, non_shared as u32);
+        put_varint32(&mut self.buf, value.len() as u32);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(&key[shared..]);
+        self.counter += 1;
     }
+
     /// Size of the block if finished now.
     pub fn size_estimate(&self) -> usize {
-        todo!()
+        if self.finished {
+            self.buf.len()
+        } else {
+            self.buf.len() + 4 * self.restarts.len() + 4
+        }
     }
+
     pub fn is_empty(&self) -> bool {
-        todo!()
+        self.buf.is_empty()
     }
+
     /// Appends the restart array and returns the contents.
     pub fn finish(&mut self) -> &[u8] {
-        todo!()
+        if !self.finished {
+            for &r in &self.restarts {
+                put_fixed32(&mut self.buf, r);
+            }
+            put_fixed32(&mut self.buf, self.restarts.len() as u32);
+            self.finished = true;
+        }
+        &self.buf
     }
+
     pub fn reset(&mut self) {
-        todo!()
+        self.buf.clear();
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.counter = 0;
+        self.finished = false;
+        self.last_key.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{compare_internal, make_internal_key, ValueKind};
+
+    fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval);
+        for (k, v) in entries {
+            b.add(k, v);
+        }
+        let est = b.size_estimate();
+        let contents = b.finish().to_vec();
+        assert_eq!(est, contents.len());
+        Arc::new(Block::new(contents).unwrap())
+    }
+
+    fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..n)
+            .map(|i| {
+                (
+                    make_internal_key(
+                        format!("key{:06}", i * 2).as_bytes(),
+                        (n - i) as u64,
+                        ValueKind::Value,
+                    ),
+                    format!("value-{i}-{}", "x".repeat(i % 7)).into_bytes(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn roundtrip_and_seek_with_various_intervals() {
+        let es = entries(500);
+        for interval in [1, 2, 3, 16, 1000] {
+            let block = build(&es, interval);
+            let mut it = block.iter(compare_internal);
+            it.seek_to_first().unwrap();
+            for (k, v) in &es {
+                assert!(it.valid());
+                assert_eq!(it.key(), &k[..]);
+                assert_eq!(it.value(), &v[..]);
+                it.next().unwrap();
+            }
+            assert!(!it.valid());
+            for (i, (k, v)) in es.iter().enumerate() {
+                it.seek(k).unwrap();
+                assert_eq!(it.key(), &k[..]);
+                assert_eq!(it.value(), &v[..]);
+                // Between key i-1 and key i (before key 0): lands on key i.
+                let between = if i == 0 {
+                    make_internal_key(b"key", 0, ValueKind::Value)
+                } else {
+                    make_internal_key(
+                        format!("key{:06}", i * 2 - 1).as_bytes(),
+                        0,
+                        ValueKind::Deletion,
+                    )
+                };
+                it.seek(&between).unwrap();
+                assert_eq!(it.key(), &k[..], "interval {interval} i {i}");
+            }
+            let past = make_internal_key(b"zzz", 0, ValueKind::Value);
+            it.seek(&past).unwrap();
+            assert!(!it.valid());
+        }
+    }
+
+    #[test]
+    fn empty_block() {
+        let mut b = BlockBuilder::new(16);
+        assert!(b.is_empty());
+        assert_eq!(b.size_estimate(), 8);
+        let block = Arc::new(Block::new(b.finish().to_vec()).unwrap());
+        let mut it = block.iter(bytewise_cmp);
+        it.seek_to_first().unwrap();
+        assert!(!it.valid());
+        it.seek(b"a").unwrap();
+        assert!(!it.valid());
+        b.reset();
+        b.add(b"a", b"1");
+        assert!(!b.is_empty());
+    }
+
+    /// Runs every operation on a (possibly damaged) block; must not panic.
+    fn exercise(contents: Vec<u8>, probes: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let block = Arc::new(Block::new(contents)?);
+        let mut it = block.iter(bytewise_cmp);
+        for p in probes {
+            let _ = it.seek(p);
+            let _ = it.next();
+        }
+        let mut out = Vec::new();
+        it.seek_to_first()?;
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn truncated_and_flipped_blocks_never_panic() {
+        let es: Vec<(Vec<u8>, Vec<u8>)> = (0..40)
+            .map(|i| {
+                (
+                    format!("k{:03}", i).into_bytes(),
+                    format!("v{i}").into_bytes(),
+                )
+            })
+            .collect();
+        let probes: Vec<Vec<u8>> = es.iter().map(|(k, _)| k.clone()).collect();
+        let mut b = BlockBuilder::new(4);
+        for (k, v) in &es {
+            b.add(k, v);
+        }
+        let good = b.finish().to_vec();
+        assert_eq!(exercise(good.clone(), &probes).unwrap(), es);
+        for cut in 0..good.len() {
+            let _ = exercise(good[..cut].to_vec(), &probes);
+        }
+        for i in 0..good.len() {
+            for mask in [0x01u8, 0x80, 0xff] {
+                let mut bad = good.clone();
+                bad[i] ^= mask;
+                let _ = exercise(bad, &probes);
+            }
+        }
+        // A restart count pointing past the block is rejected up front.
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(Block::new(bad).is_err());
+        assert!(Block::new(vec![1, 0]).is_err());
+    }
+
+    #[test]
+    fn malformed_entry_gives_error_and_invalidates() {
+        // Entry claims a value longer than the block.
+        let mut contents = Vec::new();
+        put_varint32(&mut contents, 0);
+        put_varint32(&mut contents, 1);
+        put_varint32(&mut contents, 200);
+        contents.push(b'a');
+        put_fixed32(&mut contents, 0);
+        put_fixed32(&mut contents, 1);
+        let block = Arc::new(Block::new(contents).unwrap());
+        let mut it = block.iter(bytewise_cmp);
+        assert!(it.seek_to_first().unwrap_err().is_corruption());
+        assert!(!it.valid());
+        assert!(it.seek(b"a").is_err());
+        assert!(!it.valid());
     }
 }

@@ -1,15 +1,30 @@
 //! Reads a table file.
+//!
+//! `Table::open` verifies the footer and loads the metaindex, index block,
+//! properties and Bloom filter, which stay pinned for the table's lifetime.
+//! Data blocks and named meta blocks are fetched on demand by
+//! [`Table::read_block`], the single place that touches the file after open:
+//! it goes through the block cache for queries, bypasses it for compaction,
+//! and records every fetch in the shared [`Counters`].
+//!
+//! Every block is checksum-verified before it is decoded, and decoders
+//! bounds-check everything, so damaged bytes surface as `Error::Corruption`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::BlockCache;
-use crate::error::Result;
+use crate::cache::{BlockCache, CacheKey};
+use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use crate::error::{Error, Result};
+use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
-use crate::key::{SeqNo, ValueKind};
-use crate::sstable::block::Block;
+use crate::key::{compare_internal, parse_internal_key, seek_key, SeqNo, ValueKind};
+use crate::sstable::block::{bytewise_cmp, Block, BlockIter};
+use crate::sstable::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RESERVED_META_PREFIX};
+use crate::sstable::filter::BloomFilter;
+use crate::sstable::format::{decode_block, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::sstable::BlockHandle;
 use crate::stats::{BlockKind, Counters, ReadPurpose};
 
@@ -27,6 +42,88 @@ pub struct TableProperties {
     pub raw_key_bytes: u64,
     pub raw_value_bytes: u64,
     pub data_bytes: u64,
+}
+
+/// Wire type of a property: the low bit of its tag.
+const WIRE_VARINT: u64 = 0;
+const WIRE_BYTES: u64 = 1;
+
+// Property field numbers (on disk; never reuse a number).
+const P_NUM_ENTRIES: u64 = 1;
+const P_NUM_DELETIONS: u64 = 2;
+const P_NUM_DATA_BLOCKS: u64 = 3;
+const P_SMALLEST_SEQ: u64 = 4;
+const P_LARGEST_SEQ: u64 = 5;
+const P_SMALLEST_KEY: u64 = 6;
+const P_LARGEST_KEY: u64 = 7;
+const P_RAW_KEY_BYTES: u64 = 8;
+const P_RAW_VALUE_BYTES: u64 = 9;
+const P_DATA_BYTES: u64 = 10;
+
+impl TableProperties {
+    /// Encodes as a sequence of fields `varint(field << 1 | wire) ‖ payload`,
+    /// where wire 0 is a varint64 payload and wire 1 a length-prefixed byte
+    /// string. Fields appear in increasing field number.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(64 + self.smallest_key.len() + self.largest_key.len());
+        let num = |v: &mut Vec<u8>, f: u64, x: u64| {
+            put_varint64(v, f << 1 | WIRE_VARINT);
+            put_varint64(v, x);
+        };
+        let bytes = |v: &mut Vec<u8>, f: u64, b: &[u8]| {
+            put_varint64(v, f << 1 | WIRE_BYTES);
+            put_length_prefixed(v, b);
+        };
+        num(&mut v, P_NUM_ENTRIES, self.num_entries);
+        num(&mut v, P_NUM_DELETIONS, self.num_deletions);
+        num(&mut v, P_NUM_DATA_BLOCKS, self.num_data_blocks);
+        num(&mut v, P_SMALLEST_SEQ, self.smallest_seq);
+        num(&mut v, P_LARGEST_SEQ, self.largest_seq);
+        bytes(&mut v, P_SMALLEST_KEY, &self.smallest_key);
+        bytes(&mut v, P_LARGEST_KEY, &self.largest_key);
+        num(&mut v, P_RAW_KEY_BYTES, self.raw_key_bytes);
+        num(&mut v, P_RAW_VALUE_BYTES, self.raw_value_bytes);
+        num(&mut v, P_DATA_BYTES, self.data_bytes);
+        v
+    }
+
+    /// Decodes [`TableProperties::encode`]'s output. Unknown fields are
+    /// skipped (forward compatibility); missing fields stay zero/empty.
+    pub fn decode(mut src: &[u8]) -> Result<TableProperties> {
+        let bad = || Error::corruption("table properties block is malformed");
+        let mut p = TableProperties::default();
+        while !src.is_empty() {
+            let tag = get_varint64(&mut src).ok_or_else(bad)?;
+            let field = tag >> 1;
+            match tag & 1 {
+                WIRE_VARINT => {
+                    let x = get_varint64(&mut src).ok_or_else(bad)?;
+                    match field {
+                        P_NUM_ENTRIES => p.num_entries = x,
+                        P_NUM_DELETIONS => p.num_deletions = x,
+                        P_NUM_DATA_BLOCKS => p.num_data_blocks = x,
+                        P_SMALLEST_SEQ => p.smallest_seq = x,
+                        P_LARGEST_SEQ => p.largest_seq = x,
+                        P_RAW_KEY_BYTES => p.raw_key_bytes = x,
+                        P_RAW_VALUE_BYTES => p.raw_value_bytes = x,
+                        P_DATA_BYTES => p.data_bytes = x,
+                        P_SMALLEST_KEY | P_LARGEST_KEY => return Err(bad()),
+                        _ => {}
+                    }
+                }
+                _ => {
+                    let b = get_length_prefixed(&mut src).ok_or_else(bad)?;
+                    match field {
+                        P_SMALLEST_KEY => p.smallest_key = b.to_vec(),
+                        P_LARGEST_KEY => p.largest_key = b.to_vec(),
+                        P_NUM_ENTRIES..=P_DATA_BYTES => return Err(bad()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(p)
+    }
 }
 
 /// What a table holds for a user key at a snapshot.
@@ -48,7 +145,26 @@ pub struct TableReadOptions {
 /// An open table. Index block, filter, properties and metaindex are loaded
 /// at open and pinned; data and named meta blocks are read on demand.
 pub struct Table {
-    _private: (),
+    path: PathBuf,
+    file: RandomAccessFile,
+    file_number: u64,
+    /// Offset where the footer starts: every block must end at or before it.
+    blocks_end: u64,
+    opts: TableReadOptions,
+    index: Arc<Block>,
+    filter: Option<BloomFilter>,
+    props: TableProperties,
+    /// Metaindex entries, sorted bytewise by name.
+    meta: Vec<(String, BlockHandle)>,
+}
+
+/// Outcome of searching one data block for a key.
+enum BlockSearch {
+    Found(Found),
+    /// The block holds a larger key: the table does not have the key.
+    Absent,
+    /// Every key in the block is smaller: continue with the next block.
+    Exhausted,
 }
 
 impl Table {
@@ -58,28 +174,74 @@ impl Table {
         file_size: u64,
         opts: TableReadOptions,
     ) -> Result<Table> {
-        let _ = (path, file_number, file_size, opts);
-        todo!("sstable helper")
+        let name = path.display().to_string();
+        if file_size < FOOTER_LEN as u64 {
+            return Err(Error::corruption(format!(
+                "table {name}: {file_size} bytes is too short for a footer"
+            )));
+        }
+        let file = RandomAccessFile::open(path, opts.direct_io)?;
+        let blocks_end = file_size - FOOTER_LEN as u64;
+        let footer = Footer::decode(&file.read_at(blocks_end, FOOTER_LEN)?, &name)?;
+        let mut table = Table {
+            path: path.to_path_buf(),
+            file,
+            file_number,
+            blocks_end,
+            opts,
+            index: Arc::new(Block::new(vec![0, 0, 0, 0, 1, 0, 0, 0])?),
+            filter: None,
+            props: TableProperties::default(),
+            meta: Vec::new(),
+        };
+
+        let metaindex = Arc::new(table.load_pinned(footer.metaindex, BlockKind::Meta)?);
+        table.meta = table.decode_metaindex(&metaindex)?;
+        table.index = Arc::new(table.load_pinned(footer.index, BlockKind::Index)?);
+
+        let props_handle = table
+            .meta_handle(PROPERTIES_BLOCK_NAME)
+            .ok_or_else(|| table.corrupt("properties block is missing"))?;
+        let props = table.read_contents(props_handle, BlockKind::Meta, ReadPurpose::Query)?;
+        table.props = TableProperties::decode(&props).map_err(|e| table.wrap(e))?;
+
+        if let Some(h) = table.meta_handle(FILTER_BLOCK_NAME) {
+            let bytes = table.read_contents(h, BlockKind::Filter, ReadPurpose::Query)?;
+            table.filter = Some(BloomFilter::from_bytes(bytes).map_err(|e| table.wrap(e))?);
+        }
+        Ok(table)
     }
 
     pub fn file_number(&self) -> u64 {
-        todo!()
+        self.file_number
     }
 
     pub fn properties(&self) -> &TableProperties {
-        todo!()
+        &self.props
     }
 
     /// Bloom probe; counts a probe and, if false, a negative.
     pub fn key_may_match(&self, user_key: &[u8]) -> bool {
-        let _ = user_key;
-        todo!()
+        let Some(f) = &self.filter else {
+            return true;
+        };
+        Counters::add(&self.opts.counters.bloom_probes, 1);
+        let r = f.may_contain(user_key);
+        if !r {
+            Counters::add(&self.opts.counters.bloom_negatives, 1);
+        }
+        r
     }
 
     /// Newest entry for `user_key` with `seq <= snapshot`, Bloom first.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<Found>> {
-        let _ = (user_key, snapshot);
-        todo!()
+        if !self.key_may_match(user_key) {
+            return Ok(None);
+        }
+        let target = seek_key(user_key, snapshot);
+        let mut index = self.index.iter(compare_internal);
+        index.seek(&target).map_err(|e| self.wrap(e))?;
+        self.search_from(&mut index, &target, user_key, snapshot)
     }
 
     /// Batched lookup. `keys` sorted ascending and distinct; `out[i]` is set
@@ -91,13 +253,56 @@ impl Table {
         snapshot: SeqNo,
         out: &mut [Option<Found>],
     ) -> Result<()> {
-        let _ = (keys, snapshot, out);
-        todo!()
+        if out.len() < keys.len() {
+            return Err(Error::invalid(format!(
+                "multi_get: {} output slots for {} keys",
+                out.len(),
+                keys.len()
+            )));
+        }
+        let candidates: Vec<usize> = (0..keys.len())
+            .filter(|&i| self.key_may_match(keys[i]))
+            .collect();
+        let mut index = self.index.iter(compare_internal);
+        let mut current: Option<(BlockHandle, Arc<Block>)> = None;
+        for i in candidates {
+            let user_key = keys[i];
+            let target = seek_key(user_key, snapshot);
+            index.seek(&target).map_err(|e| self.wrap(e))?;
+            if !index.valid() {
+                continue;
+            }
+            let handle = self.index_handle(&index)?;
+            let block = match &current {
+                Some((h, b)) if *h == handle => Arc::clone(b),
+                _ => {
+                    let b = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
+                    current = Some((handle, Arc::clone(&b)));
+                    b
+                }
+            };
+            match self.search_block(&block, &target, user_key, snapshot)? {
+                BlockSearch::Found(f) => out[i] = Some(f),
+                BlockSearch::Absent => {}
+                BlockSearch::Exhausted => {
+                    index.next().map_err(|e| self.wrap(e))?;
+                    if let Some(f) = self.search_from(&mut index, &target, user_key, snapshot)? {
+                        out[i] = Some(f);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn iter(self: &Arc<Self>, purpose: ReadPurpose) -> TableIter {
-        let _ = purpose;
-        todo!()
+        TableIter {
+            index: self.index.iter(compare_internal),
+            table: Arc::clone(self),
+            purpose,
+            data: None,
+            data_handle: None,
+        }
     }
 
     /// Reads, verifies and decodes a block; the only place blocks are fetched
@@ -108,58 +313,961 @@ impl Table {
         kind: BlockKind,
         purpose: ReadPurpose,
     ) -> Result<Arc<Block>> {
-        let _ = (handle, kind, purpose);
-        todo!()
+        let cache = match purpose {
+            ReadPurpose::Query => self.opts.block_cache.as_ref(),
+            ReadPurpose::Compaction => None,
+        };
+        let key = CacheKey {
+            file_number: self.file_number,
+            offset: handle.offset,
+        };
+        if let Some(c) = cache {
+            if let Some(b) = c.get(&key) {
+                self.opts.counters.record_block_read(kind, true, 0);
+                return Ok(b);
+            }
+        }
+        let contents = self.read_contents(handle, kind, purpose)?;
+        let block = Arc::new(Block::new(contents).map_err(|e| self.wrap(e))?);
+        if let Some(c) = cache {
+            c.insert(key, Arc::clone(&block));
+        }
+        Ok(block)
     }
 
     /// Decodes the data block at `handle` into (user key, seq, kind, value).
+    #[allow(clippy::type_complexity)]
     pub fn read_data_block_entries(
         &self,
         handle: BlockHandle,
     ) -> Result<Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>> {
-        let _ = handle;
-        todo!()
+        let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
+        let mut it = block.iter(compare_internal);
+        let mut out = Vec::new();
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        while it.valid() {
+            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+            out.push((p.user_key.to_vec(), p.seq, p.kind, it.value().to_vec()));
+            it.next().map_err(|e| self.wrap(e))?;
+        }
+        Ok(out)
     }
 
     /// Handles of all data blocks, in key order.
     pub fn data_block_handles(&self) -> Result<Vec<BlockHandle>> {
-        todo!()
+        let mut it = self.index.iter(compare_internal);
+        let mut out = Vec::new();
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        while it.valid() {
+            out.push(self.index_handle(&it)?);
+            it.next().map_err(|e| self.wrap(e))?;
+        }
+        Ok(out)
     }
 
     /// The named meta block added by an observer, read on demand (counted
-    /// as a meta block read).
+    /// as a meta block read). `None` if the table has no block of that name.
+    /// The engine's own `strata.*` blocks are not readable here.
     pub fn meta_block(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        let _ = name;
-        todo!()
+        if name.starts_with(RESERVED_META_PREFIX) {
+            return Ok(None);
+        }
+        let Some(handle) = self.meta_handle(name) else {
+            return Ok(None);
+        };
+        let block = self.read_block(handle, BlockKind::Meta, ReadPurpose::Query)?;
+        let mut it = block.iter(bytewise_cmp);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        if !it.valid() || it.key() != name.as_bytes() {
+            return Err(self.corrupt(&format!("meta block {name:?} does not hold its name")));
+        }
+        let value = it.value().to_vec();
+        it.next().map_err(|e| self.wrap(e))?;
+        if it.valid() {
+            return Err(self.corrupt(&format!("meta block {name:?} has extra entries")));
+        }
+        Ok(Some(value))
     }
 
+    /// Names of the observers' meta blocks, sorted bytewise.
     pub fn meta_block_names(&self) -> Vec<String> {
-        todo!()
+        self.meta
+            .iter()
+            .filter(|(n, _)| !n.starts_with(RESERVED_META_PREFIX))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// True if the table carries a Bloom filter.
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    fn corrupt(&self, what: &str) -> Error {
+        Error::corruption(format!("table {}: {what}", self.path.display()))
+    }
+
+    /// Names this table in a corruption message that lacks it.
+    fn wrap(&self, e: Error) -> Error {
+        match e {
+            Error::Corruption(m) if !m.starts_with("table ") => self.corrupt(&m),
+            e => e,
+        }
+    }
+
+    fn meta_handle(&self, name: &str) -> Option<BlockHandle> {
+        self.meta
+            .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
+            .ok()
+            .map(|i| self.meta[i].1)
+    }
+
+    fn index_handle(&self, it: &BlockIter) -> Result<BlockHandle> {
+        BlockHandle::decode_exact(it.value()).map_err(|e| self.wrap(e))
+    }
+
+    /// Reads a block from disk, counts it, verifies and decompresses it.
+    /// Query reads are recorded as disk reads of `kind`; compaction reads
+    /// only add to `compaction_bytes_read`.
+    fn read_contents(
+        &self,
+        handle: BlockHandle,
+        kind: BlockKind,
+        purpose: ReadPurpose,
+    ) -> Result<Vec<u8>> {
+        let total = handle
+            .size
+            .checked_add(BLOCK_TRAILER_LEN as u64)
+            .filter(|t| {
+                handle
+                    .offset
+                    .checked_add(*t)
+                    .is_some_and(|end| end <= self.blocks_end)
+            })
+            .ok_or_else(|| {
+                self.corrupt(&format!(
+                    "block handle (offset {}, size {}) points outside the file",
+                    handle.offset, handle.size
+                ))
+            })?;
+        let len = usize::try_from(total)
+            .map_err(|_| self.corrupt("block is larger than the address space"))?;
+        let raw = self.file.read_at(handle.offset, len)?;
+        match purpose {
+            ReadPurpose::Query => self.opts.counters.record_block_read(kind, false, total),
+            ReadPurpose::Compaction => {
+                Counters::add(&self.opts.counters.compaction_bytes_read, total)
+            }
+        }
+        decode_block(raw, handle, &self.path.display().to_string())
+    }
+
+    /// Reads a block that is pinned for the table's lifetime (not cached).
+    fn load_pinned(&self, handle: BlockHandle, kind: BlockKind) -> Result<Block> {
+        let contents = self.read_contents(handle, kind, ReadPurpose::Query)?;
+        Block::new(contents).map_err(|e| self.wrap(e))
+    }
+
+    fn decode_metaindex(&self, block: &Arc<Block>) -> Result<Vec<(String, BlockHandle)>> {
+        let mut out: Vec<(String, BlockHandle)> = Vec::new();
+        let mut it = block.iter(bytewise_cmp);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        while it.valid() {
+            let name = std::str::from_utf8(it.key())
+                .map_err(|_| self.corrupt("metaindex name is not UTF-8"))?
+                .to_string();
+            if out
+                .last()
+                .is_some_and(|(p, _)| p.as_bytes() >= name.as_bytes())
+            {
+                return Err(self.corrupt("metaindex names are not sorted"));
+            }
+            let h = BlockHandle::decode_exact(it.value()).map_err(|e| self.wrap(e))?;
+            out.push((name, h));
+            it.next().map_err(|e| self.wrap(e))?;
+        }
+        Ok(out)
+    }
+
+    /// Looks in the data block at `index`'s position, then in following
+    /// blocks while every key there is smaller than `target`.
+    fn search_from(
+        &self,
+        index: &mut BlockIter,
+        target: &[u8],
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<Option<Found>> {
+        while index.valid() {
+            let handle = self.index_handle(index)?;
+            let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
+            match self.search_block(&block, target, user_key, snapshot)? {
+                BlockSearch::Found(f) => return Ok(Some(f)),
+                BlockSearch::Absent => return Ok(None),
+                BlockSearch::Exhausted => index.next().map_err(|e| self.wrap(e))?,
+            }
+        }
+        Ok(None)
+    }
+
+    fn search_block(
+        &self,
+        block: &Arc<Block>,
+        target: &[u8],
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<BlockSearch> {
+        let mut it = block.iter(compare_internal);
+        it.seek(target).map_err(|e| self.wrap(e))?;
+        if !it.valid() {
+            return Ok(BlockSearch::Exhausted);
+        }
+        let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+        if p.user_key != user_key || p.seq > snapshot {
+            return Ok(BlockSearch::Absent);
+        }
+        Ok(BlockSearch::Found(Found {
+            seq: p.seq,
+            kind: p.kind,
+            value: it.value().to_vec(),
+        }))
     }
 }
 
 /// Two-level iterator: index block → data blocks.
+///
+/// Invariant: when valid, `data` is positioned on an entry of the block the
+/// index iterator points at. Any error drops `data`, leaving it invalid.
 pub struct TableIter {
-    _private: (),
+    table: Arc<Table>,
+    purpose: ReadPurpose,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    data_handle: Option<BlockHandle>,
+}
+
+impl TableIter {
+    fn guard(&mut self, r: Result<()>) -> Result<()> {
+        if let Err(e) = r {
+            self.data = None;
+            self.data_handle = None;
+            return Err(self.table.wrap(e));
+        }
+        Ok(())
+    }
+
+    /// Points `data` at the block under the index cursor (unpositioned),
+    /// reusing the current block if it is the same one.
+    fn load_data_block(&mut self) -> Result<()> {
+        if !self.index.valid() {
+            self.data = None;
+            self.data_handle = None;
+            return Ok(());
+        }
+        let handle = BlockHandle::decode_exact(self.index.value())?;
+        if self.data.is_some() && self.data_handle == Some(handle) {
+            return Ok(());
+        }
+        let block = self
+            .table
+            .read_block(handle, BlockKind::Data, self.purpose)?;
+        self.data = Some(block.iter(compare_internal));
+        self.data_handle = Some(handle);
+        Ok(())
+    }
+
+    /// Moves forward over exhausted data blocks.
+    fn skip_exhausted_blocks(&mut self) -> Result<()> {
+        while !self.data.as_ref().is_some_and(|d| d.valid()) {
+            if !self.index.valid() {
+                self.data = None;
+                return Ok(());
+            }
+            self.index.next()?;
+            self.load_data_block()?;
+            if let Some(d) = &mut self.data {
+                d.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn do_seek_to_first(&mut self) -> Result<()> {
+        self.index.seek_to_first()?;
+        self.load_data_block()?;
+        if let Some(d) = &mut self.data {
+            d.seek_to_first()?;
+        }
+        self.skip_exhausted_blocks()
+    }
+
+    fn do_seek(&mut self, target: &[u8]) -> Result<()> {
+        self.index.seek(target)?;
+        self.load_data_block()?;
+        if let Some(d) = &mut self.data {
+            d.seek(target)?;
+        }
+        self.skip_exhausted_blocks()
+    }
+
+    fn do_next(&mut self) -> Result<()> {
+        match &mut self.data {
+            Some(d) if d.valid() => d.next()?,
+            _ => return Ok(()),
+        }
+        self.skip_exhausted_blocks()
+    }
 }
 
 impl InternalIterator for TableIter {
     fn valid(&self) -> bool {
-        todo!()
+        self.data.as_ref().is_some_and(|d| d.valid())
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        todo!()
+        let r = self.do_seek_to_first();
+        self.guard(r)
     }
-    fn seek(&mut self, _target: &[u8]) -> Result<()> {
-        todo!()
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.do_seek(target);
+        self.guard(r)
     }
     fn next(&mut self) -> Result<()> {
-        todo!()
+        let r = self.do_next();
+        self.guard(r)
     }
     fn key(&self) -> &[u8] {
-        todo!()
+        self.data.as_ref().map_or(&[][..], |d| d.key())
     }
     fn value(&self) -> &[u8] {
-        todo!()
+        self.data.as_ref().map_or(&[][..], |d| d.value())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::cache::TableCache;
+    use crate::hooks::{EntryRef, TableObserver};
+    use crate::key::{make_internal_key, MAX_SEQ};
+    use crate::options::Compression;
+    use crate::sstable::builder::{TableBuildOptions, TableBuilder};
+    use crate::stats::IoStats;
+
+    type Entry = (Vec<u8>, Vec<u8>);
+
+    /// Internal entries for `n` user keys with 1–4 versions each (some
+    /// deletions), sorted by internal key. Sequence numbers are distinct.
+    fn dataset(n: usize) -> Vec<Entry> {
+        let mut seq = 1u64;
+        let mut out = Vec::new();
+        for i in 0..n {
+            let user = format!("user{:05}", i * 2);
+            let versions = 1 + (i * 7 % 4);
+            let mut vs = Vec::new();
+            for v in 0..versions {
+                let kind = if (i + v) % 5 == 0 {
+                    ValueKind::Deletion
+                } else {
+                    ValueKind::Value
+                };
+                let value = if kind == ValueKind::Value {
+                    format!("val-{i}-{v}-{}", "p".repeat(i % 13)).into_bytes()
+                } else {
+                    Vec::new()
+                };
+                vs.push((make_internal_key(user.as_bytes(), seq, kind), value));
+                seq += 3;
+            }
+            vs.reverse(); // newest first
+            out.extend(vs);
+        }
+        out
+    }
+
+    fn opts(compression: Compression, bloom: usize) -> TableBuildOptions {
+        TableBuildOptions {
+            block_size: 256,
+            restart_interval: 4,
+            compression,
+            bloom_bits_per_key: bloom,
+        }
+    }
+
+    fn read_opts(cache: Option<Arc<BlockCache>>) -> TableReadOptions {
+        TableReadOptions {
+            block_cache: cache,
+            counters: Arc::new(Counters::default()),
+            direct_io: false,
+        }
+    }
+
+    fn build(
+        path: &Path,
+        entries: &[Entry],
+        o: TableBuildOptions,
+        observers: Vec<Box<dyn TableObserver>>,
+    ) -> u64 {
+        let mut b = TableBuilder::new(path, o, observers).unwrap();
+        for (k, v) in entries {
+            b.add(k, v).unwrap();
+        }
+        let est = b.file_size();
+        let built = b.finish().unwrap();
+        assert!(built.file_size >= est);
+        assert_eq!(built.file_size, std::fs::metadata(path).unwrap().len());
+        built.file_size
+    }
+
+    /// The model answer to `get(user, snapshot)`.
+    fn model_get(entries: &[Entry], user: &[u8], snapshot: SeqNo) -> Option<Found> {
+        entries.iter().find_map(|(k, v)| {
+            let p = parse_internal_key(k).unwrap();
+            (p.user_key == user && p.seq <= snapshot).then(|| Found {
+                seq: p.seq,
+                kind: p.kind,
+                value: v.clone(),
+            })
+        })
+    }
+
+    fn scan(t: &Arc<Table>, purpose: ReadPurpose) -> Result<Vec<Entry>> {
+        let mut it = t.iter(purpose);
+        it.seek_to_first()?;
+        let mut out = Vec::new();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    fn stats(t: &Table) -> IoStats {
+        t.opts.counters.snapshot()
+    }
+
+    #[test]
+    fn get_scan_and_seek_match_the_model() {
+        let entries = dataset(600);
+        for compression in [Compression::None, Compression::Lz4] {
+            for bloom in [0, 10] {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("000001.sst");
+                let size = build(&path, &entries, opts(compression, bloom), Vec::new());
+                let t = Arc::new(Table::open(&path, 1, size, read_opts(None)).unwrap());
+                assert_eq!(t.has_filter(), bloom > 0);
+                assert!(t.data_block_handles().unwrap().len() > 20);
+
+                assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), entries);
+
+                for (k, _) in entries.iter().step_by(3) {
+                    let p = parse_internal_key(k).unwrap();
+                    for snap in [p.seq, p.seq - 1, p.seq + 1, MAX_SEQ, 0] {
+                        let got = t.get(p.user_key, snap).unwrap();
+                        assert_eq!(got, model_get(&entries, p.user_key, snap), "{k:?}@{snap}");
+                    }
+                    // Absent user keys: just before and after this one.
+                    let mut before = p.user_key.to_vec();
+                    before.pop();
+                    assert_eq!(t.get(&before, MAX_SEQ).unwrap(), None);
+                    let mut after = p.user_key.to_vec();
+                    after.push(b'!');
+                    assert_eq!(t.get(&after, MAX_SEQ).unwrap(), None);
+                }
+                assert_eq!(t.get(b"zzz", MAX_SEQ).unwrap(), None);
+                assert_eq!(t.get(b"", MAX_SEQ).unwrap(), None);
+
+                let mut it = t.iter(ReadPurpose::Query);
+                for (i, (k, _)) in entries.iter().enumerate().step_by(7) {
+                    it.seek(k).unwrap();
+                    assert_eq!(it.key(), &k[..]);
+                    // A seek between two entries lands on the later one.
+                    let p = parse_internal_key(k).unwrap();
+                    let mid = make_internal_key(p.user_key, p.seq + 1, ValueKind::Value);
+                    it.seek(&mid).unwrap();
+                    assert_eq!(it.key(), &k[..], "entry {i}");
+                    let rest = {
+                        let mut n = 0;
+                        while it.valid() {
+                            n += 1;
+                            it.next().unwrap();
+                        }
+                        n
+                    };
+                    assert_eq!(rest, entries.len() - i);
+                }
+                it.seek(&make_internal_key(b"zzz", 1, ValueKind::Value))
+                    .unwrap();
+                assert!(!it.valid());
+            }
+        }
+    }
+
+    #[test]
+    fn properties_are_recorded() {
+        let entries = dataset(300);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let mut b = TableBuilder::new(&path, opts(Compression::None, 10), Vec::new()).unwrap();
+        for (k, v) in &entries {
+            b.add(k, v).unwrap();
+        }
+        assert_eq!(b.num_entries(), entries.len() as u64);
+        let built = b.finish().unwrap();
+        let t = Table::open(&path, 7, built.file_size, read_opts(None)).unwrap();
+        let p = t.properties();
+        assert_eq!(p, &built.properties);
+        assert_eq!(t.file_number(), 7);
+        assert_eq!(p.num_entries, entries.len() as u64);
+        let dels = entries
+            .iter()
+            .filter(|(k, _)| parse_internal_key(k).unwrap().kind == ValueKind::Deletion)
+            .count();
+        assert_eq!(p.num_deletions, dels as u64);
+        assert!(dels > 0);
+        assert_eq!(
+            p.num_data_blocks,
+            t.data_block_handles().unwrap().len() as u64
+        );
+        let seqs: Vec<u64> = entries
+            .iter()
+            .map(|(k, _)| parse_internal_key(k).unwrap().seq)
+            .collect();
+        assert_eq!(p.smallest_seq, *seqs.iter().min().unwrap());
+        assert_eq!(p.largest_seq, *seqs.iter().max().unwrap());
+        assert_eq!(p.smallest_key, entries[0].0);
+        assert_eq!(p.largest_key, entries.last().unwrap().0);
+        let rk: usize = entries.iter().map(|(k, _)| k.len()).sum();
+        let rv: usize = entries.iter().map(|(_, v)| v.len()).sum();
+        assert_eq!(p.raw_key_bytes, rk as u64);
+        assert_eq!(p.raw_value_bytes, rv as u64);
+        let db: u64 = t
+            .data_block_handles()
+            .unwrap()
+            .iter()
+            .map(|h| h.size + BLOCK_TRAILER_LEN as u64)
+            .sum();
+        assert_eq!(p.data_bytes, db);
+
+        // Encoding: roundtrip, unknown fields skipped, truncation rejected.
+        let enc = p.encode();
+        assert_eq!(&TableProperties::decode(&enc).unwrap(), p);
+        let mut ext = enc.clone();
+        put_varint64(&mut ext, 99 << 1 | WIRE_BYTES);
+        put_length_prefixed(&mut ext, b"future");
+        put_varint64(&mut ext, 98 << 1 | WIRE_VARINT);
+        put_varint64(&mut ext, 5);
+        assert_eq!(&TableProperties::decode(&ext).unwrap(), p);
+        assert!(TableProperties::decode(&enc[..enc.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn multi_get_reads_each_block_once() {
+        let entries = dataset(600);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &entries, opts(Compression::None, 10), Vec::new());
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let t = Table::open(&path, 1, size, read_opts(Some(cache))).unwrap();
+
+        // Present keys (every 4th user key in a range) and absent ones.
+        let mut keys: Vec<Vec<u8>> = (100..400)
+            .step_by(4)
+            .map(|i| format!("user{:05}", i * 2).into_bytes())
+            .collect();
+        keys.extend((0..40).map(|i| format!("user{:05}", i * 20 + 1).into_bytes()));
+        keys.sort();
+        keys.dedup();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let snapshot = MAX_SEQ;
+
+        // Expected blocks: for keys that pass the filter, the block whose
+        // last key is the first >= the seek key.
+        let handles = t.data_block_handles().unwrap();
+        let last_keys: Vec<Vec<u8>> = handles
+            .iter()
+            .map(|h| {
+                let e = t.read_data_block_entries(*h).unwrap();
+                let (u, s, k, _) = e.last().unwrap();
+                make_internal_key(u, *s, *k)
+            })
+            .collect();
+        let filter = t.filter.as_ref().unwrap();
+        let passing = keys.iter().filter(|k| filter.may_contain(k)).count();
+        let expected_blocks: BTreeSet<usize> = keys
+            .iter()
+            .filter(|k| filter.may_contain(k))
+            .filter_map(|k| {
+                let target = seek_key(k, snapshot);
+                last_keys
+                    .iter()
+                    .position(|lk| compare_internal(lk, &target).is_ge())
+            })
+            .collect();
+        assert!(expected_blocks.len() > 10);
+
+        let before = stats(&t);
+        let mut out = vec![None; keys.len()];
+        t.multi_get(&refs, snapshot, &mut out).unwrap();
+        let d = stats(&t).delta(&before);
+        // Blocks were cached by read_data_block_entries above.
+        assert_eq!(d.data_blocks.disk, 0);
+        assert_eq!(d.data_blocks.cache, expected_blocks.len() as u64);
+        assert_eq!(d.bloom_probes, keys.len() as u64);
+        assert_eq!(d.bloom_negatives, (keys.len() - passing) as u64);
+        for (k, o) in keys.iter().zip(&out) {
+            assert_eq!(o, &model_get(&entries, k, snapshot), "{k:?}");
+        }
+
+        // Without a cache every needed block is read from disk exactly once.
+        let t2 = Table::open(&path, 1, size, read_opts(None)).unwrap();
+        let before = stats(&t2);
+        let mut out2 = vec![None; keys.len()];
+        t2.multi_get(&refs, snapshot, &mut out2).unwrap();
+        let d = stats(&t2).delta(&before);
+        assert_eq!(d.data_blocks.disk, expected_blocks.len() as u64);
+        assert_eq!(d.data_blocks.cache, 0);
+        let expected_bytes: u64 = expected_blocks
+            .iter()
+            .map(|&i| handles[i].size + BLOCK_TRAILER_LEN as u64)
+            .sum();
+        assert_eq!(d.bytes_read, expected_bytes);
+        assert_eq!(out2, out);
+
+        // Older snapshot: the model still agrees.
+        let mut out3 = vec![None; keys.len()];
+        t2.multi_get(&refs, 900, &mut out3).unwrap();
+        for (k, o) in keys.iter().zip(&out3) {
+            assert_eq!(o, &model_get(&entries, k, 900), "{k:?}");
+        }
+        assert!(t2.multi_get(&refs, 1, &mut [None]).is_err());
+    }
+
+    #[test]
+    fn block_cache_hits_and_compaction_reads_are_counted_apart() {
+        let entries = dataset(200);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &entries, opts(Compression::Lz4, 10), Vec::new());
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let t = Arc::new(Table::open(&path, 3, size, read_opts(Some(cache.clone()))).unwrap());
+        let s0 = stats(&t);
+        // Open reads metaindex + properties (meta), index, filter.
+        assert_eq!(s0.meta_blocks.disk, 2);
+        assert_eq!(s0.index_blocks.disk, 1);
+        assert_eq!(s0.filter_blocks.disk, 1);
+        let nblocks = t.data_block_handles().unwrap().len() as u64;
+
+        let s = stats(&t);
+        assert_eq!(scan(&t, ReadPurpose::Compaction).unwrap(), entries);
+        let d = stats(&t).delta(&s);
+        assert_eq!(d.data_blocks, Default::default());
+        assert_eq!(d.bytes_read, 0);
+        let on_disk: u64 = t
+            .data_block_handles()
+            .unwrap()
+            .iter()
+            .map(|h| h.size + BLOCK_TRAILER_LEN as u64)
+            .sum();
+        assert_eq!(d.compaction_bytes_read, on_disk);
+        assert_eq!(cache.usage(), 0);
+
+        let s = stats(&t);
+        assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), entries);
+        let d = stats(&t).delta(&s);
+        assert_eq!(d.data_blocks.disk, nblocks);
+        assert_eq!(d.data_blocks.cache, 0);
+        assert_eq!(d.bytes_read, on_disk);
+        assert!(cache.usage() > 0);
+
+        let s = stats(&t);
+        assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), entries);
+        let d = stats(&t).delta(&s);
+        assert_eq!(d.data_blocks.disk, 0);
+        assert_eq!(d.data_blocks.cache, nblocks);
+        assert_eq!(d.bytes_read, 0);
+
+        // A point lookup of a present key: one data block (a cache hit now).
+        let s = stats(&t);
+        let p = parse_internal_key(&entries[50].0).unwrap();
+        assert!(t.get(p.user_key, MAX_SEQ).unwrap().is_some());
+        let d = stats(&t).delta(&s);
+        assert_eq!(d.data_blocks.total(), 1);
+        assert_eq!(d.bloom_probes, 1);
+    }
+
+    type SeenEntry = (Vec<u8>, SeqNo, ValueKind, Vec<u8>, BlockHandle);
+
+    #[derive(Default)]
+    struct Seen {
+        entries: Vec<SeenEntry>,
+        finished: Vec<BlockHandle>,
+        finish_calls: usize,
+    }
+
+    struct Recorder {
+        seen: Arc<Mutex<Seen>>,
+        blocks: Vec<(String, Vec<u8>)>,
+    }
+
+    impl TableObserver for Recorder {
+        fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
+            let mut s = self.seen.lock().unwrap();
+            // Every entry of a block precedes that block's on_block_finished.
+            assert!(!s.finished.contains(&block));
+            s.entries
+                .push((e.user_key.to_vec(), e.seq, e.kind, e.value.to_vec(), block));
+        }
+        fn on_block_finished(&mut self, block: BlockHandle) {
+            self.seen.lock().unwrap().finished.push(block);
+        }
+        fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
+            self.seen.lock().unwrap().finish_calls += 1;
+            Ok(std::mem::take(&mut self.blocks))
+        }
+    }
+
+    #[test]
+    fn observers_see_every_entry_with_its_block_and_meta_blocks_roundtrip() {
+        let entries = dataset(400);
+        for compression in [Compression::None, Compression::Lz4] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.sst");
+            let seen = Arc::new(Mutex::new(Seen::default()));
+            let big: Vec<u8> = (0..5000u32).flat_map(|i| (i / 10).to_le_bytes()).collect();
+            let observers: Vec<Box<dyn TableObserver>> = vec![
+                Box::new(Recorder {
+                    seen: seen.clone(),
+                    blocks: vec![
+                        ("zone.map".to_string(), b"zone-data".to_vec()),
+                        ("a.empty".to_string(), Vec::new()),
+                    ],
+                }),
+                Box::new(Recorder {
+                    seen: Arc::new(Mutex::new(Seen::default())),
+                    blocks: vec![("next.index".to_string(), big.clone())],
+                }),
+            ];
+            let size = build(&path, &entries, opts(compression, 10), observers);
+            let t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+            let s = seen.lock().unwrap();
+            assert_eq!(s.finish_calls, 1);
+            assert_eq!(s.entries.len(), entries.len());
+            assert_eq!(s.finished, t.data_block_handles().unwrap());
+            let mut by_block = std::collections::HashMap::new();
+            for ((u, seq, kind, v, h), (k, val)) in s.entries.iter().zip(&entries) {
+                assert_eq!(make_internal_key(u, *seq, *kind), *k);
+                assert_eq!(v, val);
+                let block = by_block
+                    .entry(*h)
+                    .or_insert_with(|| t.read_data_block_entries(*h).unwrap());
+                assert!(
+                    block.contains(&(u.clone(), *seq, *kind, v.clone())),
+                    "entry {u:?}@{seq} not in its block"
+                );
+            }
+            assert_eq!(by_block.len(), s.finished.len());
+
+            assert_eq!(
+                t.meta_block_names(),
+                vec!["a.empty", "next.index", "zone.map"]
+            );
+            let before = stats(&t);
+            assert_eq!(t.meta_block("zone.map").unwrap().unwrap(), b"zone-data");
+            assert_eq!(t.meta_block("a.empty").unwrap().unwrap(), b"");
+            assert_eq!(t.meta_block("next.index").unwrap().unwrap(), big);
+            assert_eq!(t.meta_block("missing").unwrap(), None);
+            assert_eq!(t.meta_block("strata.properties").unwrap(), None);
+            assert_eq!(stats(&t).delta(&before).meta_blocks.disk, 3);
+        }
+    }
+
+    #[test]
+    fn observer_meta_block_names_are_checked() {
+        for blocks in [
+            vec![("strata.mine".to_string(), vec![1])],
+            vec![("x".to_string(), vec![1]), ("x".to_string(), vec![2])],
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.sst");
+            let obs: Vec<Box<dyn TableObserver>> = vec![Box::new(Recorder {
+                seen: Arc::new(Mutex::new(Seen::default())),
+                blocks,
+            })];
+            let mut b = TableBuilder::new(&path, opts(Compression::None, 10), obs).unwrap();
+            b.add(&make_internal_key(b"a", 1, ValueKind::Value), b"v")
+                .unwrap();
+            assert!(matches!(b.finish(), Err(Error::InvalidArgument(_))));
+        }
+    }
+
+    #[test]
+    fn builder_rejects_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let mut b = TableBuilder::new(&path, opts(Compression::None, 10), Vec::new()).unwrap();
+        assert!(TableBuilder::new(&path, opts(Compression::None, 10), Vec::new()).is_err());
+        let k5 = make_internal_key(b"b", 5, ValueKind::Value);
+        b.add(&k5, b"x").unwrap();
+        assert!(matches!(b.add(&k5, b"y"), Err(Error::InvalidArgument(_))));
+        let older_first = make_internal_key(b"b", 9, ValueKind::Value);
+        assert!(matches!(
+            b.add(&older_first, b"y"),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            b.add(&make_internal_key(b"a", 1, ValueKind::Value), b""),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(b.add(b"short", b"").unwrap_err().is_corruption());
+        b.add(&make_internal_key(b"b", 4, ValueKind::Deletion), b"")
+            .unwrap();
+        assert_eq!(b.num_entries(), 2);
+        b.finish().unwrap();
+    }
+
+    #[test]
+    fn empty_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &[], opts(Compression::None, 10), Vec::new());
+        let t = Arc::new(Table::open(&path, 1, size, read_opts(None)).unwrap());
+        assert_eq!(t.properties().num_entries, 0);
+        assert!(scan(&t, ReadPurpose::Query).unwrap().is_empty());
+        assert_eq!(t.get(b"a", MAX_SEQ).unwrap(), None);
+        assert!(t.data_block_handles().unwrap().is_empty());
+        let mut it = t.iter(ReadPurpose::Query);
+        it.seek(b"anything").unwrap();
+        assert!(!it.valid());
+    }
+
+    #[test]
+    fn direct_io_table_reads() {
+        let entries = dataset(300);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &entries, opts(Compression::None, 10), Vec::new());
+        let mut o = read_opts(None);
+        o.direct_io = true;
+        let t = Arc::new(Table::open(&path, 1, size, o).unwrap());
+        assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), entries);
+        let p = parse_internal_key(&entries[10].0).unwrap();
+        assert_eq!(
+            t.get(p.user_key, MAX_SEQ).unwrap(),
+            model_get(&entries, p.user_key, MAX_SEQ)
+        );
+    }
+
+    #[test]
+    fn table_cache_opens_once_and_evicts() {
+        let entries = dataset(50);
+        let dir = tempfile::tempdir().unwrap();
+        let mut sizes = Vec::new();
+        for n in 1..=3u64 {
+            let path = crate::filename::table_file(dir.path(), n);
+            sizes.push(build(
+                &path,
+                &entries,
+                opts(Compression::None, 10),
+                Vec::new(),
+            ));
+        }
+        let ro = read_opts(None);
+        let counters = ro.counters.clone();
+        let tc = TableCache::new(dir.path().to_path_buf(), 2, ro);
+        let a = tc.get(1, sizes[0]).unwrap();
+        let opens = counters.snapshot().index_blocks.disk;
+        let a2 = tc.get(1, sizes[0]).unwrap();
+        assert!(Arc::ptr_eq(&a, &a2));
+        assert_eq!(counters.snapshot().index_blocks.disk, opens);
+        tc.get(2, sizes[1]).unwrap();
+        tc.get(1, sizes[0]).unwrap(); // 2 is now least recent
+        tc.get(3, sizes[2]).unwrap(); // evicts 2
+        assert_eq!(tc.len(), 2);
+        assert!(Arc::ptr_eq(&a, &tc.get(1, sizes[0]).unwrap()));
+        let before = counters.snapshot().index_blocks.disk;
+        tc.get(2, sizes[1]).unwrap();
+        assert_eq!(counters.snapshot().index_blocks.disk, before + 1);
+        tc.evict(2);
+        assert_eq!(tc.len(), 1);
+        assert!(tc.get(9, 100).is_err());
+    }
+
+    /// Opens, scans, gets and multi-gets a possibly damaged copy of a table:
+    /// each step must either fail or return exactly the original data.
+    fn check_damaged(path: &Path, size: u64, entries: &[Entry], meta: &[(&str, &[u8])]) {
+        let t = match Table::open(path, 1, size, read_opts(None)) {
+            Ok(t) => Arc::new(t),
+            Err(_) => return,
+        };
+        if let Ok(got) = scan(&t, ReadPurpose::Compaction) {
+            assert_eq!(got, entries, "scan returned wrong data");
+        }
+        let users: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|(k, _)| crate::key::user_key(k).to_vec())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let step = (users.len() / 50).max(1);
+        for u in users.iter().step_by(step) {
+            if let Ok(got) = t.get(u, MAX_SEQ) {
+                assert_eq!(got, model_get(entries, u, MAX_SEQ), "get {u:?}");
+            }
+        }
+        let refs: Vec<&[u8]> = users.iter().map(|u| &u[..]).collect();
+        let mut out = vec![None; refs.len()];
+        if t.multi_get(&refs, MAX_SEQ, &mut out).is_ok() {
+            for (u, o) in users.iter().zip(&out) {
+                assert_eq!(o, &model_get(entries, u, MAX_SEQ), "multi_get {u:?}");
+            }
+        }
+        for (name, bytes) in meta {
+            if let Ok(got) = t.meta_block(name) {
+                assert_eq!(got.as_deref(), Some(*bytes));
+            }
+        }
+    }
+
+    fn corruption_case(n: usize, compression: Compression, stride: usize) {
+        let entries = dataset(n);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let obs: Vec<Box<dyn TableObserver>> = vec![Box::new(Recorder {
+            seen: Arc::new(Mutex::new(Seen::default())),
+            blocks: vec![("m".to_string(), b"meta-payload".to_vec())],
+        })];
+        let size = build(&path, &entries, opts(compression, 10), obs);
+        let good = std::fs::read(&path).unwrap();
+        let meta: [(&str, &[u8]); 1] = [("m", b"meta-payload")];
+        check_damaged(&path, size, &entries, &meta);
+        let bad_path = dir.path().join("bad.sst");
+        for i in (0..good.len()).step_by(stride) {
+            for mask in [0x01u8, 0x80] {
+                let mut bad = good.clone();
+                bad[i] ^= mask;
+                std::fs::write(&bad_path, &bad).unwrap();
+                check_damaged(&bad_path, size, &entries, &meta);
+            }
+        }
+        for cut in [0, 1, 55, 56, 57, good.len() / 2, good.len() - 1] {
+            std::fs::write(&bad_path, &good[..cut]).unwrap();
+            check_damaged(&bad_path, cut as u64, &entries, &meta);
+            // Claimed size larger than the file.
+            check_damaged(&bad_path, size, &entries, &meta);
+        }
+    }
+
+    #[test]
+    fn every_byte_flip_of_a_small_table_is_caught() {
+        corruption_case(40, Compression::None, 1);
+    }
+
+    #[test]
+    fn sampled_byte_flips_of_compressed_tables_are_caught() {
+        corruption_case(40, Compression::Lz4, 1);
+        corruption_case(600, Compression::None, 61);
     }
 }
