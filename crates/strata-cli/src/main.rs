@@ -161,8 +161,10 @@ enum Command {
         /// Puts per write batch during the fill.
         #[arg(long, value_name = "N", default_value_t = 16)]
         batch: usize,
+        /// Bytes per value (pseudo-random, incompressible).
         #[arg(long, value_name = "B", default_value_t = 500)]
         value_size: usize,
+        /// Bytes per key (zero-padded decimal).
         #[arg(long, value_name = "B", default_value_t = 16)]
         key_size: usize,
         /// Use Options::paper() (64 MiB memtable and cache) instead of the
