@@ -1,1 +1,482 @@
-fn main() {}
+//! `strata`: the command line of the Strata engine.
+//!
+//! Exit codes: 0 success; 1 `get` of a missing key, or `verify` found a
+//! state that no acceptable history explains; 2 any error (engine error,
+//! unreadable file, bad input found after parsing). Bad command-line syntax
+//! is reported by clap (exit 2).
+
+mod bench;
+mod verify;
+mod workload;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use strata::{Db, Options, Stats, WriteBatch, WriteOptions};
+
+use workload::{Op, Workload};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "strata",
+    version,
+    about = "Command line for the Strata LSM-tree key-value engine",
+    after_help = "Exit status: 0 on success; 1 when `get` finds no value or `verify` \
+                  finds a mismatch; 2 on any error."
+)]
+struct Cli {
+    /// Database directory (required by every command except `bench`).
+    #[arg(long, global = true, value_name = "DIR")]
+    db: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Store VALUE under KEY (creates the database if missing).
+    Put {
+        key: String,
+        value: String,
+        /// fsync the WAL before returning.
+        #[arg(long)]
+        sync: bool,
+    },
+    /// Print the value of KEY; exit 1 with `not found: KEY` on stderr if absent.
+    Get { key: String },
+    /// Delete KEY (creates the database if missing).
+    Del {
+        key: String,
+        /// fsync the WAL before returning.
+        #[arg(long)]
+        sync: bool,
+    },
+    /// Print `key<TAB>value` lines in key order (bytes shown lossily as UTF-8).
+    Scan {
+        /// First key (inclusive).
+        #[arg(long, value_name = "K")]
+        from: Option<String>,
+        /// End key (exclusive).
+        #[arg(long, value_name = "K")]
+        to: Option<String>,
+        /// Print at most N entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Show levels, files, block reads, Bloom filter and write counters.
+    ///
+    /// Counters start at zero when the database is opened, so they cover
+    /// what opening it (WAL replay) did.
+    Stats {
+        /// Print the engine's `Stats` as pretty JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Flush, then compact the whole key range down to one level.
+    Compact,
+    /// Deterministic random writes for crash testing
+    ///
+    /// Operation i is a function of (--seed, i, --keys, --value-size) only:
+    /// ~55% put, ~20% delete, ~25% atomic batch of 2-8 puts/deletes, over keys
+    /// k000000..k{K-1}. After each write returns, one line is printed and
+    /// stdout flushed:
+    ///   ok <i> put <key> <digest>
+    ///   ok <i> del <key>
+    ///   ok <i> batch <n> put <key> <digest> del <key> ...
+    /// where <digest> is the FNV-1a 64 of the value in 16 hex digits.
+    /// Feed that output to `verify` with the same parameters.
+    #[command(verbatim_doc_comment)]
+    Stress {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// Number of operations.
+        #[arg(long, value_name = "N")]
+        ops: u64,
+        /// fsync the WAL before acknowledging each operation.
+        #[arg(long)]
+        sync: bool,
+        /// Use tiny memtables and levels (Options::small_for_tests) so that
+        /// flushes and compactions happen every few kilobytes.
+        #[arg(long)]
+        small: bool,
+    },
+    /// Check a database against the acknowledged output of `stress`
+    ///
+    /// Expected state = --base-state (or empty) + every complete line of
+    /// --acked in order (a final line cut by a kill is ignored). The database
+    /// must hold exactly that state, or that state plus the next, never
+    /// acknowledged operation (regenerated from the workload parameters,
+    /// which must be the stress run's), applied atomically. The whole
+    /// database is scanned, and every key is also read with get and
+    /// multi_get; all three must agree.
+    ///
+    /// State files (--base-state, --write-state) hold one `key<TAB>digest`
+    /// line per live key, sorted by key; empty and `#` lines are ignored.
+    /// For repeated crash cycles on one database, pass the previous cycle's
+    /// --write-state file as the next cycle's --base-state.
+    ///
+    /// Prints `verified N keys, M ops acknowledged, next op applied: yes|no`
+    /// on success; exits 1 listing the mismatched keys otherwise.
+    #[command(verbatim_doc_comment)]
+    Verify {
+        /// Output of the stress run (may end with a partial line).
+        #[arg(long, value_name = "FILE")]
+        acked: PathBuf,
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// State of the database before the stress run (default: empty).
+        #[arg(long, value_name = "FILE")]
+        base_state: Option<PathBuf>,
+        /// After a successful check, write the database's state here.
+        #[arg(long, value_name = "FILE")]
+        write_state: Option<PathBuf>,
+        /// Accept the state after any prefix of the operations (0 ..= acked+1),
+        /// for runs without --sync.
+        #[arg(long)]
+        prefix: bool,
+    },
+    /// db_bench-style benchmark: random fill, random reads, multi_gets.
+    ///
+    /// Fills --records keys in random order (keys are zero-padded decimal
+    /// numbers of --key-size bytes, written in batches of --batch), flushes
+    /// and waits for compactions, then does --reads random gets of existing
+    /// keys and --multigets multi_gets of 16 random keys. Reports ops/s and
+    /// MB/s per phase, write and space amplification, data blocks per get,
+    /// Bloom probes and per-level files/bytes. Without --db it runs in a
+    /// temporary directory that is removed afterwards; with --db the
+    /// directory must not already hold a database.
+    Bench {
+        /// Keys to fill.
+        #[arg(long, value_name = "N", default_value_t = 100_000)]
+        records: u64,
+        /// Random reads (default: --records).
+        #[arg(long, value_name = "N")]
+        reads: Option<u64>,
+        /// multi_gets of 16 keys (default: --records / 16).
+        #[arg(long, value_name = "N")]
+        multigets: Option<u64>,
+        /// Puts per write batch during the fill.
+        #[arg(long, value_name = "N", default_value_t = 16)]
+        batch: usize,
+        /// Bytes per value (pseudo-random, incompressible).
+        #[arg(long, value_name = "B", default_value_t = 500)]
+        value_size: usize,
+        /// Bytes per key (zero-padded decimal).
+        #[arg(long, value_name = "B", default_value_t = 16)]
+        key_size: usize,
+        /// Use Options::paper() (64 MiB memtable and cache) instead of the
+        /// defaults.
+        #[arg(long)]
+        paper: bool,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parameters of the deterministic stress workload.
+#[derive(Args, Debug, Clone, Copy)]
+struct WorkloadArgs {
+    /// Workload seed.
+    #[arg(long, value_name = "S")]
+    seed: u64,
+    /// Size of the key space (keys k000000..k{K-1}).
+    #[arg(long, value_name = "K", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    keys: u64,
+    /// Bytes per value.
+    #[arg(long, value_name = "B", default_value_t = 100)]
+    value_size: usize,
+}
+
+impl From<WorkloadArgs> for Workload {
+    fn from(a: WorkloadArgs) -> Workload {
+        Workload {
+            seed: a.seed,
+            keys: a.keys,
+            value_size: a.value_size,
+        }
+    }
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// An engine error: `error: <message>`, exit 2.
+    Db(strata::Error),
+    /// Any other error: `error: <message>`, exit 2.
+    Other(String),
+    /// A check failed (message printed as is), exit 1.
+    Failed(String),
+    /// `get` found nothing, exit 1.
+    NotFound(String),
+    /// stdout was closed by the reader (e.g. `| head`): stop quietly.
+    BrokenPipe,
+}
+
+impl From<strata::Error> for CliError {
+    fn from(e: strata::Error) -> Self {
+        CliError::Db(e)
+    }
+}
+
+/// Writes to stdout and flushes, mapping failures to [`CliError`].
+pub fn out(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
+    let mut o = std::io::stdout().lock();
+    o.write_fmt(args).and_then(|_| o.flush()).map_err(io_out)
+}
+
+fn io_out(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        CliError::BrokenPipe
+    } else {
+        CliError::Other(format!("write to stdout: {e}"))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Db(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Other(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Failed(m)) => {
+            eprintln!("{m}");
+            ExitCode::from(1)
+        }
+        Err(CliError::NotFound(k)) => {
+            eprintln!("not found: {k}");
+            ExitCode::from(1)
+        }
+        Err(CliError::BrokenPipe) => ExitCode::SUCCESS,
+    }
+}
+
+fn require_db(db: &Option<PathBuf>) -> Result<&Path, CliError> {
+    db.as_deref()
+        .ok_or_else(|| CliError::Other("--db DIR is required for this command".into()))
+}
+
+fn open_existing(dir: &Path) -> Result<Db, CliError> {
+    Ok(Db::open(dir, Options::default().create_if_missing(false))?)
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let db_dir = cli.db;
+    let dir = || require_db(&db_dir);
+    match cli.command {
+        Command::Bench {
+            records,
+            reads,
+            multigets,
+            batch,
+            value_size,
+            key_size,
+            paper,
+            json,
+        } => bench::run(&bench::BenchArgs {
+            records,
+            reads: reads.unwrap_or(records),
+            multigets: multigets.unwrap_or(records / 16),
+            batch,
+            value_size,
+            key_size,
+            paper,
+            db: db_dir.clone(),
+            json,
+        })?,
+        Command::Put { key, value, sync } => {
+            let db = Db::open(dir()?, Options::default())?;
+            db.put_opt(key.as_bytes(), value.as_bytes(), WriteOptions { sync })?;
+        }
+        Command::Get { key } => {
+            let db = open_existing(dir()?)?;
+            match db.get(key.as_bytes())? {
+                Some(v) => {
+                    let mut o = std::io::stdout().lock();
+                    o.write_all(&v)
+                        .and_then(|_| o.write_all(b"\n"))
+                        .and_then(|_| o.flush())
+                        .map_err(io_out)?;
+                }
+                None => return Err(CliError::NotFound(key)),
+            }
+        }
+        Command::Del { key, sync } => {
+            let db = Db::open(dir()?, Options::default())?;
+            db.delete_opt(key.as_bytes(), WriteOptions { sync })?;
+        }
+        Command::Scan { from, to, limit } => {
+            let db = open_existing(dir()?)?;
+            let mut o = std::io::BufWriter::new(std::io::stdout().lock());
+            let iter = db.iter(
+                from.as_deref().map(str::as_bytes),
+                to.as_deref().map(str::as_bytes),
+            )?;
+            for item in iter.take(limit.map_or(usize::MAX, |l| l.min(usize::MAX as u64) as usize)) {
+                let (k, v) = item?;
+                writeln!(
+                    o,
+                    "{}\t{}",
+                    String::from_utf8_lossy(&k),
+                    String::from_utf8_lossy(&v)
+                )
+                .map_err(io_out)?;
+            }
+            o.flush().map_err(io_out)?;
+        }
+        Command::Stats { json } => {
+            let db = open_existing(dir()?)?;
+            let stats = db.stats();
+            if json {
+                let s = serde_json::to_string_pretty(&stats)
+                    .map_err(|e| CliError::Other(format!("serialize stats: {e}")))?;
+                out(format_args!("{s}\n"))?;
+            } else {
+                out(format_args!("{}", stats_table(&stats)))?;
+            }
+        }
+        Command::Compact => {
+            let db = open_existing(dir()?)?;
+            db.compact_range(None, None)?;
+        }
+        Command::Stress {
+            workload,
+            ops,
+            sync,
+            small,
+        } => stress(dir()?, workload.into(), ops, sync, small)?,
+        Command::Verify {
+            acked,
+            workload,
+            base_state,
+            write_state,
+            prefix,
+        } => {
+            let v = verify::run(
+                dir()?,
+                &verify::VerifyArgs {
+                    acked,
+                    workload: workload.into(),
+                    base_state,
+                    write_state,
+                    prefix,
+                },
+            )?;
+            let mut s = format!(
+                "verified {} keys, {} ops acknowledged, next op applied: {}\n",
+                v.keys_checked,
+                v.acked,
+                if v.applied > v.acked { "yes" } else { "no" }
+            );
+            if prefix {
+                s.push_str(&format!(
+                    "recovered prefix: {} ops ({} acknowledged ops lost)\n",
+                    v.applied,
+                    v.acked.saturating_sub(v.applied)
+                ));
+            }
+            if v.partial_line {
+                s.push_str("(a partial last line was ignored)\n");
+            }
+            out(format_args!("{s}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn stress(dir: &Path, w: Workload, ops: u64, sync: bool, small: bool) -> Result<(), CliError> {
+    let opts = if small {
+        Options::small_for_tests()
+    } else {
+        Options::default()
+    };
+    let db = Db::open(dir, opts)?;
+    let wopts = WriteOptions { sync };
+    let mut o = std::io::stdout().lock();
+    for i in 0..ops {
+        let op = w.op(i);
+        match &op {
+            Op::Single(workload::Mutation::Put { key, value }) => {
+                db.put_opt(key.as_bytes(), value, wopts)?
+            }
+            Op::Single(workload::Mutation::Del { key }) => db.delete_opt(key.as_bytes(), wopts)?,
+            Op::Batch(ms) => {
+                let mut b = WriteBatch::new();
+                for m in ms {
+                    match m {
+                        workload::Mutation::Put { key, value } => b.put(key.as_bytes(), value),
+                        workload::Mutation::Del { key } => b.delete(key.as_bytes()),
+                    };
+                }
+                db.write(b, wopts)?;
+            }
+        }
+        let mut line = workload::ack_line(i, &op);
+        line.push('\n');
+        // One write call per line, so a kill cuts at most the last line.
+        o.write_all(line.as_bytes())
+            .and_then(|_| o.flush())
+            .map_err(io_out)?;
+    }
+    Ok(())
+}
+
+/// The human-readable `stats` output.
+fn stats_table(s: &Stats) -> String {
+    let io = &s.io;
+    let mut t = bench::level_table(s);
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    t.push_str(&format!(
+        "memtable: {} B ({} immutable)   block cache: {} B   last sequence: {}\n",
+        s.memtable_bytes, s.immutable_memtables, s.block_cache_bytes, s.last_sequence
+    ));
+    t.push_str("block reads       disk      cache\n");
+    for (name, b) in [
+        ("data", io.data_blocks),
+        ("index", io.index_blocks),
+        ("filter", io.filter_blocks),
+        ("meta", io.meta_blocks),
+    ] {
+        t.push_str(&format!("  {name:<8} {:>10} {:>10}\n", b.disk, b.cache));
+    }
+    t.push_str(&format!("bytes read (queries): {}\n", io.bytes_read));
+    t.push_str(&format!(
+        "bloom: {} probes, {} negatives ({:.1}%)\n",
+        io.bloom_probes,
+        io.bloom_negatives,
+        pct(io.bloom_negatives, io.bloom_probes)
+    ));
+    t.push_str(&format!(
+        "bytes written: user {}, WAL {}, flush {}, compaction {} (compaction read {})\n",
+        io.user_bytes_written,
+        io.wal_bytes_written,
+        io.flush_bytes_written,
+        io.compaction_bytes_written,
+        io.compaction_bytes_read
+    ));
+    t.push_str(&format!(
+        "flushes: {}   compactions: {}   write stalls: {} us\n",
+        io.flushes, io.compactions, io.write_stall_micros
+    ));
+    t.push_str(&format!(
+        "write amplification: {:.2}\n",
+        s.write_amplification
+    ));
+    t
+}

@@ -1,0 +1,456 @@
+//! The deterministic workload shared by `stress` and `verify`.
+//!
+//! Operation `i` of a stress run is a pure function of `(seed, i, keys,
+//! value_size)`: each operation draws from its own [`SplitMix64`] stream,
+//! so `verify` can regenerate any single operation (in particular the one
+//! after the last acknowledged) without replaying the run.
+//!
+//! Acknowledgement lines (one per operation, printed after the write
+//! returned):
+//!
+//! ```text
+//! ok <i> put <key> <digest>
+//! ok <i> del <key>
+//! ok <i> batch <n> put <key> <digest> del <key> ...
+//! ```
+//!
+//! `<digest>` is the 64-bit FNV-1a hash of the value in 16 lowercase hex
+//! digits.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, good enough to drive
+/// workloads. Not cryptographic.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix64(self.state)
+    }
+
+    /// Uniform-enough value in `0..n` (`n > 0`; 0 when `n == 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        // Multiply-shift range reduction: unbiased enough for workloads.
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// The SplitMix64 finalizer: a bijective 64-bit mixer.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// 64-bit FNV-1a.
+pub fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
+}
+
+/// The digest of a value as printed in acknowledgement lines and state files.
+pub fn digest(value: &[u8]) -> String {
+    format!("{:016x}", fnv1a(value))
+}
+
+/// Parameters that, with the seed, fully determine a stress run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workload {
+    pub seed: u64,
+    /// Key space size: keys `k000000` .. `k{keys-1}`.
+    pub keys: u64,
+    pub value_size: usize,
+}
+
+/// One put or delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    Put { key: String, value: Vec<u8> },
+    Del { key: String },
+}
+
+impl Mutation {
+    pub fn key(&self) -> &str {
+        match self {
+            Mutation::Put { key, .. } | Mutation::Del { key } => key,
+        }
+    }
+
+    /// What the key holds after this mutation: the value's digest or `None`.
+    pub fn effect(&self) -> Option<String> {
+        match self {
+            Mutation::Put { value, .. } => Some(digest(value)),
+            Mutation::Del { .. } => None,
+        }
+    }
+}
+
+/// One stress operation: a single write or an atomic batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Single(Mutation),
+    Batch(Vec<Mutation>),
+}
+
+impl Op {
+    pub fn mutations(&self) -> &[Mutation] {
+        match self {
+            Op::Single(m) => std::slice::from_ref(m),
+            Op::Batch(ms) => ms,
+        }
+    }
+}
+
+/// Fixed-width key name: `k` and six or more zero-padded digits.
+pub fn key_name(n: u64) -> String {
+    format!("k{n:06}")
+}
+
+impl Workload {
+    fn op_rng(&self, index: u64) -> SplitMix64 {
+        SplitMix64::new(mix64(self.seed ^ 0x5354_5241_5441_0001) ^ mix64(index))
+    }
+
+    /// The value written for `key` by operation `index`: `value_size`
+    /// printable bytes.
+    pub fn value(&self, index: u64, key: &str) -> Vec<u8> {
+        const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let mut rng = SplitMix64::new(mix64(self.seed) ^ mix64(index ^ fnv1a(key.as_bytes())));
+        let mut v = Vec::with_capacity(self.value_size);
+        while v.len() < self.value_size {
+            let mut r = rng.next_u64();
+            for _ in 0..8 {
+                if v.len() == self.value_size {
+                    break;
+                }
+                v.push(ALPHABET[(r % 36) as usize]);
+                r /= 36;
+            }
+        }
+        v
+    }
+
+    fn mutation(&self, index: u64, rng: &mut SplitMix64, put: bool) -> Mutation {
+        let key = key_name(rng.below(self.keys));
+        if put {
+            let value = self.value(index, &key);
+            Mutation::Put { key, value }
+        } else {
+            Mutation::Del { key }
+        }
+    }
+
+    /// Operation number `index`: ~55% put, ~20% delete, ~25% batch of 2..=8
+    /// mixed puts (70%) and deletes (30%).
+    pub fn op(&self, index: u64) -> Op {
+        let mut rng = self.op_rng(index);
+        let r = rng.below(100);
+        if r < 55 {
+            Op::Single(self.mutation(index, &mut rng, true))
+        } else if r < 75 {
+            Op::Single(self.mutation(index, &mut rng, false))
+        } else {
+            let n = 2 + rng.below(7);
+            let ms = (0..n)
+                .map(|_| {
+                    let put = rng.below(10) < 7;
+                    self.mutation(index, &mut rng, put)
+                })
+                .collect();
+            Op::Batch(ms)
+        }
+    }
+}
+
+/// The acknowledgement line of operation `index` (without newline).
+pub fn ack_line(index: u64, op: &Op) -> String {
+    let mut s = format!("ok {index} ");
+    let push = |s: &mut String, m: &Mutation| match m {
+        Mutation::Put { key, value } => {
+            // Writing to a String cannot fail.
+            let _ = write!(s, "put {key} {}", digest(value));
+        }
+        Mutation::Del { key } => {
+            let _ = write!(s, "del {key}");
+        }
+    };
+    match op {
+        Op::Single(m) => push(&mut s, m),
+        Op::Batch(ms) => {
+            let _ = write!(s, "batch {}", ms.len());
+            for m in ms {
+                s.push(' ');
+                push(&mut s, m);
+            }
+        }
+    }
+    s
+}
+
+/// A parsed acknowledgement line: operation index and its effects in order
+/// (key, digest or `None` for a delete), plus whether it was a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckedOp {
+    pub index: u64,
+    pub batch: bool,
+    pub effects: Vec<(String, Option<String>)>,
+}
+
+/// Effects of a generated operation, in the form of [`AckedOp`].
+pub fn effects(op: &Op) -> Vec<(String, Option<String>)> {
+    op.mutations()
+        .iter()
+        .map(|m| (m.key().to_string(), m.effect()))
+        .collect()
+}
+
+fn parse_mutation<'a>(
+    toks: &mut impl Iterator<Item = &'a str>,
+) -> Result<(String, Option<String>), String> {
+    match toks.next() {
+        Some("put") => {
+            let key = toks.next().ok_or("put without key")?;
+            let d = toks.next().ok_or("put without digest")?;
+            if d.len() != 16 || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("bad digest {d:?}"));
+            }
+            Ok((key.to_string(), Some(d.to_ascii_lowercase())))
+        }
+        Some("del") => {
+            let key = toks.next().ok_or("del without key")?;
+            Ok((key.to_string(), None))
+        }
+        Some(t) => Err(format!("unknown operation {t:?}")),
+        None => Err("missing operation".into()),
+    }
+}
+
+/// Parses one complete acknowledgement line.
+pub fn parse_ack_line(line: &str) -> Result<AckedOp, String> {
+    let mut toks = line.split_ascii_whitespace();
+    if toks.next() != Some("ok") {
+        return Err("line does not start with \"ok\"".into());
+    }
+    let index: u64 = toks
+        .next()
+        .ok_or("missing op index")?
+        .parse()
+        .map_err(|_| "bad op index".to_string())?;
+    let mut peek = toks.clone();
+    let (batch, effects) = if peek.next() == Some("batch") {
+        toks = peek;
+        let n: usize = toks
+            .next()
+            .ok_or("batch without count")?
+            .parse()
+            .map_err(|_| "bad batch count".to_string())?;
+        let mut effects = Vec::with_capacity(n);
+        for _ in 0..n {
+            effects.push(parse_mutation(&mut toks)?);
+        }
+        (true, effects)
+    } else {
+        (false, vec![parse_mutation(&mut toks)?])
+    };
+    if let Some(t) = toks.next() {
+        return Err(format!("trailing token {t:?}"));
+    }
+    Ok(AckedOp {
+        index,
+        batch,
+        effects,
+    })
+}
+
+/// Parses the output of a (possibly killed) stress run: every complete
+/// (newline-terminated) line; a final line without newline is the victim of
+/// the kill and is ignored. Returns the operations and whether a partial
+/// line was dropped.
+pub fn parse_acked(text: &str) -> Result<(Vec<AckedOp>, bool), String> {
+    let (complete, partial) = match text.rfind('\n') {
+        Some(p) => (&text[..p + 1], !text[p + 1..].is_empty()),
+        None => ("", !text.is_empty()),
+    };
+    let mut ops = Vec::new();
+    for (n, line) in complete.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let op = parse_ack_line(line).map_err(|e| format!("line {}: {e}: {line:?}", n + 1))?;
+        if op.index != ops.len() as u64 {
+            return Err(format!(
+                "line {}: expected op index {}, found {}",
+                n + 1,
+                ops.len(),
+                op.index
+            ));
+        }
+        ops.push(op);
+    }
+    Ok((ops, partial))
+}
+
+/// Key → digest of every live key.
+pub type State = BTreeMap<String, String>;
+
+/// Applies effects in order.
+pub fn apply(state: &mut State, effects: &[(String, Option<String>)]) {
+    for (k, d) in effects {
+        match d {
+            Some(d) => {
+                state.insert(k.clone(), d.clone());
+            }
+            None => {
+                state.remove(k);
+            }
+        }
+    }
+}
+
+/// State file format: one `key<TAB>digest` line per live key, sorted by key;
+/// empty lines and lines starting with `#` are ignored.
+pub fn format_state(state: &State) -> String {
+    let mut s = String::new();
+    for (k, d) in state {
+        s.push_str(k);
+        s.push('\t');
+        s.push_str(d);
+        s.push('\n');
+    }
+    s
+}
+
+pub fn parse_state(text: &str) -> Result<State, String> {
+    let mut state = State::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (k, d) = line
+            .split_once('\t')
+            .ok_or_else(|| format!("line {}: expected key<TAB>digest", n + 1))?;
+        if d.len() != 16 || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("line {}: bad digest {d:?}", n + 1));
+        }
+        if state
+            .insert(k.to_string(), d.to_ascii_lowercase())
+            .is_some()
+        {
+            return Err(format!("line {}: duplicate key {k:?}", n + 1));
+        }
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w() -> Workload {
+        Workload {
+            seed: 7,
+            keys: 50,
+            value_size: 33,
+        }
+    }
+
+    #[test]
+    fn fnv_known_values() {
+        assert_eq!(fnv1a(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a(b"a"), 0xaf63dc4c8601ec8c);
+        assert_eq!(digest(b"a"), "af63dc4c8601ec8c");
+    }
+
+    #[test]
+    fn ops_are_deterministic_and_mixed() {
+        let w = w();
+        let (mut puts, mut dels, mut batches) = (0, 0, 0);
+        for i in 0..2000 {
+            let op = w.op(i);
+            assert_eq!(op, w.op(i));
+            match &op {
+                Op::Single(Mutation::Put { value, .. }) => {
+                    assert_eq!(value.len(), 33);
+                    puts += 1
+                }
+                Op::Single(Mutation::Del { .. }) => dels += 1,
+                Op::Batch(ms) => {
+                    assert!((2..=8).contains(&ms.len()));
+                    batches += 1
+                }
+            }
+            for m in op.mutations() {
+                assert_eq!(m.key().len(), 7);
+                assert!(m.key() < key_name(50).as_str());
+            }
+        }
+        assert!((1000..1200).contains(&puts), "{puts}");
+        assert!((300..500).contains(&dels), "{dels}");
+        assert!((400..600).contains(&batches), "{batches}");
+        let other = Workload { seed: 8, ..w };
+        assert_ne!(
+            (0..20).map(|i| w.op(i)).collect::<Vec<_>>(),
+            (0..20).map(|i| other.op(i)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn ack_lines_roundtrip() {
+        let w = w();
+        for i in 0..500 {
+            let op = w.op(i);
+            let line = ack_line(i, &op);
+            let parsed = parse_ack_line(&line).unwrap();
+            assert_eq!(parsed.index, i);
+            assert_eq!(parsed.batch, matches!(op, Op::Batch(_)));
+            assert_eq!(parsed.effects, effects(&op));
+        }
+    }
+
+    #[test]
+    fn partial_last_line_is_ignored() {
+        let w = w();
+        let mut text = String::new();
+        for i in 0..3 {
+            text.push_str(&ack_line(i, &w.op(i)));
+            text.push('\n');
+        }
+        let full = text.clone();
+        text.push_str("ok 3 pu");
+        let (ops, partial) = parse_acked(&text).unwrap();
+        assert_eq!(ops.len(), 3);
+        assert!(partial);
+        let (ops, partial) = parse_acked(&full).unwrap();
+        assert_eq!(ops.len(), 3);
+        assert!(!partial);
+        assert_eq!(parse_acked("").unwrap().0.len(), 0);
+        assert!(parse_acked("ok 1 del k000001\n").is_err());
+        assert!(parse_acked("ok 0 frob k000001\n").is_err());
+    }
+
+    #[test]
+    fn state_roundtrip() {
+        let mut s = State::new();
+        s.insert("k000001".into(), digest(b"x"));
+        s.insert("k000002".into(), digest(b"y"));
+        assert_eq!(parse_state(&format_state(&s)).unwrap(), s);
+        assert!(parse_state("k1\tzz\n").is_err());
+        assert!(parse_state("k1\n").is_err());
+    }
+}
