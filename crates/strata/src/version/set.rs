@@ -127,11 +127,21 @@ impl VersionSet {
                 path.display()
             )));
         };
-        let max_file = version
+        // Orphans of a crash (a table being written, a WAL created before
+        // its edit) also hold numbers: never hand those out again.
+        let mut max_file = version
             .all_files()
             .map(|(_, f)| f.number)
             .max()
             .unwrap_or(0);
+        for e in fs::read_dir(dir).path_ctx("list", dir)?.flatten() {
+            use filename::FileKind::{Log, Manifest, Table};
+            if let Some(Log(n) | Table(n) | Manifest(n)) =
+                e.file_name().to_str().and_then(filename::parse)
+            {
+                max_file = max_file.max(n);
+            }
+        }
         let next_file = next_file.max(max_file + 1).max(manifest_number + 1);
         let files: Vec<_> = version.all_files().map(|(l, f)| (l, f.clone())).collect();
         for h in &hooks {
