@@ -22,8 +22,8 @@ pub enum BatchOp<'a> {
     Delete { key: &'a [u8] },
 }
 
-impl BatchOp<'_> {
-    pub fn key(&self) -> &[u8] {
+impl<'a> BatchOp<'a> {
+    pub fn key(&self) -> &'a [u8] {
         match self {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
         }

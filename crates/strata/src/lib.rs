@@ -13,11 +13,16 @@ pub mod cache;
 pub mod coding;
 pub mod compaction;
 mod db;
-pub use db::{BlockEntry, Db, Snapshot, Versioned};
+pub use db::{BlockEntry, Db, IndexCheck, Snapshot, Versioned};
+pub use index::{
+    Extractor, Hit, IndexInfo, IndexSpec, IndexState, IndexStats, IndexValue, KeyType, Predicate,
+    QueryOptions,
+};
 pub use iter::db_iter::DbIterator;
 pub mod error;
 pub mod filename;
 pub mod hooks;
+pub mod index;
 pub mod io;
 pub mod iter;
 pub mod key;

@@ -7,8 +7,11 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use crate::error::{Error, Result};
 use crate::hooks::EngineHooks;
+use crate::index::ExtractorFn;
 
 /// Per-block compression of SSTable blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +86,8 @@ pub struct Options {
     /// Extensions (index strategies) that observe tables, compactions and
     /// version installs. See [`crate::hooks`].
     pub hooks: Vec<Arc<dyn EngineHooks>>,
+    /// Functions that [`crate::index::Extractor::Custom`] indexes name.
+    pub extractors: BTreeMap<String, ExtractorFn>,
 }
 
 impl Default for Options {
@@ -109,6 +114,7 @@ impl Default for Options {
             wal_recovery: WalRecovery::TolerateTornTail,
             background_work: true,
             hooks: Vec::new(),
+            extractors: BTreeMap::new(),
         }
     }
 }
@@ -192,6 +198,12 @@ impl Options {
         self
     }
 
+    /// Registers an attribute extractor for custom indexes.
+    pub fn extractor(mut self, name: &str, f: ExtractorFn) -> Self {
+        self.extractors.insert(name.to_string(), f);
+        self
+    }
+
     /// Rejects option combinations the engine cannot run with.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::invalid(m.to_string()));
@@ -224,7 +236,7 @@ impl Options {
         }
         let mut names = std::collections::HashSet::new();
         for h in &self.hooks {
-            if !names.insert(h.name().to_string()) {
+            if h.name() == crate::index::HOOK_NAME || !names.insert(h.name().to_string()) {
                 return bad("two hooks share one name");
             }
         }

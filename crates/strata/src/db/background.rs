@@ -24,7 +24,7 @@ impl DbInner {
         BuildEnv {
             dir: &self.dir,
             opts: &self.opts,
-            hooks: &self.opts.hooks,
+            hooks: &self.hooks,
             allocate_output: allocate,
         }
     }

@@ -6,7 +6,10 @@
 //! writer). Readers take `state` only, to copy three `Arc`s.
 
 mod background;
+mod index;
 mod write;
+
+pub use index::IndexCheck;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -20,7 +23,8 @@ use crate::cache::{BlockCache, TableCache};
 use crate::compaction::{key_range, Compaction, CompactionPicker, LeveledPicker};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
-use crate::hooks::InstallReason;
+use crate::hooks::{EngineHooks, InstallReason};
+use crate::index::IndexManager;
 use crate::iter::db_iter::DbIterator;
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
@@ -70,6 +74,10 @@ pub(crate) struct DbInner {
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
+    /// The secondary-index extension.
+    pub index: Arc<IndexManager>,
+    /// User hooks followed by `index`.
+    pub hooks: Vec<Arc<dyn EngineHooks>>,
     _lock_file: File,
 }
 
@@ -133,20 +141,6 @@ impl Db {
                 return Err(Error::io(format!("lock {}", lock_path.display()), e))
             }
         }
-        if VersionSet::exists(&dir) {
-            if opts.error_if_exists {
-                return Err(Error::invalid(format!(
-                    "database {} already exists",
-                    dir.display()
-                )));
-            }
-        } else {
-            if !opts.create_if_missing {
-                return Err(Error::NotFound(format!("no database in {}", dir.display())));
-            }
-            VersionSet::create(&dir, opts.num_levels, opts.hooks.clone())?;
-        }
-
         let counters = Arc::new(Counters::default());
         let block_cache =
             (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
@@ -159,7 +153,23 @@ impl Db {
                 direct_io: opts.direct_io,
             },
         ));
-        let recovered = VersionSet::recover(&dir, opts.num_levels, opts.hooks.clone())?;
+        let index = IndexManager::new(tables.clone(), opts.extractors.clone());
+        let mut hooks = opts.hooks.clone();
+        hooks.push(index.clone());
+        if VersionSet::exists(&dir) {
+            if opts.error_if_exists {
+                return Err(Error::invalid(format!(
+                    "database {} already exists",
+                    dir.display()
+                )));
+            }
+        } else {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound(format!("no database in {}", dir.display())));
+            }
+            VersionSet::create(&dir, opts.num_levels, hooks.clone())?;
+        }
+        let recovered = VersionSet::recover(&dir, opts.num_levels, hooks.clone())?;
         let mut versions = recovered.versions;
         let mut last_seq = recovered.last_sequence;
         versions.write_fresh_manifest(last_seq)?;
@@ -176,7 +186,8 @@ impl Db {
             })
             .collect();
         logs.sort_unstable();
-        let mut recovered_mems = vec![Arc::new(MemTable::new(0))];
+        let new_mem = || Arc::new(MemTable::with_side(0, index.new_side()));
+        let mut recovered_mems = vec![new_mem()];
         for &n in &logs {
             let path = filename::log_file(&dir, n);
             let file = File::open(&path).path_ctx("open WAL", &path)?;
@@ -187,14 +198,15 @@ impl Db {
                 if batch.is_empty() {
                     continue;
                 }
-                let mem = recovered_mems
-                    .last()
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(MemTable::new(0)));
+                let mem = recovered_mems.last().cloned().unwrap_or_else(new_mem);
+                if index.memo_in_use() {
+                    let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
+                    write::note_memo_with(&index, &tables, &batch, &mems, &current)?;
+                }
                 write::insert_into(&mem, &batch)?;
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
                 if mem.approximate_bytes() >= opts.memtable_size {
-                    recovered_mems.push(Arc::new(MemTable::new(0)));
+                    recovered_mems.push(new_mem());
                 }
             }
         }
@@ -217,7 +229,7 @@ impl Db {
             tables,
             versions: Mutex::new(versions),
             state: Mutex::new(State {
-                mem: Arc::new(MemTable::new(log_number)),
+                mem: Arc::new(MemTable::with_side(log_number, index.new_side())),
                 imm: VecDeque::new(),
                 current,
                 writers: VecDeque::new(),
@@ -232,6 +244,8 @@ impl Db {
             log: Mutex::new(Some(log)),
             snapshots: Mutex::new(BTreeMap::new()),
             compaction_lock: Mutex::new(()),
+            index,
+            hooks,
             _lock_file: lock_file,
         });
 
@@ -272,6 +286,7 @@ impl Db {
         } else {
             inner.run_inline_work()?;
         }
+        db.resume_index_builds()?;
         Ok(db)
     }
 

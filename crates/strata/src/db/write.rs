@@ -13,11 +13,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::batch::{BatchOp, WriteBatch};
+use crate::cache::TableCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
+use crate::index::IndexManager;
 use crate::memtable::MemTable;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::stats::Counters;
+use crate::version::Version;
 use crate::wal::LogWriter;
 
 use super::{DbInner, State};
@@ -78,6 +81,54 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
     Ok(bytes)
 }
 
+/// See [`DbInner::note_memo`]; also used by WAL replay at open.
+pub(crate) fn note_memo_with(
+    index: &IndexManager,
+    tables: &TableCache,
+    batch: &WriteBatch,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+) -> Result<()> {
+    let ops: Vec<(&[u8], u64)> = batch
+        .iter()
+        .zip(batch.sequence()..)
+        .map(|(op, seq)| op.map(|o| (o.key(), seq)))
+        .collect::<Result<_>>()?;
+    index.note_writes(ops.into_iter(), &|k| may_exist(tables, k, mems, version));
+    Ok(())
+}
+
+/// May `key` have a version in `mems` or `version`? Exact for memtables;
+/// key range and Bloom filter for tables (no data I/O).
+pub(crate) fn may_exist(
+    tables: &TableCache,
+    key: &[u8],
+    mems: &[Arc<MemTable>],
+    version: &Version,
+) -> bool {
+    if mems
+        .iter()
+        .any(|m| m.get(key, crate::key::MAX_SEQ).is_some())
+    {
+        return true;
+    }
+    let probe = |f: &crate::version::FileMetaData| match tables.get(f.number, f.file_size) {
+        Ok(t) => t.key_may_match(key),
+        Err(_) => true,
+    };
+    let in_range = |f: &crate::version::FileMetaData| {
+        crate::key::user_key(&f.smallest) <= key && key <= crate::key::user_key(&f.largest)
+    };
+    if version.levels[0].iter().any(|f| in_range(f) && probe(f)) {
+        return true;
+    }
+    (1..version.num_levels()).any(|l| {
+        version
+            .find_file(l, key)
+            .is_some_and(|i| probe(&version.levels[l][i]))
+    })
+}
+
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
         validate_batch(&batch)?;
@@ -117,6 +168,11 @@ impl DbInner {
         merged.set_sequence(seq);
         let count = merged.len() as u64;
         let mem = st.mem.clone();
+        let memo_view = self.index.memo_in_use().then(|| {
+            let mut mems = vec![st.mem.clone()];
+            mems.extend(st.imm.iter().cloned());
+            (mems, st.current.clone())
+        });
         drop(st);
 
         let result = (|| -> Result<()> {
@@ -130,6 +186,9 @@ impl DbInner {
             Ok(())
         })();
         let result = result.and_then(|()| {
+            if let Some((mems, version)) = &memo_view {
+                self.note_memo(&merged, mems, version)?;
+            }
             let bytes = insert_into(&mem, &merged)?;
             Counters::add(&self.counters.user_bytes_written, bytes);
             Ok(())
@@ -157,6 +216,17 @@ impl DbInner {
             self.run_inline_work()?;
         }
         result
+    }
+
+    /// Update-memo maintenance for `batch` (see `index::memo`): called before
+    /// the batch enters the memtable, with the components it will shadow.
+    pub(crate) fn note_memo(
+        &self,
+        batch: &WriteBatch,
+        mems: &[Arc<MemTable>],
+        version: &Version,
+    ) -> Result<()> {
+        note_memo_with(&self.index, &self.tables, batch, mems, version)
     }
 
     /// Takes the batches of the leader and the writers behind it. A writer
@@ -270,7 +340,7 @@ impl DbInner {
         }
         *log = Some(LogWriter::new(file, path, 0));
         drop(log);
-        let new_mem = Arc::new(MemTable::new(number));
+        let new_mem = Arc::new(MemTable::with_side(number, self.index.new_side()));
         let old = std::mem::replace(&mut st.mem, new_mem);
         st.imm.push_back(old);
         self.cv.notify_all();

@@ -13,6 +13,7 @@
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
 
@@ -28,6 +29,18 @@ pub struct MemTable {
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
+    /// Side structure fed every insert (the secondary indexes' in-memory
+    /// component), so index queries never scan the memtable.
+    side: Option<Arc<dyn MemSide>>,
+}
+
+/// A structure maintained alongside a memtable: sees every insert, after
+/// the entry is in the skiplist and before its sequence number is visible.
+pub trait MemSide: Send + Sync {
+    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]);
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Bytes used, charged to the memtable's budget.
+    fn approximate_bytes(&self) -> usize;
 }
 
 /// What a memtable holds for a user key at a snapshot.
@@ -39,11 +52,20 @@ pub enum MemGet {
 
 impl MemTable {
     pub fn new(log_number: u64) -> MemTable {
+        Self::with_side(log_number, None)
+    }
+
+    pub fn with_side(log_number: u64, side: Option<Arc<dyn MemSide>>) -> MemTable {
         MemTable {
             map: SkipMap::new(),
             approximate_bytes: AtomicUsize::new(0),
             log_number,
+            side,
         }
+    }
+
+    pub fn side(&self) -> Option<&Arc<dyn MemSide>> {
+        self.side.as_ref()
     }
 
     pub fn log_number(&self) -> u64 {
@@ -56,10 +78,14 @@ impl MemTable {
         self.approximate_bytes
             .fetch_add(ikey.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
         self.map.insert(InternalKey(ikey), value.to_vec());
+        if let Some(side) = &self.side {
+            side.on_add(seq, kind, user_key, value);
+        }
     }
 
     pub fn approximate_bytes(&self) -> usize {
         self.approximate_bytes.load(Ordering::Relaxed)
+            + self.side.as_ref().map_or(0, |s| s.approximate_bytes())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -95,7 +121,7 @@ impl MemTable {
 
     /// A cursor over the memtable. It owns an `Arc` of the memtable, so it
     /// stays valid after the memtable is frozen or flushed.
-    pub fn iter(self: &std::sync::Arc<Self>) -> MemTableIter {
+    pub fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter {
             mem: self.clone(),
             current: None,
@@ -106,7 +132,7 @@ impl MemTable {
 /// Cursor over a memtable. Each step is a skiplist search from the current
 /// key, which keeps the cursor free of borrows.
 pub struct MemTableIter {
-    mem: std::sync::Arc<MemTable>,
+    mem: Arc<MemTable>,
     current: Option<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -151,7 +177,6 @@ impl InternalIterator for MemTableIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn get_respects_snapshot_and_tombstones() {

@@ -389,6 +389,14 @@ impl Table {
         Ok(Some(value))
     }
 
+    /// On-disk size (without trailer) of a named meta block, if present.
+    pub fn meta_block_size(&self, name: &str) -> Option<u64> {
+        if name.starts_with(RESERVED_META_PREFIX) {
+            return None;
+        }
+        self.meta_handle(name).map(|h| h.size)
+    }
+
     /// Names of the observers' meta blocks, sorted bytewise.
     pub fn meta_block_names(&self) -> Vec<String> {
         self.meta

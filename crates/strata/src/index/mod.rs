@@ -1,0 +1,1048 @@
+//! Secondary indexes: definitions, the engine hooks that maintain them, and
+//! query answering.
+//!
+//! An index has a name, an attribute extractor (a JSON field path, or a
+//! registered function), a key type and a strategy. [`IndexManager`] is the
+//! engine extension (hook name `strata.index`) behind every index: it
+//! persists definitions as MANIFEST payloads, gives each memtable a side
+//! structure (so index queries never parse the memtable), observes every
+//! table written (building each strategy's per-table structures), keeps the
+//! update memo (`memo`), installs per-version index state atomically with
+//! each version, and answers queries newest component first.
+//!
+//! Contract, for every strategy: a query returns exactly the live records
+//! (newest version at the snapshot, not deleted) whose current attribute
+//! satisfies the predicate, newest first, at most `limit` of them.
+//!
+//! Strategies: `next` (NEXT, SIGMOD 2025: per-table secondary index blocks
+//! plus an in-memory global index). See `../shared/DESIGN.md` §4.
+
+pub mod memo;
+pub mod next;
+pub mod value;
+
+use std::any::Any;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cache::TableCache;
+use crate::error::{Error, Result};
+use crate::hooks::{
+    CompactionContext, CompactionObserver, DropReason, EngineHooks, EntryRef, ExtState,
+    InstallEvent, InstallOutcome, InstallReason, TableContext, TableObserver,
+};
+use crate::key::{SeqNo, ValueKind};
+use crate::memtable::{MemGet, MemSide, MemTable};
+use crate::sstable::BlockHandle;
+use crate::version::{FileMetaData, Version};
+
+use memo::{Memo, Validity};
+use next::{Delta, NextGlobal, TableIndex};
+pub use value::{IndexValue, KeyType, Predicate, Skip};
+
+/// Hook name under which index payloads are stored in the MANIFEST.
+pub const HOOK_NAME: &str = "strata.index";
+/// Name of the memo meta block in tables.
+pub const MEMO_BLOCK: &str = "next.memo";
+
+/// A function extracting an attribute from a raw value (for
+/// [`Extractor::Custom`]); `None` means "not indexed".
+pub type ExtractorFn = Arc<dyn Fn(&[u8]) -> Option<IndexValue> + Send + Sync>;
+
+/// Where an index's attribute comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Extractor {
+    /// A JSON field path such as `user_id`, `place.bbox` or `coordinates.0`.
+    Field(String),
+    /// A function registered under this name with
+    /// [`crate::Options::extractor`] (must be registered at every open).
+    Custom(String),
+}
+
+/// An index definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexSpec {
+    pub name: String,
+    pub extractor: Extractor,
+    pub key_type: KeyType,
+    /// Strategy name: `next` (the default).
+    pub strategy: String,
+    /// Strategy parameters, e.g. `delta` for `next` (`auto`, `off` or a
+    /// number).
+    pub params: BTreeMap<String, String>,
+}
+
+impl IndexSpec {
+    /// An index on a JSON field, with the default strategy.
+    pub fn field(name: &str, path: &str, key_type: KeyType) -> IndexSpec {
+        IndexSpec {
+            name: name.to_string(),
+            extractor: Extractor::Field(path.to_string()),
+            key_type,
+            strategy: "next".to_string(),
+            params: BTreeMap::new(),
+        }
+    }
+
+    /// An index whose attribute comes from a registered function.
+    pub fn custom(name: &str, extractor: &str, key_type: KeyType) -> IndexSpec {
+        IndexSpec {
+            extractor: Extractor::Custom(extractor.to_string()),
+            ..IndexSpec::field(name, "_", key_type)
+        }
+    }
+
+    pub fn strategy(mut self, s: &str) -> Self {
+        self.strategy = s.to_string();
+        self
+    }
+
+    pub fn param(mut self, k: &str, v: &str) -> Self {
+        self.params.insert(k.to_string(), v.to_string());
+        self
+    }
+}
+
+/// Whether an index answers queries yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexState {
+    /// Being built over existing data; queries fail with a clear error.
+    Building,
+    Ready,
+}
+
+/// Per-index counters (since open, except sizes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// Writes whose attribute was indexed.
+    pub indexed_writes: u64,
+    /// Writes not indexed: attribute absent, of another type, or the value
+    /// is not JSON.
+    pub skipped_missing: u64,
+    pub skipped_wrong_type: u64,
+    pub skipped_malformed: u64,
+    /// Global-index entries and their RAM.
+    pub global_entries: u64,
+    pub memory_bytes: u64,
+    /// Bytes of this index's blocks in live tables.
+    pub disk_bytes: u64,
+    pub queries: u64,
+    /// Candidates validated, and how many were stale.
+    pub validations: u64,
+    pub validations_failed: u64,
+    /// Point lookups needed because a key changed after the query's snapshot.
+    pub exact_checks: u64,
+}
+
+/// An index as listed by [`crate::Db::indexes`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexInfo {
+    pub id: u32,
+    pub spec: IndexSpec,
+    pub state: IndexState,
+    pub stats: IndexStats,
+}
+
+/// Options of one query.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueryOptions {
+    /// Only the K most recent matches (highest sequence numbers).
+    pub limit: Option<usize>,
+    /// Return keys without values.
+    pub keys_only: bool,
+}
+
+impl QueryOptions {
+    pub fn limit(mut self, k: usize) -> Self {
+        self.limit = Some(k);
+        self
+    }
+
+    pub fn keys_only(mut self, v: bool) -> Self {
+        self.keys_only = v;
+        self
+    }
+}
+
+/// One query result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub key: Vec<u8>,
+    /// `None` in keys-only mode.
+    pub value: Option<Vec<u8>>,
+    /// Sequence number of the write that stored this version.
+    pub seq: SeqNo,
+}
+
+#[derive(Default)]
+struct DefCounters {
+    indexed: AtomicU64,
+    missing: AtomicU64,
+    wrong_type: AtomicU64,
+    malformed: AtomicU64,
+    queries: AtomicU64,
+    validations: AtomicU64,
+    failed: AtomicU64,
+    exact: AtomicU64,
+}
+
+/// A live index definition.
+pub(crate) struct IndexDef {
+    pub id: u32,
+    pub spec: IndexSpec,
+    path: Vec<String>,
+    custom: Option<ExtractorFn>,
+    pub delta: Delta,
+    ready: AtomicBool,
+    counters: DefCounters,
+}
+
+impl IndexDef {
+    fn needs_json(&self) -> bool {
+        self.custom.is_none()
+    }
+
+    /// The attribute of `raw` (with `doc` its JSON parse, done once per
+    /// record by the caller when any index needs it).
+    fn extract(
+        &self,
+        raw: &[u8],
+        doc: Option<&std::result::Result<Value, ()>>,
+    ) -> std::result::Result<IndexValue, Skip> {
+        if let Some(f) = &self.custom {
+            return match f(raw) {
+                Some(v) if v.key_type() == self.spec.key_type => Ok(v),
+                Some(_) => Err(Skip::WrongType),
+                None => Err(Skip::Missing),
+            };
+        }
+        match doc {
+            Some(Ok(d)) => value::extract(d, &self.path, self.spec.key_type),
+            _ => Err(Skip::Malformed),
+        }
+    }
+
+    fn count_skip(&self, s: Skip) {
+        let c = &self.counters;
+        match s {
+            Skip::Missing => c.missing.fetch_add(1, Relaxed),
+            Skip::WrongType => c.wrong_type.fetch_add(1, Relaxed),
+            Skip::Malformed => c.malformed.fetch_add(1, Relaxed),
+        };
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Relaxed)
+    }
+}
+
+fn parse_doc(raw: &[u8], defs: &[Arc<IndexDef>]) -> Option<std::result::Result<Value, ()>> {
+    defs.iter()
+        .any(|d| d.needs_json())
+        .then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()))
+}
+
+/// Definition changes, stored as MANIFEST payloads (JSON, versioned).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum DefEvent {
+    Create { v: u32, id: u32, spec: IndexSpec },
+    Ready { v: u32, id: u32 },
+    Drop { v: u32, id: u32 },
+}
+
+/// Index state carried by each version (see `hooks`): immutable.
+#[derive(Default)]
+pub(crate) struct IndexVersionState {
+    /// Increases with every install; stamps memo removals.
+    pub generation: u64,
+    /// Global index of each NEXT index, by index id.
+    pub next: BTreeMap<u32, Arc<NextGlobal>>,
+}
+
+/// Everything a query reads: a consistent view of the database.
+pub(crate) struct QueryView<'a> {
+    /// Newest first.
+    pub mems: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+    pub snapshot: SeqNo,
+    pub tables: &'a TableCache,
+    /// Sequence number of the newest entry (value or tombstone) of a key at
+    /// the snapshot.
+    pub newest_seq: &'a dyn Fn(&[u8]) -> Result<Option<SeqNo>>,
+}
+
+/// A dropped version: key, sequence number, whether it was a tombstone
+/// dropped at the bottom.
+type Dropped = (Vec<u8>, SeqNo, bool);
+
+/// A memtable side entry: encoded value, key, sequence number.
+type SideEntry = (Vec<u8>, Vec<u8>, SeqNo);
+
+/// The engine extension behind all secondary indexes.
+pub(crate) struct IndexManager {
+    me: Weak<IndexManager>,
+    tables: Arc<TableCache>,
+    extractors: BTreeMap<String, ExtractorFn>,
+    defs: RwLock<Vec<Arc<IndexDef>>>,
+    next_id: AtomicU32,
+    memo: RwLock<Memo>,
+    /// Per (index id, table file): global entries computed while the table
+    /// was written, consumed when the table is installed.
+    pending_tables: Mutex<HashMap<(u32, u64), Arc<TableIndex>>>,
+    /// Dropped versions of finished compactions (by sorted input files),
+    /// applied to the memo when the compaction installs.
+    pending_drops: Mutex<Vec<(Vec<u64>, Vec<Dropped>)>>,
+    /// States handed to versions, to find the oldest a reader may hold.
+    live_states: Mutex<Vec<Weak<IndexVersionState>>>,
+    generation: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl IndexManager {
+    pub fn new(
+        tables: Arc<TableCache>,
+        extractors: BTreeMap<String, ExtractorFn>,
+    ) -> Arc<IndexManager> {
+        Arc::new_cyclic(|me| IndexManager {
+            me: me.clone(),
+            tables,
+            extractors,
+            defs: RwLock::new(Vec::new()),
+            next_id: AtomicU32::new(1),
+            memo: RwLock::new(Memo::default()),
+            pending_tables: Mutex::new(HashMap::new()),
+            pending_drops: Mutex::new(Vec::new()),
+            live_states: Mutex::new(Vec::new()),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    pub fn defs(&self) -> Vec<Arc<IndexDef>> {
+        read(&self.defs).clone()
+    }
+
+    pub fn def(&self, name: &str) -> Option<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .find(|d| d.spec.name == name)
+            .cloned()
+    }
+
+    /// True when writes must maintain the update memo (some NEXT index).
+    pub fn memo_in_use(&self) -> bool {
+        read(&self.defs).iter().any(|d| d.spec.strategy == "next")
+    }
+
+    fn make_def(&self, id: u32, spec: IndexSpec, ready: bool) -> Result<IndexDef> {
+        let (path, custom) = match &spec.extractor {
+            Extractor::Field(p) => (value::parse_path(p)?, None),
+            Extractor::Custom(n) => (
+                Vec::new(),
+                Some(self.extractors.get(n).cloned().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "index {:?} uses extractor {n:?}, which is not registered in Options",
+                        spec.name
+                    ))
+                })?),
+            ),
+        };
+        let mut delta = Delta::Auto;
+        match spec.strategy.as_str() {
+            "next" => {
+                for (k, v) in &spec.params {
+                    match k.as_str() {
+                        "delta" => delta = Delta::parse(v)?,
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "unknown parameter {k:?} for strategy next (known: delta)"
+                            )))
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                    "unknown index strategy {other:?} (available: next)"
+                )))
+            }
+        }
+        Ok(IndexDef {
+            id,
+            spec,
+            path,
+            custom,
+            delta,
+            ready: AtomicBool::new(ready),
+            counters: DefCounters::default(),
+        })
+    }
+
+    /// Validates `spec` and adds it in state `building`; returns the
+    /// payload to log.
+    pub fn begin_create(&self, spec: IndexSpec) -> Result<(Arc<IndexDef>, Vec<u8>)> {
+        let name_ok = !spec.name.is_empty()
+            && spec.name.len() <= 128
+            && spec
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+        if !name_ok {
+            return Err(Error::invalid(format!(
+                "index name {:?} must be 1-128 characters of letters, digits, '_', '-', '.'",
+                spec.name
+            )));
+        }
+        let mut defs = write(&self.defs);
+        if defs.iter().any(|d| d.spec.name == spec.name) {
+            return Err(Error::invalid(format!(
+                "index {:?} already exists",
+                spec.name
+            )));
+        }
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let def = Arc::new(self.make_def(id, spec.clone(), false)?);
+        defs.push(def.clone());
+        let payload = serde_json::to_vec(&DefEvent::Create { v: 1, id, spec })
+            .map_err(|e| Error::invalid(format!("cannot encode index definition: {e}")))?;
+        Ok((def, payload))
+    }
+
+    pub fn ready_payload(def: &IndexDef) -> Vec<u8> {
+        serde_json::to_vec(&DefEvent::Ready { v: 1, id: def.id }).unwrap_or_default()
+    }
+
+    /// Removes an index; returns the payload to log.
+    pub fn drop_def(&self, name: &str) -> Result<Vec<u8>> {
+        let mut defs = write(&self.defs);
+        let i = defs
+            .iter()
+            .position(|d| d.spec.name == name)
+            .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
+        let d = defs.remove(i);
+        Ok(serde_json::to_vec(&DefEvent::Drop { v: 1, id: d.id }).unwrap_or_default())
+    }
+
+    pub fn mark_ready(&self, def: &IndexDef) {
+        def.ready.store(true, Relaxed);
+    }
+
+    /// The side structure for a new memtable (`None` without indexes).
+    pub fn new_side(&self) -> Option<Arc<dyn MemSide>> {
+        let defs = self.defs();
+        if defs.is_empty() {
+            return None;
+        }
+        let sides = defs
+            .iter()
+            .map(|d| {
+                if d.spec.key_type.is_spatial() {
+                    SideIndex::Spatial(RwLock::new(Vec::new()))
+                } else {
+                    SideIndex::Scalar(RwLock::new(BTreeSet::new()))
+                }
+            })
+            .collect();
+        Some(Arc::new(IndexSide {
+            defs,
+            sides,
+            bytes: AtomicUsize::new(0),
+        }))
+    }
+
+    /// Memo maintenance for a batch about to enter the memtable: `ops` are
+    /// (key, seq) in order; `may_exist` checks older components.
+    pub fn note_writes<'a>(
+        &self,
+        ops: impl Iterator<Item = (&'a [u8], SeqNo)>,
+        may_exist: &dyn Fn(&[u8]) -> bool,
+    ) {
+        let mut memo = write(&self.memo);
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        for (k, seq) in ops {
+            let exists = if seen.contains(k) {
+                true
+            } else {
+                memo.get(k).is_some_and(|e| e.removed_at.is_none()) || may_exist(k)
+            };
+            seen.insert(k);
+            memo.note_write(k, seq, exists);
+        }
+    }
+
+    fn state_of(version: &Version) -> Option<&IndexVersionState> {
+        version
+            .ext
+            .get(HOOK_NAME)
+            .and_then(|s| s.downcast_ref::<IndexVersionState>())
+    }
+
+    /// Answers one query. See the module documentation for the contract.
+    pub fn query(
+        &self,
+        name: &str,
+        pred: &Predicate,
+        opts: QueryOptions,
+        view: &QueryView<'_>,
+    ) -> Result<Vec<Hit>> {
+        let def = self
+            .def(name)
+            .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
+        if !def.is_ready() {
+            return Err(Error::invalid(format!(
+                "index {name:?} is still being built; try again when `indexes()` shows it ready"
+            )));
+        }
+        pred.check(def.spec.key_type)?;
+        def.counters.queries.fetch_add(1, Relaxed);
+        let empty = IndexVersionState::default();
+        let state = Self::state_of(&view.version).unwrap_or(&empty);
+        let generation = state.generation;
+        let mut acc = Results::new(opts.limit);
+        let memo = read(&self.memo);
+        let validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
+            def.counters.validations.fetch_add(1, Relaxed);
+            let ok = match memo.validate(key, seq, view.snapshot, generation) {
+                Validity::Valid => true,
+                Validity::Stale => false,
+                Validity::Check => {
+                    def.counters.exact.fetch_add(1, Relaxed);
+                    (view.newest_seq)(key)? == Some(seq)
+                }
+            };
+            if !ok {
+                def.counters.failed.fetch_add(1, Relaxed);
+            }
+            Ok(ok)
+        };
+
+        // Memtables, newest first.
+        for m in &view.mems {
+            let Some(side) = m
+                .side()
+                .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
+            else {
+                continue;
+            };
+            for (key, seq) in side.query(def.id, pred) {
+                if seq > view.snapshot || !validate(&key, seq)? {
+                    continue;
+                }
+                let value = match m.get(&key, seq) {
+                    Some(MemGet::Value(s, v)) if s == seq => v,
+                    _ => continue,
+                };
+                acc.push(key, seq, if opts.keys_only { None } else { Some(value) });
+            }
+        }
+
+        // Tables, newest first, stopping once no older table can enter the
+        // top K.
+        let global = state.next.get(&def.id).cloned().unwrap_or_default();
+        let mut files: Vec<&Arc<FileMetaData>> = view.version.all_files().map(|(_, f)| f).collect();
+        files.sort_by_key(|f| Reverse(f.largest_seq));
+        let mut history = BTreeSet::new();
+        let ty = def.spec.key_type;
+        for f in files {
+            if f.smallest_seq > view.snapshot {
+                continue;
+            }
+            if acc.full_before(f.largest_seq) {
+                break;
+            }
+            let Some(ti) = global.tables.get(&f.number) else {
+                return Err(Error::corruption(format!(
+                    "index {name:?} has no entries for live table {}",
+                    f.number
+                )));
+            };
+            let table = view.tables.get(f.number, f.file_size)?;
+            let blocks = next::candidate_blocks(def.id, ty, ti, &table, pred, &mut history)?;
+            for h in blocks {
+                for (key, seq, kind, value) in table.read_data_block_entries(h)? {
+                    if kind != ValueKind::Value || seq > view.snapshot {
+                        continue;
+                    }
+                    let doc = parse_doc(&value, std::slice::from_ref(&def));
+                    match def.extract(&value, doc.as_ref()) {
+                        Ok(v) if pred.matches(&v) => {}
+                        _ => continue,
+                    }
+                    if !validate(&key, seq)? {
+                        continue;
+                    }
+                    acc.push(key, seq, if opts.keys_only { None } else { Some(value) });
+                }
+            }
+        }
+        Ok(acc.finish())
+    }
+
+    pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {
+        let state = Self::state_of(version);
+        self.defs()
+            .iter()
+            .map(|d| {
+                let c = &d.counters;
+                let g = state.and_then(|s| s.next.get(&d.id));
+                IndexInfo {
+                    id: d.id,
+                    spec: d.spec.clone(),
+                    state: if d.is_ready() {
+                        IndexState::Ready
+                    } else {
+                        IndexState::Building
+                    },
+                    stats: IndexStats {
+                        indexed_writes: c.indexed.load(Relaxed),
+                        skipped_missing: c.missing.load(Relaxed),
+                        skipped_wrong_type: c.wrong_type.load(Relaxed),
+                        skipped_malformed: c.malformed.load(Relaxed),
+                        global_entries: g.map_or(0, |g| g.entries() as u64),
+                        memory_bytes: g.map_or(0, |g| g.memory_bytes() as u64),
+                        disk_bytes: g.map_or(0, |g| g.tables.values().map(|t| t.disk_bytes).sum()),
+                        queries: c.queries.load(Relaxed),
+                        validations: c.validations.load(Relaxed),
+                        validations_failed: c.failed.load(Relaxed),
+                        exact_checks: c.exact.load(Relaxed),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Memo size (entries, bytes).
+    pub fn memo_stats(&self) -> (usize, usize) {
+        let m = read(&self.memo);
+        (m.len(), m.approximate_bytes())
+    }
+
+    /// True if every live table of `version` has index `id`'s structures.
+    pub fn covers(&self, id: u32, version: &Version) -> bool {
+        let Some(s) = Self::state_of(version) else {
+            return version.all_files().next().is_none();
+        };
+        let g = s.next.get(&id);
+        version
+            .all_files()
+            .all(|(_, f)| g.is_some_and(|g| g.tables.contains_key(&f.number)))
+    }
+
+    fn read_table_index(&self, def: &IndexDef, f: &FileMetaData) -> Result<Option<TableIndex>> {
+        let t = self.tables.get(f.number, f.file_size)?;
+        let Some(bytes) = t.meta_block(&next::table::dir_block_name(def.id))? else {
+            return Ok(None);
+        };
+        let mut ti = next::table::decode_dir(&bytes, def.spec.key_type)?;
+        ti.disk_bytes = bytes.len() as u64
+            + (0..ti.sec_blocks)
+                .filter_map(|b| t.meta_block_size(&next::table::sec_block_name(def.id, b)))
+                .sum::<u64>();
+        Ok(Some(ti))
+    }
+
+    fn track(&self, s: &Arc<IndexVersionState>) -> u64 {
+        let mut live = lock(&self.live_states);
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(s));
+        live.iter()
+            .filter_map(|w| w.upgrade())
+            .map(|s| s.generation)
+            .min()
+            .unwrap_or(s.generation)
+    }
+}
+
+/// Collects candidates, keeps the newest version per key, and knows when
+/// the top K can no longer change.
+struct Results {
+    limit: Option<usize>,
+    hits: HashMap<Vec<u8>, (SeqNo, Option<Vec<u8>>)>,
+    /// The `limit` highest sequence numbers seen (min-heap).
+    top: BinaryHeap<Reverse<SeqNo>>,
+}
+
+impl Results {
+    fn new(limit: Option<usize>) -> Self {
+        Results {
+            limit,
+            hits: HashMap::new(),
+            top: BinaryHeap::new(),
+        }
+    }
+
+    fn push(&mut self, key: Vec<u8>, seq: SeqNo, value: Option<Vec<u8>>) {
+        if self.hits.get(&key).is_some_and(|(s, _)| *s >= seq) {
+            return;
+        }
+        self.hits.insert(key, (seq, value));
+        if let Some(k) = self.limit {
+            self.top.push(Reverse(seq));
+            if self.top.len() > k {
+                self.top.pop();
+            }
+        }
+    }
+
+    /// True if `limit` results newer than `seq` are known.
+    fn full_before(&self, seq: SeqNo) -> bool {
+        match self.limit {
+            Some(0) => true,
+            Some(k) => self.top.len() >= k && self.top.peek().is_some_and(|Reverse(s)| *s > seq),
+            None => false,
+        }
+    }
+
+    fn finish(self) -> Vec<Hit> {
+        let mut v: Vec<Hit> = self
+            .hits
+            .into_iter()
+            .map(|(key, (seq, value))| Hit { key, value, seq })
+            .collect();
+        v.sort_by_key(|h| Reverse(h.seq));
+        if let Some(k) = self.limit {
+            v.truncate(k);
+        }
+        v
+    }
+}
+
+enum SideIndex {
+    /// (encoded value, key, seq).
+    Scalar(RwLock<BTreeSet<SideEntry>>),
+    Spatial(RwLock<Vec<(IndexValue, Vec<u8>, SeqNo)>>),
+}
+
+/// The memtable side structure: each index's values of the memtable's
+/// entries (every version; validation picks the live ones).
+struct IndexSide {
+    defs: Vec<Arc<IndexDef>>,
+    sides: Vec<SideIndex>,
+    bytes: AtomicUsize,
+}
+
+impl IndexSide {
+    fn query(&self, id: u32, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
+        let Some(i) = self.defs.iter().position(|d| d.id == id) else {
+            return Vec::new();
+        };
+        match &self.sides[i] {
+            SideIndex::Scalar(s) => {
+                let Some((lo, hi)) = pred.scalar_bounds() else {
+                    return Vec::new();
+                };
+                read(s)
+                    .range((lo, Vec::new(), 0)..)
+                    .take_while(|(v, _, _)| *v <= hi)
+                    .map(|(_, k, s)| (k.clone(), *s))
+                    .collect()
+            }
+            SideIndex::Spatial(s) => read(s)
+                .iter()
+                .filter(|(v, _, _)| pred.matches(v))
+                .map(|(_, k, s)| (k.clone(), *s))
+                .collect(),
+        }
+    }
+}
+
+impl MemSide for IndexSide {
+    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        if kind != ValueKind::Value {
+            return;
+        }
+        let doc = parse_doc(value, &self.defs);
+        for (d, side) in self.defs.iter().zip(&self.sides) {
+            match d.extract(value, doc.as_ref()) {
+                Ok(v) => {
+                    d.counters.indexed.fetch_add(1, Relaxed);
+                    self.bytes.fetch_add(user_key.len() + 64, Relaxed);
+                    match side {
+                        SideIndex::Scalar(s) => {
+                            write(s).insert((v.encode(), user_key.to_vec(), seq));
+                        }
+                        SideIndex::Spatial(s) => write(s).push((v, user_key.to_vec(), seq)),
+                    }
+                }
+                Err(skip) => d.count_skip(skip),
+            }
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn approximate_bytes(&self) -> usize {
+        self.bytes.load(Relaxed)
+    }
+}
+
+/// Builds every index's per-table structures while a table is written.
+struct IndexObserver {
+    mgr: Arc<IndexManager>,
+    file: u64,
+    defs: Vec<Arc<IndexDef>>,
+    handles: Vec<BlockHandle>,
+    pairs: Vec<Vec<(IndexValue, u32)>>,
+    use_memo: bool,
+    memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
+    last_key: Option<Vec<u8>>,
+}
+
+impl TableObserver for IndexObserver {
+    fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
+        if self.handles.last() != Some(&block) {
+            self.handles.push(block);
+        }
+        let pos = (self.handles.len() - 1) as u32;
+        if self.use_memo && self.last_key.as_deref() != Some(e.user_key) {
+            if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
+                self.memo_entries.push((e.user_key.to_vec(), m));
+            }
+            self.last_key = Some(e.user_key.to_vec());
+        }
+        if e.kind != ValueKind::Value {
+            return;
+        }
+        let doc = parse_doc(e.value, &self.defs);
+        for (d, pairs) in self.defs.iter().zip(self.pairs.iter_mut()) {
+            if let Ok(v) = d.extract(e.value, doc.as_ref()) {
+                pairs.push((v, pos));
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut blocks = Vec::new();
+        for (d, pairs) in self.defs.iter().zip(self.pairs.iter_mut()) {
+            let built = next::table::build(
+                d.id,
+                d.spec.key_type,
+                d.delta,
+                self.handles.clone(),
+                std::mem::take(pairs),
+            );
+            let mut index = built.index;
+            index.disk_bytes = built.blocks.iter().map(|(_, b)| b.len() as u64).sum();
+            lock(&self.mgr.pending_tables).insert((d.id, self.file), Arc::new(index));
+            blocks.extend(built.blocks);
+        }
+        if self.use_memo {
+            blocks.push((
+                MEMO_BLOCK.to_string(),
+                memo::encode_block(&self.memo_entries),
+            ));
+        }
+        Ok(blocks)
+    }
+}
+
+/// Collects one compaction's dropped versions for the memo.
+struct DropCollector {
+    mgr: Arc<IndexManager>,
+    inputs: Vec<u64>,
+    drops: Vec<Dropped>,
+}
+
+impl CompactionObserver for DropCollector {
+    fn on_dropped(&mut self, e: &EntryRef<'_>, reason: DropReason) {
+        self.drops.push((
+            e.user_key.to_vec(),
+            e.seq,
+            reason == DropReason::ObsoleteTombstone,
+        ));
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let mut inputs = std::mem::take(&mut self.inputs);
+        inputs.sort_unstable();
+        lock(&self.mgr.pending_drops).push((inputs, std::mem::take(&mut self.drops)));
+        Ok(())
+    }
+}
+
+impl EngineHooks for IndexManager {
+    fn name(&self) -> &str {
+        HOOK_NAME
+    }
+
+    fn table_observer(&self, ctx: &TableContext) -> Option<Box<dyn TableObserver>> {
+        let defs: Vec<Arc<IndexDef>> = self
+            .defs()
+            .into_iter()
+            .filter(|d| d.spec.strategy == "next")
+            .collect();
+        let mgr = self.me.upgrade()?;
+        if defs.is_empty() {
+            return None;
+        }
+        let n = defs.len();
+        Some(Box::new(IndexObserver {
+            mgr,
+            file: ctx.file_number,
+            defs,
+            handles: Vec::new(),
+            pairs: vec![Vec::new(); n],
+            use_memo: true,
+            memo_entries: Vec::new(),
+            last_key: None,
+        }))
+    }
+
+    fn compaction_observer(&self, ctx: &CompactionContext) -> Option<Box<dyn CompactionObserver>> {
+        if !self.memo_in_use() {
+            return None;
+        }
+        Some(Box::new(DropCollector {
+            mgr: self.me.upgrade()?,
+            inputs: ctx.input_files.clone(),
+            drops: Vec::new(),
+        }))
+    }
+
+    fn on_install(&self, ev: &InstallEvent<'_>) -> Result<InstallOutcome> {
+        let prev = ev
+            .previous
+            .and_then(|s| s.downcast_ref::<IndexVersionState>());
+        let generation = self.generation.fetch_add(1, Relaxed) + 1;
+        if ev.reason == InstallReason::Compaction {
+            let mut removed: Vec<u64> = ev.removed.iter().map(|(_, n)| *n).collect();
+            removed.sort_unstable();
+            removed.dedup();
+            let mut pending = lock(&self.pending_drops);
+            if let Some(i) = pending.iter().position(|(inputs, _)| *inputs == removed) {
+                let (_, drops) = pending.swap_remove(i);
+                let mut memo = write(&self.memo);
+                for (k, seq, tomb) in drops {
+                    memo.on_dropped(&k, seq, tomb, generation);
+                }
+            }
+        }
+        let mut next = BTreeMap::new();
+        for d in self.defs().iter().filter(|d| d.spec.strategy == "next") {
+            let mut g: NextGlobal = prev
+                .and_then(|p| p.next.get(&d.id))
+                .map(|g| (**g).clone())
+                .unwrap_or_default();
+            let moved: HashSet<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
+            for (_, n) in ev.removed {
+                if !moved.contains(n) {
+                    g.tables.remove(n);
+                }
+            }
+            for (_, f) in ev.added {
+                let pending = lock(&self.pending_tables).remove(&(d.id, f.number));
+                match (pending, g.tables.entry(f.number)) {
+                    (Some(ti), e) => {
+                        e.insert_entry(ti);
+                    }
+                    // A trivial move keeps the table and its entries.
+                    (None, std::collections::btree_map::Entry::Occupied(_)) => {}
+                    (None, std::collections::btree_map::Entry::Vacant(v)) => {
+                        if let Some(ti) = self.read_table_index(d, f)? {
+                            v.insert(Arc::new(ti));
+                        }
+                    }
+                }
+            }
+            next.insert(d.id, Arc::new(g));
+        }
+        let state = Arc::new(IndexVersionState { generation, next });
+        let oldest = self.track(&state);
+        write(&self.memo).purge(oldest.saturating_sub(1));
+        Ok(InstallOutcome {
+            payload: None,
+            state: Some(state as ExtState),
+        })
+    }
+
+    fn on_recover(
+        &self,
+        payloads: &[Vec<u8>],
+        files: &[(usize, Arc<FileMetaData>)],
+    ) -> Result<Option<ExtState>> {
+        // Definitions, in the order they were logged.
+        let mut specs: BTreeMap<u32, (IndexSpec, bool)> = BTreeMap::new();
+        let mut max_id = 0;
+        for p in payloads {
+            let ev: DefEvent = serde_json::from_slice(p).map_err(|e| {
+                Error::corruption(format!("bad index definition in the MANIFEST: {e}"))
+            })?;
+            match ev {
+                DefEvent::Create { id, spec, .. } => {
+                    max_id = max_id.max(id);
+                    specs.insert(id, (spec, false));
+                }
+                DefEvent::Ready { id, .. } => {
+                    if let Some(s) = specs.get_mut(&id) {
+                        s.1 = true;
+                    }
+                }
+                DefEvent::Drop { id, .. } => {
+                    specs.remove(&id);
+                }
+            }
+        }
+        let mut defs = Vec::new();
+        for (id, (spec, ready)) in specs {
+            defs.push(Arc::new(self.make_def(id, spec, ready)?));
+        }
+        self.next_id.store(max_id + 1, Relaxed);
+        *write(&self.defs) = defs.clone();
+
+        let mut next = BTreeMap::new();
+        for d in defs.iter().filter(|d| d.spec.strategy == "next") {
+            let mut g = NextGlobal::default();
+            for (_, f) in files {
+                match self.read_table_index(d, f)? {
+                    Some(ti) => {
+                        g.tables.insert(f.number, Arc::new(ti));
+                    }
+                    None if d.is_ready() => {
+                        return Err(Error::corruption(format!(
+                            "table {} lacks the blocks of ready index {:?}",
+                            f.number, d.spec.name
+                        )))
+                    }
+                    None => {}
+                }
+            }
+            next.insert(d.id, Arc::new(g));
+        }
+        if self.memo_in_use() {
+            let mut memo = write(&self.memo);
+            for (_, f) in files {
+                let t = self.tables.get(f.number, f.file_size)?;
+                if let Some(b) = t.meta_block(MEMO_BLOCK)? {
+                    for (k, latest, obsolete) in memo::decode_block(&b)? {
+                        memo.merge_recovered(&k, latest, obsolete);
+                    }
+                }
+            }
+        }
+        let state = Arc::new(IndexVersionState {
+            generation: 0,
+            next,
+        });
+        self.track(&state);
+        Ok(Some(state as ExtState))
+    }
+}

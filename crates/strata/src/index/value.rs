@@ -1,0 +1,459 @@
+//! Attribute values: their types, extraction from JSON records, the
+//! order-preserving byte encoding used on disk, and query predicates.
+//!
+//! Encoding (`docs/format/next.md`): `i64` is 8 bytes big-endian with the
+//! sign bit flipped; `f64` is 8 bytes big-endian of the IEEE bits, all bits
+//! flipped for negatives and the sign bit flipped otherwise (so bytewise
+//! order is numeric order; NaN is never indexed); `string` is its UTF-8
+//! bytes; `point` is two and `rect` four little-endian f64s.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The type of an indexed attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyType {
+    I64,
+    F64,
+    String,
+    /// JSON `[x, y]`.
+    Point,
+    /// JSON `[xmin, ymin, xmax, ymax]`.
+    Rect,
+}
+
+impl KeyType {
+    pub fn parse(s: &str) -> Result<KeyType> {
+        match s {
+            "i64" => Ok(KeyType::I64),
+            "f64" => Ok(KeyType::F64),
+            "string" => Ok(KeyType::String),
+            "point" => Ok(KeyType::Point),
+            "rect" => Ok(KeyType::Rect),
+            _ => Err(Error::invalid(format!(
+                "unknown key type {s:?} (expected i64, f64, string, point or rect)"
+            ))),
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            KeyType::I64 => "i64",
+            KeyType::F64 => "f64",
+            KeyType::String => "string",
+            KeyType::Point => "point",
+            KeyType::Rect => "rect",
+        }
+    }
+
+    pub fn is_spatial(&self) -> bool {
+        matches!(self, KeyType::Point | KeyType::Rect)
+    }
+}
+
+/// One attribute value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum IndexValue {
+    I64(i64),
+    F64(f64),
+    Str(String),
+    Point([f64; 2]),
+    Rect([f64; 4]),
+}
+
+impl IndexValue {
+    pub fn key_type(&self) -> KeyType {
+        match self {
+            IndexValue::I64(_) => KeyType::I64,
+            IndexValue::F64(_) => KeyType::F64,
+            IndexValue::Str(_) => KeyType::String,
+            IndexValue::Point(_) => KeyType::Point,
+            IndexValue::Rect(_) => KeyType::Rect,
+        }
+    }
+
+    /// Order-preserving encoding (scalars) or fixed-width coordinates
+    /// (spatial).
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            IndexValue::I64(v) => ((*v as u64) ^ (1 << 63)).to_be_bytes().to_vec(),
+            IndexValue::F64(v) => encode_f64(*v).to_vec(),
+            IndexValue::Str(s) => s.as_bytes().to_vec(),
+            IndexValue::Point(p) => p.iter().flat_map(|c| c.to_le_bytes()).collect(),
+            IndexValue::Rect(r) => r.iter().flat_map(|c| c.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Inverse of [`IndexValue::encode`]; `Error::Corruption` on bad bytes.
+    pub fn decode(ty: KeyType, b: &[u8]) -> Result<IndexValue> {
+        let bad = || {
+            Error::corruption(format!(
+                "bad encoded {} value of {} bytes",
+                ty.as_str(),
+                b.len()
+            ))
+        };
+        let f = |i: usize| -> Result<f64> {
+            let a: [u8; 8] = b
+                .get(i * 8..i * 8 + 8)
+                .and_then(|s| s.try_into().ok())
+                .ok_or_else(bad)?;
+            Ok(f64::from_le_bytes(a))
+        };
+        Ok(match ty {
+            KeyType::I64 => {
+                let a: [u8; 8] = b.try_into().map_err(|_| bad())?;
+                IndexValue::I64((u64::from_be_bytes(a) ^ (1 << 63)) as i64)
+            }
+            KeyType::F64 => {
+                let a: [u8; 8] = b.try_into().map_err(|_| bad())?;
+                IndexValue::F64(decode_f64(a))
+            }
+            KeyType::String => IndexValue::Str(String::from_utf8(b.to_vec()).map_err(|_| bad())?),
+            KeyType::Point => {
+                if b.len() != 16 {
+                    return Err(bad());
+                }
+                IndexValue::Point([f(0)?, f(1)?])
+            }
+            KeyType::Rect => {
+                if b.len() != 32 {
+                    return Err(bad());
+                }
+                IndexValue::Rect([f(0)?, f(1)?, f(2)?, f(3)?])
+            }
+        })
+    }
+
+    /// Bounding box `[xmin, ymin, xmax, ymax]` of a spatial value.
+    pub fn mbr(&self) -> Option<[f64; 4]> {
+        match self {
+            IndexValue::Point([x, y]) => Some([*x, *y, *x, *y]),
+            IndexValue::Rect(r) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// A number standing for a scalar's position on its axis, used only to
+    /// measure gaps for value-aware splitting: the value itself for numbers,
+    /// the first 8 bytes read big-endian for strings.
+    pub fn gap_coordinate(&self) -> f64 {
+        match self {
+            IndexValue::I64(v) => *v as f64,
+            IndexValue::F64(v) => *v,
+            IndexValue::Str(s) => {
+                let mut a = [0u8; 8];
+                for (d, c) in a.iter_mut().zip(s.as_bytes()) {
+                    *d = *c;
+                }
+                u64::from_be_bytes(a) as f64
+            }
+            IndexValue::Point([x, _]) => *x,
+            IndexValue::Rect([x, ..]) => *x,
+        }
+    }
+
+    /// Parses a value of type `ty` from command-line text (numbers in
+    /// decimal, spatial values as comma-separated coordinates).
+    pub fn parse(ty: KeyType, s: &str) -> Result<IndexValue> {
+        let bad = || Error::invalid(format!("{s:?} is not a valid {} value", ty.as_str()));
+        let nums = || -> Result<Vec<f64>> {
+            s.split(',')
+                .map(|p| p.trim().parse::<f64>().map_err(|_| bad()))
+                .collect()
+        };
+        Ok(match ty {
+            KeyType::I64 => IndexValue::I64(s.trim().parse().map_err(|_| bad())?),
+            KeyType::F64 => {
+                let v: f64 = s.trim().parse().map_err(|_| bad())?;
+                if v.is_nan() {
+                    return Err(bad());
+                }
+                IndexValue::F64(v)
+            }
+            KeyType::String => IndexValue::Str(s.to_string()),
+            KeyType::Point => match nums()?.as_slice() {
+                [x, y] => IndexValue::Point([*x, *y]),
+                _ => return Err(bad()),
+            },
+            KeyType::Rect => match nums()?.as_slice() {
+                [a, b, c, d] if a <= c && b <= d => IndexValue::Rect([*a, *b, *c, *d]),
+                _ => return Err(bad()),
+            },
+        })
+    }
+}
+
+fn encode_f64(v: f64) -> [u8; 8] {
+    let bits = v.to_bits();
+    let t = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits ^ (1 << 63)
+    };
+    t.to_be_bytes()
+}
+
+fn decode_f64(a: [u8; 8]) -> f64 {
+    let t = u64::from_be_bytes(a);
+    let bits = if t >> 63 == 1 { t ^ (1 << 63) } else { !t };
+    f64::from_bits(bits)
+}
+
+/// Why a record was not indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// The value is not a JSON document.
+    Malformed,
+    /// The attribute is absent (or null).
+    Missing,
+    /// The attribute has another type.
+    WrongType,
+}
+
+/// Splits a field path like `place.bbox` or `coordinates.0`.
+pub fn parse_path(path: &str) -> Result<Vec<String>> {
+    if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
+        return Err(Error::invalid(format!("bad field path {path:?}")));
+    }
+    Ok(path.split('.').map(str::to_string).collect())
+}
+
+/// Extracts the attribute at `path` from a parsed document.
+pub fn extract(doc: &Value, path: &[String], ty: KeyType) -> std::result::Result<IndexValue, Skip> {
+    let mut v = doc;
+    for seg in path {
+        v = match v {
+            Value::Object(m) => m.get(seg).ok_or(Skip::Missing)?,
+            Value::Array(a) => seg
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| a.get(i))
+                .ok_or(Skip::Missing)?,
+            _ => return Err(Skip::Missing),
+        };
+    }
+    if v.is_null() {
+        return Err(Skip::Missing);
+    }
+    let num = |v: &Value| v.as_f64().filter(|f| f.is_finite());
+    match ty {
+        KeyType::I64 => v.as_i64().map(IndexValue::I64).ok_or(Skip::WrongType),
+        KeyType::F64 => num(v).map(IndexValue::F64).ok_or(Skip::WrongType),
+        KeyType::String => v
+            .as_str()
+            .map(|s| IndexValue::Str(s.to_string()))
+            .ok_or(Skip::WrongType),
+        KeyType::Point => match v
+            .as_array()
+            .map(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+        {
+            Some(Some(c)) if c.len() == 2 => Ok(IndexValue::Point([c[0], c[1]])),
+            _ => Err(Skip::WrongType),
+        },
+        KeyType::Rect => match v
+            .as_array()
+            .map(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+        {
+            Some(Some(c)) if c.len() == 4 && c[0] <= c[2] && c[1] <= c[3] => {
+                Ok(IndexValue::Rect([c[0], c[1], c[2], c[3]]))
+            }
+            _ => Err(Skip::WrongType),
+        },
+    }
+}
+
+/// A query predicate on one index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    /// Equal to the value (exact for floats and spatial values).
+    Eq(IndexValue),
+    /// Scalars in `[lo, hi]`, inclusive.
+    Range(IndexValue, IndexValue),
+    /// Points inside, or rectangles intersecting, `[xmin, ymin, xmax, ymax]`.
+    Within([f64; 4]),
+}
+
+impl Predicate {
+    /// Rejects predicates that do not fit an index of type `ty`.
+    pub fn check(&self, ty: KeyType) -> Result<()> {
+        let want = |v: &IndexValue| {
+            if v.key_type() == ty {
+                Ok(())
+            } else {
+                Err(Error::invalid(format!(
+                    "index holds {} values, the query gives a {}",
+                    ty.as_str(),
+                    v.key_type().as_str()
+                )))
+            }
+        };
+        match self {
+            Predicate::Eq(v) => want(v),
+            Predicate::Range(lo, hi) => {
+                if ty.is_spatial() {
+                    return Err(Error::invalid(
+                        "range queries need a scalar index; use within for spatial",
+                    ));
+                }
+                want(lo)?;
+                want(hi)?;
+                if lo.encode() > hi.encode() {
+                    return Err(Error::invalid("range with lo > hi"));
+                }
+                Ok(())
+            }
+            Predicate::Within(r) => {
+                if !ty.is_spatial() {
+                    return Err(Error::invalid("within queries need a point or rect index"));
+                }
+                if r.iter().any(|c| c.is_nan()) || r[0] > r[2] || r[1] > r[3] {
+                    return Err(Error::invalid(
+                        "within window must have xmin <= xmax and ymin <= ymax",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Does `v` satisfy the predicate?
+    pub fn matches(&self, v: &IndexValue) -> bool {
+        match self {
+            Predicate::Eq(q) => match (q, v) {
+                (IndexValue::F64(a), IndexValue::F64(b)) => a == b,
+                _ => q == v,
+            },
+            Predicate::Range(lo, hi) => {
+                let e = v.encode();
+                lo.encode() <= e && e <= hi.encode()
+            }
+            Predicate::Within(w) => v.mbr().is_some_and(|m| intersects(&m, w)),
+        }
+    }
+
+    /// Encoded scalar bounds `[lo, hi]` (for equality, `[v, v]`); `None`
+    /// for spatial predicates.
+    pub fn scalar_bounds(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        match self {
+            Predicate::Eq(v) if !v.key_type().is_spatial() => Some((v.encode(), v.encode())),
+            Predicate::Range(lo, hi) => Some((lo.encode(), hi.encode())),
+            _ => None,
+        }
+    }
+
+    /// Window for spatial predicates (for equality, the value's MBR).
+    pub fn window(&self) -> Option<[f64; 4]> {
+        match self {
+            Predicate::Within(w) => Some(*w),
+            Predicate::Eq(v) => v.mbr(),
+            _ => None,
+        }
+    }
+}
+
+/// Closed-rectangle intersection.
+pub fn intersects(a: &[f64; 4], b: &[f64; 4]) -> bool {
+    a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_encoding_preserves_order() {
+        let ints = [i64::MIN, -5, -1, 0, 1, 7, i64::MAX];
+        for w in ints.windows(2) {
+            assert!(IndexValue::I64(w[0]).encode() < IndexValue::I64(w[1]).encode());
+        }
+        let floats = [
+            f64::NEG_INFINITY,
+            -1e9,
+            -1.5,
+            -0.0,
+            0.0,
+            1e-300,
+            2.5,
+            f64::INFINITY,
+        ];
+        for w in floats.windows(2) {
+            assert!(
+                IndexValue::F64(w[0]).encode() <= IndexValue::F64(w[1]).encode(),
+                "{w:?}"
+            );
+        }
+        for v in [
+            IndexValue::I64(-42),
+            IndexValue::F64(-2.25),
+            IndexValue::Str("hé".into()),
+            IndexValue::Point([1.0, -2.0]),
+            IndexValue::Rect([0.0, 1.0, 2.0, 3.0]),
+        ] {
+            assert_eq!(IndexValue::decode(v.key_type(), &v.encode()).unwrap(), v);
+        }
+        assert!(IndexValue::decode(KeyType::I64, b"short").is_err());
+        assert!(IndexValue::decode(KeyType::String, &[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn extraction_types_and_skips() {
+        let doc: Value = serde_json::from_str(r#"{"u": 5, "f": 2.5, "s": "x", "p": [1, 2], "r": [0, 0, 1, 1], "bad": [1, "a"], "n": null, "o": {"a": [10, 20]}}"#).unwrap();
+        let p = |s: &str| parse_path(s).unwrap();
+        assert_eq!(extract(&doc, &p("u"), KeyType::I64), Ok(IndexValue::I64(5)));
+        assert_eq!(
+            extract(&doc, &p("u"), KeyType::F64),
+            Ok(IndexValue::F64(5.0))
+        );
+        assert_eq!(extract(&doc, &p("f"), KeyType::I64), Err(Skip::WrongType));
+        assert_eq!(
+            extract(&doc, &p("s"), KeyType::String),
+            Ok(IndexValue::Str("x".into()))
+        );
+        assert_eq!(
+            extract(&doc, &p("p"), KeyType::Point),
+            Ok(IndexValue::Point([1.0, 2.0]))
+        );
+        assert_eq!(
+            extract(&doc, &p("r"), KeyType::Rect),
+            Ok(IndexValue::Rect([0.0, 0.0, 1.0, 1.0]))
+        );
+        assert_eq!(
+            extract(&doc, &p("bad"), KeyType::Point),
+            Err(Skip::WrongType)
+        );
+        assert_eq!(extract(&doc, &p("n"), KeyType::I64), Err(Skip::Missing));
+        assert_eq!(extract(&doc, &p("zz"), KeyType::I64), Err(Skip::Missing));
+        assert_eq!(
+            extract(&doc, &p("o.a.1"), KeyType::I64),
+            Ok(IndexValue::I64(20))
+        );
+        assert!(parse_path("a..b").is_err());
+    }
+
+    #[test]
+    fn predicates() {
+        let r = Predicate::Range(IndexValue::I64(-3), IndexValue::I64(3));
+        assert!(
+            r.matches(&IndexValue::I64(-3))
+                && r.matches(&IndexValue::I64(3))
+                && !r.matches(&IndexValue::I64(4))
+        );
+        assert!(r.check(KeyType::I64).is_ok());
+        assert!(r.check(KeyType::Point).is_err());
+        assert!(Predicate::Range(IndexValue::I64(3), IndexValue::I64(1))
+            .check(KeyType::I64)
+            .is_err());
+        let w = Predicate::Within([0.0, 0.0, 1.0, 1.0]);
+        assert!(w.matches(&IndexValue::Point([1.0, 0.5])));
+        assert!(!w.matches(&IndexValue::Point([1.1, 0.5])));
+        assert!(w.matches(&IndexValue::Rect([0.9, 0.9, 5.0, 5.0])));
+        assert!(w.check(KeyType::I64).is_err());
+        assert!(Predicate::Within([1.0, 0.0, 0.0, 1.0])
+            .check(KeyType::Point)
+            .is_err());
+    }
+}
