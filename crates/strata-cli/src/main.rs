@@ -6,6 +6,7 @@
 //! is reported by clap (exit 2).
 
 mod bench;
+mod index_cmd;
 mod verify;
 mod workload;
 
@@ -138,6 +139,17 @@ enum Command {
         #[arg(long)]
         prefix: bool,
     },
+    /// Manage secondary indexes.
+    Index {
+        #[command(subcommand)]
+        cmd: index_cmd::IndexCommand,
+    },
+    /// Bulk-load JSONL or CSV records (a later line is newer).
+    Load(index_cmd::LoadArgs),
+    /// Query an index; prints one JSON object per line, newest first.
+    Query(index_cmd::QueryArgs),
+    /// Verify every index against a full scan; exit 1 on any mismatch.
+    Check,
     /// db_bench-style benchmark: random fill, random reads, multi_gets.
     ///
     /// Fills --records keys in random order (keys are zero-padded decimal
@@ -294,6 +306,21 @@ fn run(cli: Cli) -> Result<(), CliError> {
             db: db_dir.clone(),
             json,
         })?,
+        Command::Index { cmd } => {
+            let create = matches!(cmd, index_cmd::IndexCommand::Create { .. });
+            let db = if create {
+                Db::open(dir()?, Options::default())?
+            } else {
+                index_cmd::open(dir()?)?
+            };
+            index_cmd::run_index(&db, cmd)?;
+        }
+        Command::Load(args) => {
+            let db = Db::open(dir()?, Options::default())?;
+            index_cmd::run_load(&db, &args)?;
+        }
+        Command::Query(q) => index_cmd::run_query(&index_cmd::open(dir()?)?, &q)?,
+        Command::Check => index_cmd::run_check(&index_cmd::open(dir()?)?)?,
         Command::Put { key, value, sync } => {
             let db = Db::open(dir()?, Options::default())?;
             db.put_opt(key.as_bytes(), value.as_bytes(), WriteOptions { sync })?;
