@@ -102,7 +102,7 @@ fn load_index_query_check() {
             "query",
             "by_user",
             "--range",
-            "-10",
+            "-99",
             "9",
             "--limit",
             "3",
@@ -112,6 +112,23 @@ fn load_index_query_check() {
     assert_eq!(
         q, "{\"key\":\"3\"}\n{\"key\":\"499\"}\n{\"key\":\"498\"}\n",
         "newest first"
+    );
+    let q = ok(&strata(
+        &db,
+        &[
+            "query",
+            "by_user",
+            "--range",
+            "-10",
+            "9",
+            "--limit",
+            "2",
+            "--keys-only",
+        ],
+    ));
+    assert_eq!(
+        q, "{\"key\":\"499\"}\n{\"key\":\"498\"}\n",
+        "the updated record left the range"
     );
     let q = ok(&strata(
         &db,
