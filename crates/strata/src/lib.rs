@@ -16,7 +16,7 @@ mod db;
 pub use db::{BlockEntry, Db, IndexCheck, Snapshot, Versioned};
 pub use index::{
     Extractor, Hit, IndexInfo, IndexSpec, IndexState, IndexStats, IndexValue, KeyType, Predicate,
-    QueryOptions,
+    QueryOptions, QueryProfile,
 };
 pub use iter::db_iter::DbIterator;
 pub mod error;

@@ -198,8 +198,15 @@ fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for e in fs::read_dir(from).unwrap() {
         let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        if e.file_name() == "LOCK" {
+            continue;
+        }
+        // An obsolete file may be deleted by the engine while we copy; a
+        // crash at that instant may or may not have left it.
+        match fs::copy(e.path(), to.join(e.file_name())) {
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => panic!("copy {:?}: {err}", e.path()),
         }
     }
 }

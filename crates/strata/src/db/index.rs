@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::hooks::InstallReason;
 use crate::index::{
-    self, Hit, IndexInfo, IndexSpec, IndexValue, Predicate, QueryOptions, QueryView,
+    self, Hit, IndexInfo, IndexSpec, IndexValue, Predicate, QueryOptions, QueryProfile, QueryView,
 };
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -132,6 +132,16 @@ impl Db {
 
     /// Records of index `index` satisfying `pred`, newest first.
     pub fn query(&self, index: &str, pred: &Predicate, opts: QueryOptions) -> Result<Vec<Hit>> {
+        Ok(self.query_profiled(index, pred, opts)?.0)
+    }
+
+    /// [`Db::query`], also returning what the query read.
+    pub fn query_profiled(
+        &self,
+        index: &str,
+        pred: &Predicate,
+        opts: QueryOptions,
+    ) -> Result<(Vec<Hit>, QueryProfile)> {
         let inner = &self.inner;
         let snapshot = inner.last_sequence.load(Ordering::SeqCst);
         let (mems, version) = inner.read_view();
@@ -143,7 +153,9 @@ impl Db {
             tables: &inner.tables,
             newest_seq: &newest,
         };
-        inner.index.query(index, pred, opts, &view)
+        let mut profile = QueryProfile::default();
+        let hits = inner.index.query(index, pred, opts, &view, &mut profile)?;
+        Ok((hits, profile))
     }
 
     /// Records whose attribute equals `value`.

@@ -170,6 +170,23 @@ impl QueryOptions {
     }
 }
 
+/// What one query did, in machine-independent units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryProfile {
+    /// Data blocks fetched (from the cache or disk).
+    pub data_blocks_read: u64,
+    /// Distinct data blocks holding the results (memtable results need
+    /// none): the physical minimum of data block reads.
+    pub min_data_blocks: u64,
+    /// Secondary-index blocks fetched.
+    pub index_blocks_read: u64,
+    /// Candidates validated, and how many were stale.
+    pub candidates: u64,
+    pub stale: u64,
+    /// Tables skipped because the top K was already known.
+    pub tables_skipped: u64,
+}
+
 /// One query result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
@@ -501,6 +518,7 @@ impl IndexManager {
         pred: &Predicate,
         opts: QueryOptions,
         view: &QueryView<'_>,
+        profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
         let def = self
             .def(name)
@@ -517,8 +535,11 @@ impl IndexManager {
         let generation = state.generation;
         let mut acc = Results::new(opts.limit);
         let memo = read(&self.memo);
+        let checked = std::cell::Cell::new(0u64);
+        let stale = std::cell::Cell::new(0u64);
         let validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
             def.counters.validations.fetch_add(1, Relaxed);
+            checked.set(checked.get() + 1);
             let ok = match memo.validate(key, seq, view.snapshot, generation) {
                 Validity::Valid => true,
                 Validity::Stale => false,
@@ -529,9 +550,11 @@ impl IndexManager {
             };
             if !ok {
                 def.counters.failed.fetch_add(1, Relaxed);
+                stale.set(stale.get() + 1);
             }
             Ok(ok)
         };
+        let keep = |value: Vec<u8>| if opts.keys_only { None } else { Some(value) };
 
         // Memtables, newest first.
         for m in &view.mems {
@@ -549,7 +572,7 @@ impl IndexManager {
                     Some(MemGet::Value(s, v)) if s == seq => v,
                     _ => continue,
                 };
-                acc.push(key, seq, if opts.keys_only { None } else { Some(value) });
+                acc.push(key, seq, keep(value), None);
             }
         }
 
@@ -560,11 +583,13 @@ impl IndexManager {
         files.sort_by_key(|f| Reverse(f.largest_seq));
         let mut history = BTreeSet::new();
         let ty = def.spec.key_type;
-        for f in files {
+        let total = files.len();
+        for (visited, f) in files.into_iter().enumerate() {
             if f.smallest_seq > view.snapshot {
                 continue;
             }
             if acc.full_before(f.largest_seq) {
+                profile.tables_skipped = (total - visited) as u64;
                 break;
             }
             let Some(ti) = global.tables.get(&f.number) else {
@@ -574,8 +599,17 @@ impl IndexManager {
                 )));
             };
             let table = view.tables.get(f.number, f.file_size)?;
-            let blocks = next::candidate_blocks(def.id, ty, ti, &table, pred, &mut history)?;
+            let blocks = next::candidate_blocks(
+                def.id,
+                ty,
+                ti,
+                &table,
+                pred,
+                &mut history,
+                &mut profile.index_blocks_read,
+            )?;
             for h in blocks {
+                profile.data_blocks_read += 1;
                 for (key, seq, kind, value) in table.read_data_block_entries(h)? {
                     if kind != ValueKind::Value || seq > view.snapshot {
                         continue;
@@ -588,11 +622,15 @@ impl IndexManager {
                     if !validate(&key, seq)? {
                         continue;
                     }
-                    acc.push(key, seq, if opts.keys_only { None } else { Some(value) });
+                    acc.push(key, seq, keep(value), Some((f.number, h.offset)));
                 }
             }
         }
-        Ok(acc.finish())
+        profile.candidates = checked.get();
+        profile.stale = stale.get();
+        let (hits, min_blocks) = acc.finish();
+        profile.min_data_blocks = min_blocks;
+        Ok(hits)
     }
 
     pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {
@@ -670,11 +708,16 @@ impl IndexManager {
     }
 }
 
+/// A valid candidate: sequence number, value (unless keys-only), and the
+/// (table, block offset) it was read from, if from a table.
+type Candidate = (SeqNo, Option<Vec<u8>>, Option<(u64, u64)>);
+
 /// Collects candidates, keeps the newest version per key, and knows when
 /// the top K can no longer change.
 struct Results {
     limit: Option<usize>,
-    hits: HashMap<Vec<u8>, (SeqNo, Option<Vec<u8>>)>,
+    /// key → (seq, value, data block holding it when read from a table).
+    hits: HashMap<Vec<u8>, Candidate>,
     /// The `limit` highest sequence numbers seen (min-heap).
     top: BinaryHeap<Reverse<SeqNo>>,
 }
@@ -688,11 +731,17 @@ impl Results {
         }
     }
 
-    fn push(&mut self, key: Vec<u8>, seq: SeqNo, value: Option<Vec<u8>>) {
-        if self.hits.get(&key).is_some_and(|(s, _)| *s >= seq) {
+    fn push(
+        &mut self,
+        key: Vec<u8>,
+        seq: SeqNo,
+        value: Option<Vec<u8>>,
+        block: Option<(u64, u64)>,
+    ) {
+        if self.hits.get(&key).is_some_and(|(s, _, _)| *s >= seq) {
             return;
         }
-        self.hits.insert(key, (seq, value));
+        self.hits.insert(key, (seq, value, block));
         if let Some(k) = self.limit {
             self.top.push(Reverse(seq));
             if self.top.len() > k {
@@ -710,17 +759,20 @@ impl Results {
         }
     }
 
-    fn finish(self) -> Vec<Hit> {
-        let mut v: Vec<Hit> = self
+    /// The hits, newest first, and the number of distinct data blocks
+    /// holding them.
+    fn finish(self) -> (Vec<Hit>, u64) {
+        let mut v: Vec<(Hit, Option<(u64, u64)>)> = self
             .hits
             .into_iter()
-            .map(|(key, (seq, value))| Hit { key, value, seq })
+            .map(|(key, (seq, value, block))| (Hit { key, value, seq }, block))
             .collect();
-        v.sort_by_key(|h| Reverse(h.seq));
+        v.sort_by_key(|h| Reverse(h.0.seq));
         if let Some(k) = self.limit {
             v.truncate(k);
         }
-        v
+        let blocks: HashSet<(u64, u64)> = v.iter().filter_map(|(_, b)| *b).collect();
+        (v.into_iter().map(|(h, _)| h).collect(), blocks.len() as u64)
     }
 }
 

@@ -46,6 +46,7 @@ pub fn candidate_blocks(
     table: &Table,
     pred: &Predicate,
     history: &mut BTreeSet<(u64, u64)>,
+    index_blocks_read: &mut u64,
 ) -> Result<Vec<BlockHandle>> {
     let hits = ti.matching_entries(pred);
     let mut by_block: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
@@ -59,6 +60,7 @@ pub fn candidate_blocks(
     let mut positions = BTreeSet::new();
     for (b, ranges) in by_block {
         let name = table::sec_block_name(index_id, b);
+        *index_blocks_read += 1;
         let Some(bytes) = table.meta_block(&name)? else {
             return Err(crate::Error::corruption(format!(
                 "table {} lacks NEXT block {name}",
