@@ -59,7 +59,7 @@ impl Progress {
 }
 
 /// Removes a directory this process created, even on early return.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -67,7 +67,7 @@ impl Drop for TempDir {
     }
 }
 
-fn make_temp_dir() -> Result<TempDir, CliError> {
+pub(crate) fn make_temp_dir() -> Result<TempDir, CliError> {
     let base = std::env::temp_dir();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
