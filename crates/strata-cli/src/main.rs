@@ -6,6 +6,7 @@
 //! is reported by clap (exit 2).
 
 mod bench;
+mod gen;
 mod verify;
 mod workload;
 
@@ -175,6 +176,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Generate a benchmark data set (JSONL) and calibrated query sets.
+    Gen(gen::GenArgs),
 }
 
 /// Parameters of the deterministic stress workload.
@@ -274,6 +277,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let db_dir = cli.db;
     let dir = || require_db(&db_dir);
     match cli.command {
+        Command::Gen(args) => gen::run(args).map_err(CliError::Other)?,
         Command::Bench {
             records,
             reads,
