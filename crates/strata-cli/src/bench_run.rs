@@ -58,9 +58,11 @@ struct System {
 fn parse_systems(s: &str) -> Result<Vec<System>, CliError> {
     let mut out = Vec::new();
     for item in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let rest = item
-            .strip_prefix("strata:")
-            .ok_or_else(|| CliError::Other(format!("unknown system {item:?} (peers live in strata-compare)")))?;
+        let rest = item.strip_prefix("strata:").ok_or_else(|| {
+            CliError::Other(format!(
+                "unknown system {item:?} (peers live in strata-compare)"
+            ))
+        })?;
         let (strategy, params) = match rest.split_once('[') {
             Some((s, p)) => {
                 let p = p
@@ -72,7 +74,9 @@ fn parse_systems(s: &str) -> Result<Vec<System>, CliError> {
                     .map(|kv| {
                         kv.split_once('=')
                             .map(|(k, v)| (k.to_string(), v.to_string()))
-                            .ok_or_else(|| CliError::Other(format!("system {item:?}: {kv:?} is not key=value")))
+                            .ok_or_else(|| {
+                                CliError::Other(format!("system {item:?}: {kv:?} is not key=value"))
+                            })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 (s, params)
@@ -109,6 +113,9 @@ pub struct QueryResult {
     pub stale_mean: f64,
     /// Mean result count the query set was calibrated to.
     pub calibrated_mean: f64,
+    /// Queries whose result count differs from the exact count computed
+    /// over the generated data (full queries only; must be 0).
+    pub mismatches: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -178,15 +185,25 @@ fn static_tweets(n: u64, queries: usize, seed: u64) -> Workload {
         coords.push(t.coordinates);
         records.push((t.id.to_string().into_bytes(), t.to_json().into_bytes()));
     }
-    let sets = strata_bench::queries::tweet_query_sets_from(&users, &coords, queries, seed ^ 0x5eed);
+    let sets =
+        strata_bench::queries::tweet_query_sets_from(&users, &coords, queries, seed ^ 0x5eed);
     Workload {
         records,
-        indexes: vec![("user_id", "user_id", KeyType::I64), ("coordinates", "coordinates", KeyType::Point)],
+        indexes: vec![
+            ("user_id", "user_id", KeyType::I64),
+            ("coordinates", "coordinates", KeyType::Point),
+        ],
         sets,
     }
 }
 
-fn run_system(sys: &System, w: &Workload, args: &RunArgs, dir: &Path, top_ks: &[usize]) -> Result<SystemResult, CliError> {
+fn run_system(
+    sys: &System,
+    w: &Workload,
+    args: &RunArgs,
+    dir: &Path,
+    top_ks: &[usize],
+) -> Result<SystemResult, CliError> {
     let _ = std::fs::remove_dir_all(dir);
     let db = Db::open(dir, options(args.direct_io))?;
     if let Some(strategy) = &sys.strategy {
@@ -198,7 +215,11 @@ fn run_system(sys: &System, w: &Workload, args: &RunArgs, dir: &Path, top_ks: &[
             db.create_index(spec)?;
         }
     }
-    progress(&format!("{}: loading {} records", sys.name, w.records.len()));
+    progress(&format!(
+        "{}: loading {} records",
+        sys.name,
+        w.records.len()
+    ));
     let t = Instant::now();
     for (k, v) in &w.records {
         db.put_opt(k, v, WriteOptions::default())?;
@@ -220,7 +241,10 @@ fn run_system(sys: &System, w: &Workload, args: &RunArgs, dir: &Path, top_ks: &[
     if sys.strategy.is_some() {
         for set in &w.sets {
             for k in std::iter::once(None).chain(top_ks.iter().map(|k| Some(*k))) {
-                progress(&format!("{}: {} {} top_k={k:?}", sys.name, set.attribute, set.class));
+                progress(&format!(
+                    "{}: {} {} top_k={k:?}",
+                    sys.name, set.attribute, set.class
+                ));
                 queries.push(run_set(&db, set, k)?);
             }
         }
@@ -248,19 +272,29 @@ fn run_set(db: &Db, set: &QuerySet, top_k: Option<usize>) -> Result<QueryResult,
         keys_only: false,
     };
     let mut lat = Vec::with_capacity(set.queries.len());
-    let (mut results, mut blocks, mut min_blocks, mut index_blocks, mut stale) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    for q in &set.queries {
+    let (mut results, mut blocks, mut min_blocks, mut index_blocks, mut stale) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut mismatches = 0u64;
+    for (i, q) in set.queries.iter().enumerate() {
         let pred = to_predicate(q);
         let t = Instant::now();
         let (hits, p) = db.query_profiled(&set.attribute, &pred, opts)?;
         lat.push(t.elapsed());
         results += hits.len() as u64;
+        let want = set.expected_counts.get(i).copied();
+        let want = top_k.map_or(want, |k| want.map(|w| w.min(k as u64)));
+        if want != Some(hits.len() as u64) {
+            mismatches += 1;
+        }
         blocks += p.data_blocks_read;
         min_blocks += p.min_data_blocks;
         index_blocks += p.index_blocks_read;
         stale += p.stale;
     }
-    let mut us: Vec<f64> = lat.iter().map(|d: &Duration| d.as_secs_f64() * 1e6).collect();
+    let mut us: Vec<f64> = lat
+        .iter()
+        .map(|d: &Duration| d.as_secs_f64() * 1e6)
+        .collect();
     us.sort_by(f64::total_cmp);
     let n = set.queries.len().max(1) as f64;
     Ok(QueryResult {
@@ -278,6 +312,7 @@ fn run_set(db: &Db, set: &QuerySet, top_k: Option<usize>) -> Result<QueryResult,
         index_blocks_mean: index_blocks as f64 / n,
         stale_mean: stale as f64 / n,
         calibrated_mean: set.achieved_mean,
+        mismatches,
     })
 }
 
@@ -287,13 +322,22 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .top_k
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().map_err(|_| CliError::Other(format!("bad --top-k value {s:?}"))))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|_| CliError::Other(format!("bad --top-k value {s:?}")))
+        })
         .collect::<Result<_, _>>()?;
     let w = match args.workload.as_str() {
         "static-tweets" => static_tweets(args.records, args.queries, args.seed),
-        other => return Err(CliError::Other(format!("unknown workload {other:?} (available: static-tweets)"))),
+        other => {
+            return Err(CliError::Other(format!(
+                "unknown workload {other:?} (available: static-tweets)"
+            )))
+        }
     };
-    std::fs::create_dir_all(&args.out).map_err(|e| CliError::Other(format!("create {}: {e}", args.out.display())))?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| CliError::Other(format!("create {}: {e}", args.out.display())))?;
     let (_tmp, base) = match &args.work_dir {
         Some(d) => (None, d.clone()),
         None => {
@@ -311,11 +355,15 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     };
     for (i, sys) in systems.iter().enumerate() {
         let dir = base.join(format!("sys{i}"));
-        results.systems.push(run_system(sys, &w, args, &dir, &top_ks)?);
+        results
+            .systems
+            .push(run_system(sys, &w, args, &dir, &top_ks)?);
     }
-    let json = serde_json::to_string_pretty(&results).map_err(|e| CliError::Other(e.to_string()))?;
+    let json =
+        serde_json::to_string_pretty(&results).map_err(|e| CliError::Other(e.to_string()))?;
     let path = args.out.join("results.json");
-    std::fs::write(&path, json).map_err(|e| CliError::Other(format!("write {}: {e}", path.display())))?;
+    std::fs::write(&path, json)
+        .map_err(|e| CliError::Other(format!("write {}: {e}", path.display())))?;
     print_table(&results)?;
     crate::out(format_args!("results: {}\n", path.display()))
 }
@@ -337,13 +385,22 @@ fn print_table(r: &RunResults) -> Result<(), CliError> {
         ))?;
     }
     crate::out(format_args!(
-        "\n{:<26} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
-        "system", "attribute", "class", "top_k", "results", "mean us", "p99 us", "blocks", "min blk"
+        "\n{:<26} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}\n",
+        "system",
+        "attribute",
+        "class",
+        "top_k",
+        "results",
+        "mean us",
+        "p99 us",
+        "blocks",
+        "min blk",
+        "idx blk"
     ))?;
     for s in &r.systems {
         for q in &s.queries {
             crate::out(format_args!(
-                "{:<26} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1}\n",
+                "{:<26} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}\n",
                 s.system,
                 q.attribute,
                 q.class,
@@ -352,7 +409,8 @@ fn print_table(r: &RunResults) -> Result<(), CliError> {
                 q.mean_us,
                 q.p99_us,
                 q.blocks_read_mean,
-                q.min_blocks_mean
+                q.min_blocks_mean,
+                q.index_blocks_mean
             ))?;
         }
     }

@@ -6,6 +6,8 @@
 //! is reported by clap (exit 2).
 
 mod bench;
+mod bench_run;
+mod gen;
 mod index_cmd;
 mod verify;
 mod workload;
@@ -160,7 +162,11 @@ enum Command {
     /// Bloom probes and per-level files/bytes. Without --db it runs in a
     /// temporary directory that is removed afterwards; with --db the
     /// directory must not already hold a database.
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
+        /// `run`: the papers' experiments (see `strata bench run --help`).
+        #[command(subcommand)]
+        sub: Option<BenchCommand>,
         /// Keys to fill.
         #[arg(long, value_name = "N", default_value_t = 100_000)]
         records: u64,
@@ -187,6 +193,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Generate a benchmark data set (JSONL) and calibrated query sets.
+    Gen(gen::GenArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Load generated data into every system of --systems, run the
+    /// calibrated query sets, write DIR/results.json and print a table.
+    Run(bench_run::RunArgs),
 }
 
 /// Parameters of the deterministic stress workload.
@@ -286,7 +301,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let db_dir = cli.db;
     let dir = || require_db(&db_dir);
     match cli.command {
+        Command::Gen(args) => gen::run(args).map_err(CliError::Other)?,
         Command::Bench {
+            sub: Some(BenchCommand::Run(args)),
+            ..
+        } => bench_run::run(&args)?,
+        Command::Bench {
+            sub: None,
             records,
             reads,
             multigets,

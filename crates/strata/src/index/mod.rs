@@ -608,18 +608,21 @@ impl IndexManager {
                 &mut history,
                 &mut profile.index_blocks_read,
             )?;
-            for h in blocks {
+            for (h, positions) in blocks {
                 profile.data_blocks_read += 1;
-                for (key, seq, kind, value) in table.read_data_block_entries(h)? {
-                    if kind != ValueKind::Value || seq > view.snapshot {
-                        continue;
-                    }
-                    let doc = parse_doc(&value, std::slice::from_ref(&def));
-                    match def.extract(&value, doc.as_ref()) {
-                        Ok(v) if pred.matches(&v) => {}
-                        _ => continue,
-                    }
-                    if !validate(&key, seq)? {
+                // The secondary entries already matched: take those entries
+                // by position, without re-extracting the attribute.
+                let mut entries = table.read_data_block_entries(h)?;
+                for p in positions {
+                    let Some(slot) = entries.get_mut(p as usize) else {
+                        return Err(Error::corruption(format!(
+                            "NEXT entry points past the end of block {} of table {}",
+                            h.offset, f.number
+                        )));
+                    };
+                    let (key, seq, kind) = (std::mem::take(&mut slot.0), slot.1, slot.2);
+                    let value = std::mem::take(&mut slot.3);
+                    if kind != ValueKind::Value || seq > view.snapshot || !validate(&key, seq)? {
                         continue;
                     }
                     acc.push(key, seq, keep(value), Some((f.number, h.offset)));
@@ -853,7 +856,9 @@ struct IndexObserver {
     file: u64,
     defs: Vec<Arc<IndexDef>>,
     handles: Vec<BlockHandle>,
-    pairs: Vec<Vec<(IndexValue, u32)>>,
+    pairs: Vec<Vec<(IndexValue, next::table::Loc)>>,
+    /// Entries seen so far in the current data block.
+    in_block: u32,
     use_memo: bool,
     memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
     last_key: Option<Vec<u8>>,
@@ -863,8 +868,10 @@ impl TableObserver for IndexObserver {
     fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
         if self.handles.last() != Some(&block) {
             self.handles.push(block);
+            self.in_block = 0;
         }
-        let pos = (self.handles.len() - 1) as u32;
+        let pos = ((self.handles.len() - 1) as u32, self.in_block);
+        self.in_block += 1;
         if self.use_memo && self.last_key.as_deref() != Some(e.user_key) {
             if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
                 self.memo_entries.push((e.user_key.to_vec(), m));
@@ -953,6 +960,7 @@ impl EngineHooks for IndexManager {
             defs,
             handles: Vec::new(),
             pairs: vec![Vec::new(); n],
+            in_block: 0,
             use_memo: true,
             memo_entries: Vec::new(),
             last_key: None,

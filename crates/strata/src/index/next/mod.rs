@@ -35,10 +35,11 @@ impl NextGlobal {
     }
 }
 
-/// Data blocks of `table` that may hold matches of `pred`, in file order,
-/// found through the global entries and the secondary index blocks.
-/// `history` is the query's block read history: blocks already listed are
-/// skipped.
+/// Data blocks of `table` holding entries that match `pred`, in file order,
+/// each with the positions of those entries inside the block, found through
+/// the global entries and the secondary index blocks (no data block is
+/// read). `history` is the query's block read history: blocks already
+/// returned for this query are skipped.
 pub fn candidate_blocks(
     index_id: u32,
     ty: KeyType,
@@ -47,7 +48,7 @@ pub fn candidate_blocks(
     pred: &Predicate,
     history: &mut BTreeSet<(u64, u64)>,
     index_blocks_read: &mut u64,
-) -> Result<Vec<BlockHandle>> {
+) -> Result<Vec<(BlockHandle, Vec<u32>)>> {
     let hits = ti.matching_entries(pred);
     let mut by_block: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
     for i in hits {
@@ -57,7 +58,7 @@ pub fn candidate_blocks(
             .or_default()
             .push((e.start, e.end));
     }
-    let mut positions = BTreeSet::new();
+    let mut positions: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
     for (b, ranges) in by_block {
         let name = table::sec_block_name(index_id, b);
         *index_blocks_read += 1;
@@ -72,21 +73,21 @@ pub fn candidate_blocks(
             let slice = entries.get(start as usize..end as usize).ok_or_else(|| {
                 crate::Error::corruption(format!("NEXT block {name} shorter than its global entry"))
             })?;
-            for (v, h) in slice {
+            for (v, (h, e)) in slice {
                 if pred.matches(&IndexValue::decode(ty, v)?) {
-                    positions.insert(*h);
+                    positions.entry(*h).or_default().insert(*e);
                 }
             }
         }
     }
     let mut out = Vec::with_capacity(positions.len());
-    for p in positions {
+    for (p, entries) in positions {
         let h = *ti
             .handles
             .get(p as usize)
             .ok_or_else(|| crate::Error::corruption("NEXT entry points past the handle table"))?;
         if history.insert((table.file_number(), h.offset)) {
-            out.push(h);
+            out.push((h, entries.into_iter().collect()));
         }
     }
     Ok(out)

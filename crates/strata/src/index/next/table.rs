@@ -21,6 +21,10 @@ use crate::error::{Error, Result};
 use crate::index::value::{IndexValue, KeyType, Predicate};
 use crate::sstable::BlockHandle;
 
+/// Where an indexed entry is: position of its data block in the handle
+/// table, and position of the entry inside that block.
+pub type Loc = (u32, u32);
+
 /// Target bytes of one secondary index block.
 pub const SEC_BLOCK_BYTES: usize = 4096;
 const DIR_VERSION: u8 = 1;
@@ -256,7 +260,7 @@ pub fn build(
     ty: KeyType,
     delta: Delta,
     handles: Vec<BlockHandle>,
-    mut pairs: Vec<(IndexValue, u32)>,
+    mut pairs: Vec<(IndexValue, Loc)>,
 ) -> Built {
     let n = pairs.len();
     // Sort and compute δ.
@@ -266,7 +270,7 @@ pub fn build(
         f64::NEG_INFINITY,
         f64::NEG_INFINITY,
     ];
-    let encoded: Vec<(Vec<u8>, u32, IndexValue)>;
+    let encoded: Vec<(Vec<u8>, Loc, IndexValue)>;
     if ty.is_spatial() {
         for (v, _) in &pairs {
             if let Some(m) = v.mbr() {
@@ -279,7 +283,7 @@ pub fn build(
         );
         let scale =
             |v: f64, lo: f64, span: f64| (((v - lo) / span) * 65535.0).clamp(0.0, 65535.0) as u32;
-        let mut keyed: Vec<(u64, Vec<u8>, u32, IndexValue)> = pairs
+        let mut keyed: Vec<(u64, Vec<u8>, Loc, IndexValue)> = pairs
             .drain(..)
             .map(|(v, h_)| {
                 let m = v.mbr().unwrap_or([0.0; 4]);
@@ -296,7 +300,7 @@ pub fn build(
         keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         encoded = keyed.into_iter().map(|(_, e, h, v)| (e, h, v)).collect();
     } else {
-        let mut e: Vec<(Vec<u8>, u32, IndexValue)> =
+        let mut e: Vec<(Vec<u8>, Loc, IndexValue)> =
             pairs.drain(..).map(|(v, h)| (v.encode(), h, v)).collect();
         e.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         encoded = e;
@@ -379,7 +383,8 @@ pub fn build(
             }
         }
         put_value(&mut block, ty, enc);
-        put_varint64(&mut block, u64::from(*h));
+        put_varint64(&mut block, u64::from(h.0));
+        put_varint64(&mut block, u64::from(h.1));
         in_block += 1;
         if block.len() >= SEC_BLOCK_BYTES {
             close(&mut entries, &mut cur, block_no, in_block);
@@ -505,7 +510,7 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
 }
 
 /// Decodes a secondary index block into (encoded value, handle position).
-pub fn decode_sec_block(mut src: &[u8], ty: KeyType) -> Result<Vec<(Vec<u8>, u32)>> {
+pub fn decode_sec_block(mut src: &[u8], ty: KeyType) -> Result<Vec<(Vec<u8>, Loc)>> {
     let bad = || Error::corruption("bad NEXT secondary index block");
     let n = get_varint64(&mut src).ok_or_else(bad)?;
     let width = match ty {
@@ -524,7 +529,8 @@ pub fn decode_sec_block(mut src: &[u8], ty: KeyType) -> Result<Vec<(Vec<u8>, u32
             None => get_length_prefixed(&mut src).ok_or_else(bad)?.to_vec(),
         };
         let h = u32::try_from(get_varint64(&mut src).ok_or_else(bad)?).map_err(|_| bad())?;
-        out.push((v, h));
+        let e = u32::try_from(get_varint64(&mut src).ok_or_else(bad)?).map_err(|_| bad())?;
+        out.push((v, (h, e)));
     }
     if !src.is_empty() {
         return Err(bad());
@@ -542,8 +548,13 @@ mod tests {
 
     #[test]
     fn scalar_blocks_roundtrip_and_search() {
-        let pairs: Vec<(IndexValue, u32)> = (0..3000)
-            .map(|i| (IndexValue::I64((i * 7) % 1000), (i % 50) as u32))
+        let pairs: Vec<(IndexValue, Loc)> = (0..3000)
+            .map(|i| {
+                (
+                    IndexValue::I64((i * 7) % 1000),
+                    ((i % 50) as u32, (i / 50) as u32),
+                )
+            })
             .collect();
         let b = build(3, KeyType::I64, Delta::Off, handles(50), pairs.clone());
         assert!(b.blocks.len() > 2, "several secondary blocks");
@@ -580,11 +591,11 @@ mod tests {
     #[test]
     fn value_aware_splitting_tightens_ranges() {
         // Two clusters far apart inside every block.
-        let pairs: Vec<(IndexValue, u32)> = (0..400)
+        let pairs: Vec<(IndexValue, Loc)> = (0..400)
             .map(|i| {
                 (
                     IndexValue::I64(if i % 2 == 0 { i } else { 1_000_000 + i }),
-                    0,
+                    (0, i as u32),
                 )
             })
             .collect();
@@ -604,11 +615,14 @@ mod tests {
 
     #[test]
     fn spatial_blocks_use_rtree() {
-        let pairs: Vec<(IndexValue, u32)> = (0..2000)
+        let pairs: Vec<(IndexValue, Loc)> = (0..2000)
             .map(|i| {
                 let x = (i % 40) as f64;
                 let y = (i / 40) as f64;
-                (IndexValue::Point([x, y]), (i % 10) as u32)
+                (
+                    IndexValue::Point([x, y]),
+                    ((i % 10) as u32, (i / 10) as u32),
+                )
             })
             .collect();
         let b = build(2, KeyType::Point, Delta::Auto, handles(10), pairs.clone());

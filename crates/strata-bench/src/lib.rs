@@ -1,0 +1,21 @@
+//! Workload generators for Strata's benchmark harness (DESIGN.md §5).
+//!
+//! * [`gen`]: deterministic record generators — tweets (NEXT, SIGMOD 2025
+//!   §6.1; LevelDB++ comparative study, SIGMOD 2018 §5), OSM-like building
+//!   rectangles (NEXT §6.1) and synthetic uniform / Zipf attributes
+//!   (NEXT §6.5).
+//! * [`queries`]: query sets whose mean result count is calibrated against
+//!   the generated data, as in NEXT §6.2.1 (query centres sampled from the
+//!   data, window size found by bisection).
+//! * [`rng`]: SplitMix64 and the samplers built on it (normal, exponential,
+//!   Zipf by rejection-inversion, keyed permutations).
+//! * [`places`]: the table of real cities the spatial data cluster around.
+//!
+//! Everything is a pure function of the seed and the record count: the
+//! generators are single-threaded iterators, so the output never depends on
+//! thread scheduling.
+
+pub mod gen;
+pub mod places;
+pub mod queries;
+pub mod rng;

@@ -1,0 +1,74 @@
+//! `strata bench run` end to end on a small tweet set: results.json has the
+//! contract's fields, every answer has the exact expected size, and NEXT
+//! never reads fewer data blocks than the physical minimum.
+
+use std::process::Command;
+
+#[test]
+fn static_tweets_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "bench",
+            "run",
+            "--workload",
+            "static-tweets",
+            "--records",
+            "3000",
+            "--queries",
+            "5",
+        ])
+        .args([
+            "--systems",
+            "strata:none,strata:next,strata:next[delta=off]",
+            "--top-k",
+            "10",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["workload"], "static-tweets");
+    assert_eq!(r["records"], 3000);
+    let systems = r["systems"].as_array().unwrap();
+    assert_eq!(systems.len(), 3);
+    assert!(
+        systems[0]["queries"].as_array().unwrap().is_empty(),
+        "no index, no queries"
+    );
+    for s in &systems[1..] {
+        for f in [
+            "ingest_seconds",
+            "db_bytes",
+            "index_bytes",
+            "index_memory_bytes",
+        ] {
+            assert!(s[f].is_number(), "{f}");
+        }
+        let qs = s["queries"].as_array().unwrap();
+        assert_eq!(qs.len(), 14, "7 query sets, with and without top-10");
+        for q in qs {
+            assert_eq!(q["mismatches"], 0, "{q}");
+            assert!(
+                q["blocks_read_mean"].as_f64().unwrap() >= q["min_blocks_mean"].as_f64().unwrap()
+            );
+            for f in [
+                "attribute",
+                "class",
+                "count",
+                "mean_us",
+                "p50_us",
+                "p99_us",
+                "results_mean",
+            ] {
+                assert!(!q[f].is_null(), "{f}");
+            }
+        }
+    }
+}
