@@ -141,6 +141,20 @@ enum Command {
         #[arg(long)]
         prefix: bool,
     },
+    /// The main demo: generate tweets, load them with and without secondary
+    /// indexes, run calibrated queries, print a comparison and write a
+    /// report (results.json, report.md) to --out.
+    Demo {
+        /// Tweets to generate (the default finishes in about two minutes).
+        #[arg(long, default_value_t = 300_000)]
+        records: u64,
+        /// Queries per query set.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Report directory.
+        #[arg(long, default_value = "strata-demo")]
+        out: PathBuf,
+    },
     /// Manage secondary indexes.
     Index {
         #[command(subcommand)]
@@ -327,6 +341,28 @@ fn run(cli: Cli) -> Result<(), CliError> {
             db: db_dir.clone(),
             json,
         })?,
+        Command::Demo {
+            records,
+            queries,
+            out: dir,
+        } => {
+            out(format_args!(
+                "Strata demo: {records} generated tweets, secondary indexes on user_id (i64) and coordinates (point),\n\
+                 loaded without an index and with NEXT (value-aware splitting on and off), then {queries} queries per\n\
+                 selectivity class (small/medium/large, calibrated to the NEXT paper's mean result counts).\n\n"
+            ))?;
+            bench_run::run(&bench_run::RunArgs {
+                workload: "static-tweets".into(),
+                records,
+                queries,
+                systems: "strata:none,strata:next,strata:next[delta=off]".into(),
+                top_k: "10".into(),
+                seed: 42,
+                direct_io: false,
+                out: dir,
+                work_dir: None,
+            })?;
+        }
         Command::Index { cmd } => {
             let create = matches!(cmd, index_cmd::IndexCommand::Create { .. });
             let db = if create {

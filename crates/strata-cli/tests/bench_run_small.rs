@@ -72,3 +72,23 @@ fn static_tweets_small() {
         }
     }
 }
+
+#[test]
+fn demo_writes_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["demo", "--records", "2000", "--queries", "3", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("strata:next[delta=off]") && stdout.contains("report:"),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("## user_id: mean latency"), "{report}");
+    assert!(report.contains("Correctness: 0 queries"), "{report}");
+}

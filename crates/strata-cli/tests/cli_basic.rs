@@ -1,28 +1,10 @@
 //! Basic roundtrip of every data command through the binary.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("run strata")
-}
+use std::process::Command;
 
-fn ok(db: &Path, args: &[&str]) -> String {
-    let o = strata(db, args);
-    assert!(
-        o.status.success(),
-        "strata {args:?} failed: {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 output")
-}
+use common::{ok, strata};
 
 #[test]
 fn put_get_del_scan_stats_compact_roundtrip() {

@@ -2,27 +2,9 @@
 //! create/list/drop, query (all predicates, negative numbers, limit,
 //! keys-only) and check.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "{:?}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use common::{check, strata};
 
 #[test]
 fn load_index_query_check() {
@@ -45,18 +27,18 @@ fn load_index_query_check() {
     );
     std::fs::write(&data, lines).unwrap();
 
-    ok(&strata(
+    check(&strata(
         &db,
         &[
             "index", "create", "by_user", "--field", "user_id", "--type", "i64",
         ],
     ));
-    let loaded = ok(&strata(
+    let loaded = check(&strata(
         &db,
         &["load", data.to_str().unwrap(), "--key-field", "id"],
     ));
     assert!(loaded.starts_with("loaded 501 records"), "{loaded}");
-    ok(&strata(
+    check(&strata(
         &db,
         &[
             "index",
@@ -70,25 +52,25 @@ fn load_index_query_check() {
             "delta=off",
         ],
     ));
-    ok(&strata(
+    check(&strata(
         &db,
         &[
             "index", "create", "by_name", "--field", "name", "--type", "string",
         ],
     ));
-    let list = ok(&strata(&db, &["index", "list"]));
+    let list = check(&strata(&db, &["index", "list"]));
     assert_eq!(
         list.lines().filter(|l| l.contains("ready")).count(),
         3,
         "{list}"
     );
 
-    let q = ok(&strata(&db, &["query", "by_user", "--eq", "-99"]));
+    let q = check(&strata(&db, &["query", "by_user", "--eq", "-99"]));
     assert_eq!(
         q.trim(),
         r#"{"key":"3","value":{"coordinates":[100.0,100.0],"id":3,"name":"z","user_id":-99}}"#
     );
-    let q = ok(&strata(
+    let q = check(&strata(
         &db,
         &["query", "by_user", "--range", "-10", "-9", "--keys-only"],
     ));
@@ -96,7 +78,7 @@ fn load_index_query_check() {
     assert!(q
         .lines()
         .all(|l| l.starts_with("{\"key\":") && !l.contains("value")));
-    let q = ok(&strata(
+    let q = check(&strata(
         &db,
         &[
             "query",
@@ -113,7 +95,7 @@ fn load_index_query_check() {
         q, "{\"key\":\"3\"}\n{\"key\":\"499\"}\n{\"key\":\"498\"}\n",
         "newest first"
     );
-    let q = ok(&strata(
+    let q = check(&strata(
         &db,
         &[
             "query",
@@ -130,7 +112,7 @@ fn load_index_query_check() {
         q, "{\"key\":\"499\"}\n{\"key\":\"498\"}\n",
         "the updated record left the range"
     );
-    let q = ok(&strata(
+    let q = check(&strata(
         &db,
         &[
             "query",
@@ -145,19 +127,19 @@ fn load_index_query_check() {
     ));
     // i % 30 == 0 and i % 7 == 0: i in {0, 210, 420}.
     assert_eq!(q.lines().count(), 3, "{q}");
-    let q = ok(&strata(
+    let q = check(&strata(
         &db,
         &["query", "by_name", "--eq", "u1", "--keys-only"],
     ));
     assert_eq!(q.lines().count(), 100);
-    ok(&strata(&db, &["check"]));
+    check(&strata(&db, &["check"]));
 
     let bad = strata(&db, &["query", "by_user", "--within", "0", "0", "1", "1"]);
     assert_eq!(bad.status.code(), Some(2));
     let missing = strata(&db, &["query", "nope", "--eq", "1"]);
     assert_eq!(missing.status.code(), Some(2));
-    ok(&strata(&db, &["index", "drop", "by_name"]));
-    assert_eq!(ok(&strata(&db, &["index", "list"])).lines().count(), 3);
+    check(&strata(&db, &["index", "drop", "by_name"]));
+    assert_eq!(check(&strata(&db, &["index", "list"])).lines().count(), 3);
 }
 
 #[test]
@@ -181,7 +163,7 @@ fn load_reports_bad_lines_and_reads_csv() {
         !strata(&db, &["get", "4"]).status.success(),
         "nothing after it"
     );
-    let o = ok(&strata(
+    let o = check(&strata(
         &db,
         &[
             "load",
@@ -198,17 +180,17 @@ fn load_reports_bad_lines_and_reads_csv() {
 
     let csv = dir.path().join("p.csv");
     std::fs::write(&csv, "id,score,label\na,-2.5,\"x, y\"\nb,7,z\n").unwrap();
-    ok(&strata(
+    check(&strata(
         &db,
         &["load", csv.to_str().unwrap(), "--key-field", "id"],
     ));
-    ok(&strata(
+    check(&strata(
         &db,
         &[
             "index", "create", "by_score", "--field", "score", "--type", "f64",
         ],
     ));
-    let q = ok(&strata(&db, &["query", "by_score", "--range", "-3", "0"]));
+    let q = check(&strata(&db, &["query", "by_score", "--range", "-3", "0"]));
     assert_eq!(
         q.trim(),
         r#"{"key":"a","value":{"id":"a","label":"x, y","score":-2.5}}"#

@@ -1,25 +1,13 @@
 //! `strata gen`: JSONL output, determinism, query-set files, bad flags.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("run strata")
-}
+use std::path::Path;
+
+use common::{check, run as strata};
 
 fn ok(args: &[&str]) -> String {
-    let o = strata(args);
-    assert!(
-        o.status.success(),
-        "strata {args:?} failed: {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 output")
+    check(&strata(args))
 }
 
 fn s(p: &Path) -> &str {

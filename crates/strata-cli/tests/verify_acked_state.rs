@@ -2,29 +2,12 @@
 //! should: the acknowledged state, plus-one-op, chained base states, and
 //! (with `--prefix`) earlier prefixes; it rejects everything else.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("run strata")
-}
-
-fn ok(db: &Path, args: &[&str]) -> String {
-    let o = strata(db, args);
-    assert!(
-        o.status.success(),
-        "strata {args:?} failed: {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 output")
-}
+use common::{ok, strata};
 
 fn stress(db: &Path, seed: &str, ops: &str) -> String {
     ok(

@@ -70,11 +70,25 @@ impl Db {
     pub fn create_index(&self, spec: IndexSpec) -> Result<()> {
         let inner = &self.inner;
         let (def, payload) = inner.index.begin_create(spec)?;
+        {
+            // Writes from now on are indexed in the active memtable too.
+            let st = lock(&inner.state);
+            inner.index.attach(&def, &st.mem);
+        }
         if let Err(e) = inner.log_index_payload(payload) {
             let _ = inner.index.drop_def(&def.spec.name);
             return Err(e);
         }
         self.build_index(&def.spec.name)
+    }
+
+    /// Logs a definition in state `building` without building it, as a
+    /// crash in the middle of [`Db::create_index`] would leave it. For tests
+    /// of the resume path.
+    #[doc(hidden)]
+    pub fn begin_index_for_tests(&self, spec: IndexSpec) -> Result<()> {
+        let (_, payload) = self.inner.index.begin_create(spec)?;
+        self.inner.log_index_payload(payload)
     }
 
     /// Brings the index named `name` over every live table: flushes (so the

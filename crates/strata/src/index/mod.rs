@@ -463,25 +463,26 @@ impl IndexManager {
 
     /// The side structure for a new memtable (`None` without indexes).
     pub fn new_side(&self) -> Option<Arc<dyn MemSide>> {
-        let defs = self.defs();
-        if defs.is_empty() {
-            return None;
-        }
-        let sides = defs
-            .iter()
-            .map(|d| {
-                if d.spec.key_type.is_spatial() {
-                    SideIndex::Spatial(RwLock::new(Vec::new()))
-                } else {
-                    SideIndex::Scalar(RwLock::new(BTreeSet::new()))
-                }
-            })
-            .collect();
-        Some(Arc::new(IndexSide {
-            defs,
-            sides,
+        let side = IndexSide {
+            indexes: RwLock::new(Vec::new()),
             bytes: AtomicUsize::new(0),
-        }))
+        };
+        for d in self.defs() {
+            side.attach(d);
+        }
+        Some(Arc::new(side))
+    }
+
+    /// Makes `mem`'s side structure maintain `def` from now on (a new index
+    /// on the active memtable). Entries already in `mem` are not added: the
+    /// index build flushes them to tables written with the index.
+    pub fn attach(&self, def: &Arc<IndexDef>, mem: &MemTable) {
+        if let Some(side) = mem
+            .side()
+            .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
+        {
+            side.attach(def.clone());
+        }
     }
 
     /// Memo maintenance for a batch about to enter the memtable: `ops` are
@@ -786,19 +787,33 @@ enum SideIndex {
 }
 
 /// The memtable side structure: each index's values of the memtable's
-/// entries (every version; validation picks the live ones).
+/// entries (every version; validation picks the live ones). Indexes can be
+/// attached while the memtable is active (see [`IndexManager::attach`]).
 struct IndexSide {
-    defs: Vec<Arc<IndexDef>>,
-    sides: Vec<SideIndex>,
+    indexes: RwLock<Vec<(Arc<IndexDef>, SideIndex)>>,
     bytes: AtomicUsize,
 }
 
 impl IndexSide {
+    fn attach(&self, def: Arc<IndexDef>) {
+        let mut idx = write(&self.indexes);
+        if idx.iter().any(|(d, _)| d.id == def.id) {
+            return;
+        }
+        let side = if def.spec.key_type.is_spatial() {
+            SideIndex::Spatial(RwLock::new(Vec::new()))
+        } else {
+            SideIndex::Scalar(RwLock::new(BTreeSet::new()))
+        };
+        idx.push((def, side));
+    }
+
     fn query(&self, id: u32, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
-        let Some(i) = self.defs.iter().position(|d| d.id == id) else {
+        let idx = read(&self.indexes);
+        let Some((_, side)) = idx.iter().find(|(d, _)| d.id == id) else {
             return Vec::new();
         };
-        match &self.sides[i] {
+        match side {
             SideIndex::Scalar(s) => {
                 let Some((lo, hi)) = pred.scalar_bounds() else {
                     return Vec::new();
@@ -823,8 +838,15 @@ impl MemSide for IndexSide {
         if kind != ValueKind::Value {
             return;
         }
-        let doc = parse_doc(value, &self.defs);
-        for (d, side) in self.defs.iter().zip(&self.sides) {
+        let idx = read(&self.indexes);
+        if idx.is_empty() {
+            return;
+        }
+        let doc = idx
+            .iter()
+            .any(|(d, _)| d.needs_json())
+            .then(|| serde_json::from_slice::<Value>(value).map_err(|_| ()));
+        for (d, side) in idx.iter() {
             match d.extract(value, doc.as_ref()) {
                 Ok(v) => {
                     d.counters.indexed.fetch_add(1, Relaxed);
