@@ -535,13 +535,15 @@ impl IndexManager {
         let state = Self::state_of(&view.version).unwrap_or(&empty);
         let generation = state.generation;
         let mut acc = Results::new(opts.limit);
-        let memo = read(&self.memo);
         let checked = std::cell::Cell::new(0u64);
         let stale = std::cell::Cell::new(0u64);
         let validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
             def.counters.validations.fetch_add(1, Relaxed);
             checked.set(checked.get() + 1);
-            let ok = match memo.validate(key, seq, view.snapshot, generation) {
+            // The memo lock is taken per candidate, never across I/O, so
+            // long queries do not hold up writers.
+            let validity = read(&self.memo).validate(key, seq, view.snapshot, generation);
+            let ok = match validity {
                 Validity::Valid => true,
                 Validity::Stale => false,
                 Validity::Check => {
