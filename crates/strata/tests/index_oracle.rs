@@ -19,7 +19,7 @@ use strata::{
     WriteOptions,
 };
 
-const STRATEGIES: &[&str] = &["next"];
+const STRATEGIES: &[&str] = &["next", "memory"];
 
 const FIELDS: &[(&str, &str, KeyType)] = &[
     ("by_n", "n", KeyType::I64),

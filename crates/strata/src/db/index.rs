@@ -91,10 +91,11 @@ impl Db {
         self.inner.log_index_payload(payload)
     }
 
-    /// Brings the index named `name` over every live table: flushes (so the
-    /// memtable's older entries reach tables built with the index) and
-    /// rewrites every table, which also leaves each key with one version so
-    /// the update memo starts exact.
+    /// Brings the index named `name` over the existing data. NEXT: flushes
+    /// (so the memtable's older entries reach tables built with the index)
+    /// and rewrites every table, which also leaves each key with one version
+    /// so the update memo starts exact. `memory`: one scan of the latest
+    /// data with writes paused (writes maintain the index from then on).
     fn build_index(&self, name: &str) -> Result<()> {
         let inner = &self.inner;
         let def = inner
@@ -104,12 +105,16 @@ impl Db {
         if def.is_ready() {
             return Ok(());
         }
-        self.compact_range(None, None)?;
-        let v = lock(&inner.versions).current();
-        if !inner.index.covers(def.id, &v) {
-            return Err(Error::Background(format!(
-                "index {name:?} does not cover every table after its build"
-            )));
+        if def.is_memory() {
+            inner.rebuild_memory_indexes(std::slice::from_ref(&def))?;
+        } else {
+            self.compact_range(None, None)?;
+            let v = lock(&inner.versions).current();
+            if !inner.index.covers(def.id, &v) {
+                return Err(Error::Background(format!(
+                    "index {name:?} does not cover every table after its build"
+                )));
+            }
         }
         inner.log_index_payload(index::IndexManager::ready_payload(&def))?;
         inner.index.mark_ready(&def);
@@ -160,12 +165,21 @@ impl Db {
         let snapshot = inner.last_sequence.load(Ordering::SeqCst);
         let (mems, version) = inner.read_view();
         let newest = |k: &[u8]| inner.newest_seq_at(k, snapshot);
+        let pin_latest = || self.snapshot();
+        let fetch = |keys: &[&[u8]], at: SeqNo| inner.multi_get_found(keys, at);
+        let data_blocks_read = || {
+            let d = inner.counters.snapshot().data_blocks;
+            d.disk + d.cache
+        };
         let view = QueryView {
             mems,
             version,
             snapshot,
             tables: &inner.tables,
             newest_seq: &newest,
+            pin_latest: &pin_latest,
+            fetch: &fetch,
+            data_blocks_read: &data_blocks_read,
         };
         let mut profile = QueryProfile::default();
         let hits = inner.index.query(index, pred, opts, &view, &mut profile)?;

@@ -3,7 +3,10 @@
 //!
 //! Locks, always taken in this order: `versions` (installs, manifest I/O)
 //! → `state` (memtables, current version, writer queue) → `log` (the WAL
-//! writer). Readers take `state` only, to copy three `Arc`s.
+//! writer). Readers take `state` only, to copy three `Arc`s. The index
+//! manager's memory guard (`memory` indexes) comes before `state`: a
+//! write-group leader takes `state` while holding it; nobody takes it while
+//! holding `state`, `versions` or `log`.
 
 mod background;
 mod index;
@@ -286,6 +289,9 @@ impl Db {
         } else {
             inner.run_inline_work()?;
         }
+        // `memory` indexes live only in RAM: rebuild them from the recovered
+        // data before the first write or query (none can run yet).
+        inner.rebuild_memory_indexes(&inner.index.memory_defs())?;
         db.resume_index_builds()?;
         Ok(db)
     }
@@ -617,15 +623,29 @@ impl DbInner {
     }
 
     fn multi_get_found(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Versioned>>> {
+        let (mems, version) = self.read_view();
+        self.multi_get_in(&mems, &version, keys, seq)
+    }
+
+    /// Batched point lookup at `seq` in the given components (memtables
+    /// newest first, then `version`'s tables): keys sorted and deduplicated,
+    /// memtables first, then the tables component by component. Results in
+    /// the order of `keys`, `None` for absent or deleted keys.
+    pub(crate) fn multi_get_in(
+        &self,
+        mems: &[Arc<MemTable>],
+        version: &Version,
+        keys: &[&[u8]],
+        seq: SeqNo,
+    ) -> Result<Vec<Option<Versioned>>> {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
         order.dedup_by(|a, b| keys[*a] == keys[*b]);
         let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
         let mut out: Vec<Option<Found>> = vec![None; sorted.len()];
         let mut done = vec![false; sorted.len()];
-        let (mems, version) = self.read_view();
         for (i, k) in sorted.iter().enumerate() {
-            for m in &mems {
+            for m in mems {
                 match m.get(k, seq) {
                     Some(MemGet::Value(s, v)) => {
                         out[i] = Some(Found {
@@ -669,6 +689,24 @@ impl DbInner {
             .into_iter()
             .map(|r| r.map(|(_, v)| v))
             .collect())
+    }
+
+    /// Fills the `memory` indexes `defs` from scratch with one scan of the
+    /// latest data, while writes are paused (so the scan sees every
+    /// published write and every later write maintains the result).
+    pub(crate) fn rebuild_memory_indexes(
+        &self,
+        defs: &[Arc<crate::index::IndexDef>],
+    ) -> Result<()> {
+        if defs.is_empty() {
+            return Ok(());
+        }
+        self.pause_writes(|| {
+            let seq = self.last_sequence.load(Ordering::SeqCst);
+            let mut it = self.iter_at(None, None, seq)?;
+            self.index
+                .memory_rebuild(defs, std::iter::from_fn(|| it.next_versioned()))
+        })
     }
 
     fn iter_at(&self, from: Option<&[u8]>, to: Option<&[u8]>, seq: SeqNo) -> Result<DbIterator> {

@@ -6,7 +6,17 @@
 //! them asked for `sync`, inserts them into the memtable, publishes the new
 //! last sequence and wakes the group. WAL and memtable work happen outside
 //! the state lock; only the leader does them, so they are serialized.
+//!
+//! With `memory` indexes, the leader also maintains them synchronously
+//! (`index::memory`): after the WAL append it looks up the current records
+//! of the batch's keys, then takes the index manager's memory guard for
+//! writing, edits the structures, inserts the batch into the memtable,
+//! publishes the last sequence and only then releases the guard. A
+//! `memory` query pins its snapshot under the guard's read side, so it sees
+//! the structures exactly at the published sequence. [`DbInner::pause_writes`]
+//! lets an index build run while no write is in flight.
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,7 +26,7 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::TableCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::index::IndexManager;
+use crate::index::{IndexManager, OpRef};
 use crate::memtable::MemTable;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::stats::Counters;
@@ -168,9 +178,18 @@ impl DbInner {
         merged.set_sequence(seq);
         let count = merged.len() as u64;
         let mem = st.mem.clone();
-        let memo_view = self.index.memo_in_use().then(|| {
+        // The `memory` indexes to maintain, read while this group holds the
+        // front of the writer queue: an index created later is built behind
+        // `pause_writes`, which waits for this group to be published (and
+        // rebuilds from scratch, so edits made here to an index still
+        // building are harmless).
+        let memory_defs = self.index.memory_defs();
+        let use_memo = self.index.memo_in_use();
+        // Memtables newest first, and the version: the components the batch
+        // will shadow (only the leader changes their contents).
+        let view = (use_memo || !memory_defs.is_empty()).then(|| {
             let mut mems = vec![st.mem.clone()];
-            mems.extend(st.imm.iter().cloned());
+            mems.extend(st.imm.iter().rev().cloned());
             (mems, st.current.clone())
         });
         drop(st);
@@ -185,8 +204,30 @@ impl DbInner {
             }
             Ok(())
         })();
+        // Held from before the `memory` indexes are edited until after the
+        // batch's last sequence is published (see the module doc).
+        let mut memory_guard = None;
         let result = result.and_then(|()| {
-            if let Some((mems, version)) = &memo_view {
+            if let (false, Some((mems, version))) = (memory_defs.is_empty(), &view) {
+                let ops: Vec<OpRef<'_>> = (seq..)
+                    .zip(merged.iter())
+                    .map(|(s, op)| {
+                        op.map(|op| match op {
+                            BatchOp::Put { key, value } => (s, key, Some(value)),
+                            BatchOp::Delete { key } => (s, key, None),
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                // The Eager index's point lookups of the current records,
+                // done before the guard so readers wait only for the edits.
+                let keys: Vec<&[u8]> = ops.iter().map(|(_, k, _)| *k).collect();
+                let found = self.multi_get_in(mems, version, &keys, seq - 1)?;
+                let current: HashMap<&[u8], Option<super::Versioned>> =
+                    keys.into_iter().zip(found).collect();
+                memory_guard = Some(self.index.memory_guard());
+                self.index.memory_apply(&memory_defs, &ops, &current);
+            }
+            if let (true, Some((mems, version))) = (use_memo, &view) {
                 self.note_memo(&merged, mems, version)?;
             }
             let bytes = insert_into(&mem, &merged)?;
@@ -197,6 +238,7 @@ impl DbInner {
         let mut st = lock(&self.state);
         if result.is_ok() {
             self.last_sequence.store(seq + count - 1, Ordering::SeqCst);
+            drop(memory_guard);
         } else if let Err(e) = &result {
             // The WAL may hold a partial record: refuse further writes.
             if st.bg_error.is_none() {
@@ -216,6 +258,32 @@ impl DbInner {
             self.run_inline_work()?;
         }
         result
+    }
+
+    /// Runs `f` while no write is in flight and none starts: a placeholder
+    /// takes the front of the writer queue (so every group queued before it
+    /// has been published) and keeps it until `f` returns. Index builds use
+    /// it to scan the data and fill a structure that writers maintain from
+    /// then on. The caller holds no lock the write path takes.
+    pub(crate) fn pause_writes<T>(&self, f: impl FnOnce() -> T) -> T {
+        let w = Arc::new(Writer {
+            batch: Mutex::new(None),
+            sync: false,
+            result: Mutex::new(None),
+        });
+        let mut st = lock(&self.state);
+        st.writers.push_back(w.clone());
+        while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(st);
+        let out = f();
+        let mut st = lock(&self.state);
+        let front = st.writers.pop_front();
+        debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, &w)));
+        self.cv.notify_all();
+        drop(st);
+        out
     }
 
     /// Update-memo maintenance for `batch` (see `index::memo`): called before

@@ -15,9 +15,15 @@
 //! satisfies the predicate, newest first, at most `limit` of them.
 //!
 //! Strategies: `next` (NEXT, SIGMOD 2025: per-table secondary index blocks
-//! plus an in-memory global index). See `../shared/DESIGN.md` §4.
+//! plus an in-memory global index) and `memory` (the "Eager" in-RAM
+//! baseline: a B-tree / R-tree maintained synchronously by every write and
+//! rebuilt at open, see [`memory`]). See `../shared/DESIGN.md` §4. NEXT
+//! indexes use the memtable side structures, the table observer, the memo
+//! and the per-version state; `memory` indexes use none of them, only their
+//! own structure and the memory guard ([`IndexManager::memory_guard`]).
 
 pub mod memo;
+pub(crate) mod memory;
 pub mod next;
 pub mod value;
 
@@ -70,7 +76,7 @@ pub struct IndexSpec {
     pub name: String,
     pub extractor: Extractor,
     pub key_type: KeyType,
-    /// Strategy name: `next` (the default).
+    /// Strategy name: `next` (the default) or `memory`.
     pub strategy: String,
     /// Strategy parameters, e.g. `delta` for `next` (`auto`, `off` or a
     /// number).
@@ -133,7 +139,9 @@ pub struct IndexStats {
     /// Bytes of this index's blocks in live tables.
     pub disk_bytes: u64,
     pub queries: u64,
-    /// Candidates validated, and how many were stale.
+    /// Candidates validated, and how many were stale. For `memory`
+    /// indexes (which need no validation): records fetched and checked to
+    /// be the version the index holds, and how many were not (a bug).
     pub validations: u64,
     pub validations_failed: u64,
     /// Point lookups needed because a key changed after the query's snapshot.
@@ -216,6 +224,9 @@ pub(crate) struct IndexDef {
     path: Vec<String>,
     custom: Option<ExtractorFn>,
     pub delta: Delta,
+    /// The in-RAM structure of a `memory` index (`None` for other
+    /// strategies).
+    pub memory: Option<memory::MemoryIndex>,
     ready: AtomicBool,
     counters: DefCounters,
 }
@@ -257,6 +268,11 @@ impl IndexDef {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Relaxed)
     }
+
+    /// True for indexes of strategy `memory`.
+    pub fn is_memory(&self) -> bool {
+        self.memory.is_some()
+    }
 }
 
 fn parse_doc(raw: &[u8], defs: &[Arc<IndexDef>]) -> Option<std::result::Result<Value, ()>> {
@@ -283,16 +299,39 @@ pub(crate) struct IndexVersionState {
     pub next: BTreeMap<u32, Arc<NextGlobal>>,
 }
 
+/// Records of a batched lookup, in the order of the keys: value and
+/// sequence number, `None` if absent or deleted.
+pub(crate) type Fetched = Vec<Option<crate::db::Versioned>>;
+
+/// A batched point lookup at a snapshot.
+pub(crate) type FetchFn<'a> = dyn Fn(&[&[u8]], SeqNo) -> Result<Fetched> + 'a;
+
+/// One operation of a write batch: sequence number, key, and the value of a
+/// put (`None` for a delete).
+pub(crate) type OpRef<'a> = (SeqNo, &'a [u8], Option<&'a [u8]>);
+
 /// Everything a query reads: a consistent view of the database.
 pub(crate) struct QueryView<'a> {
     /// Newest first.
     pub mems: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// The snapshot of NEXT queries (`memory` queries choose their own, see
+    /// `pin_latest`).
     pub snapshot: SeqNo,
     pub tables: &'a TableCache,
     /// Sequence number of the newest entry (value or tombstone) of a key at
     /// the snapshot.
     pub newest_seq: &'a dyn Fn(&[u8]) -> Result<Option<SeqNo>>,
+    /// Registers a snapshot at the latest published sequence number
+    /// (compaction keeps what it sees until it is dropped). `memory`
+    /// queries call it while holding the memory guard.
+    pub pin_latest: &'a dyn Fn() -> crate::db::Snapshot,
+    /// Batched point lookup (sorted keys, component by component) at a
+    /// snapshot: each key's value and sequence number, `None` if absent or
+    /// deleted; results in the order of the keys.
+    pub fetch: &'a FetchFn<'a>,
+    /// Data blocks fetched so far by the engine (cache hits and disk reads).
+    pub data_blocks_read: &'a dyn Fn() -> u64,
 }
 
 /// A dropped version: key, sequence number, whether it was a tombstone
@@ -319,6 +358,13 @@ pub(crate) struct IndexManager {
     /// States handed to versions, to find the oldest a reader may hold.
     live_states: Mutex<Vec<Weak<IndexVersionState>>>,
     generation: AtomicU64,
+    /// The memory guard: a write-group leader that maintains `memory`
+    /// indexes holds it for writing from before it edits them until after it
+    /// has published the batch's last sequence number; a `memory` query
+    /// holds it for reading while it pins its snapshot and collects
+    /// candidates. So a reader never sees a structure that is ahead of (or
+    /// behind) the published sequence number.
+    memory_guard: RwLock<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -349,6 +395,7 @@ impl IndexManager {
             pending_drops: Mutex::new(Vec::new()),
             live_states: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
+            memory_guard: RwLock::new(()),
         })
     }
 
@@ -382,6 +429,7 @@ impl IndexManager {
             ),
         };
         let mut delta = Delta::Auto;
+        let mut memory = None;
         match spec.strategy.as_str() {
             "next" => {
                 for (k, v) in &spec.params {
@@ -395,9 +443,17 @@ impl IndexManager {
                     }
                 }
             }
+            "memory" => {
+                if let Some(k) = spec.params.keys().next() {
+                    return Err(Error::invalid(format!(
+                        "unknown parameter {k:?} for strategy memory (it takes none)"
+                    )));
+                }
+                memory = Some(memory::MemoryIndex::new(spec.key_type));
+            }
             other => {
                 return Err(Error::invalid(format!(
-                    "unknown index strategy {other:?} (available: next)"
+                    "unknown index strategy {other:?} (available: next, memory)"
                 )))
             }
         }
@@ -407,6 +463,7 @@ impl IndexManager {
             path,
             custom,
             delta,
+            memory,
             ready: AtomicBool::new(ready),
             counters: DefCounters::default(),
         })
@@ -467,7 +524,7 @@ impl IndexManager {
             indexes: RwLock::new(Vec::new()),
             bytes: AtomicUsize::new(0),
         };
-        for d in self.defs() {
+        for d in self.defs().into_iter().filter(|d| !d.is_memory()) {
             side.attach(d);
         }
         Some(Arc::new(side))
@@ -476,7 +533,12 @@ impl IndexManager {
     /// Makes `mem`'s side structure maintain `def` from now on (a new index
     /// on the active memtable). Entries already in `mem` are not added: the
     /// index build flushes them to tables written with the index.
+    /// `memory` indexes have no side structure (their writes are indexed by
+    /// [`IndexManager::memory_apply`]).
     pub fn attach(&self, def: &Arc<IndexDef>, mem: &MemTable) {
+        if def.is_memory() {
+            return;
+        }
         if let Some(side) = mem
             .side()
             .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
@@ -505,6 +567,197 @@ impl IndexManager {
         }
     }
 
+    /// The `memory` indexes (ready or being built).
+    pub fn memory_defs(&self) -> Vec<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .filter(|d| d.is_memory())
+            .cloned()
+            .collect()
+    }
+
+    /// Takes the memory guard for writing (see the field's contract).
+    pub fn memory_guard(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        write(&self.memory_guard)
+    }
+
+    /// Synchronous maintenance of the `memory` indexes `defs` for a batch
+    /// about to enter the memtable (the Eager index of LevelDB++): for each
+    /// operation, removes the entry of the key's current attribute and, for
+    /// a put, inserts the new one. `ops` are (seq, key, value of a put or
+    /// `None` for a delete) in batch order; `current` holds, for every key
+    /// of `ops`, its newest record before the batch (`None`: absent or
+    /// deleted). Later operations on a key see the earlier ones of the same
+    /// batch. Counts indexed and skipped writes.
+    ///
+    /// The caller is the only writer and holds the memory guard for writing
+    /// until the batch's sequence numbers are published.
+    pub fn memory_apply(
+        &self,
+        defs: &[Arc<IndexDef>],
+        ops: &[OpRef<'_>],
+        current: &HashMap<&[u8], Option<crate::db::Versioned>>,
+    ) {
+        let defs: Vec<(&IndexDef, &memory::MemoryIndex)> = defs
+            .iter()
+            .filter_map(|d| d.memory.as_ref().map(|m| (&**d, m)))
+            .collect();
+        if defs.is_empty() {
+            return;
+        }
+        let n = defs.len();
+        let needs_json = defs.iter().any(|(d, _)| d.needs_json());
+        let extract = |raw: &[u8]| -> Vec<std::result::Result<IndexValue, Skip>> {
+            let doc = needs_json.then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()));
+            defs.iter()
+                .map(|(d, _)| d.extract(raw, doc.as_ref()))
+                .collect()
+        };
+        let mut editors: Vec<memory::Editor<'_>> = defs.iter().map(|(_, m)| m.edit()).collect();
+        // Each key's attributes (per index) after the operations so far.
+        let mut attrs: HashMap<&[u8], Vec<Option<IndexValue>>> = HashMap::new();
+        for &(seq, key, new) in ops {
+            let old = match attrs.remove(key) {
+                Some(a) => a,
+                None => match current.get(key) {
+                    Some(Some((_, raw))) => extract(raw).into_iter().map(|r| r.ok()).collect(),
+                    _ => vec![None; n],
+                },
+            };
+            for (ed, v) in editors.iter_mut().zip(&old) {
+                if let Some(v) = v {
+                    ed.remove(v, key);
+                }
+            }
+            let new_attrs = match new {
+                Some(raw) => extract(raw)
+                    .into_iter()
+                    .zip(defs.iter().zip(editors.iter_mut()))
+                    .map(|(r, ((d, _), ed))| match r {
+                        Ok(v) => {
+                            d.counters.indexed.fetch_add(1, Relaxed);
+                            ed.insert(&v, key, seq);
+                            Some(v)
+                        }
+                        Err(skip) => {
+                            d.count_skip(skip);
+                            None
+                        }
+                    })
+                    .collect(),
+                None => vec![None; n],
+            };
+            attrs.insert(key, new_attrs);
+        }
+    }
+
+    /// Rebuilds the `memory` indexes `defs` from scratch from `records`,
+    /// every live record (key, seq, value) of the database at one sequence
+    /// number. The caller guarantees that no write is in flight and none
+    /// starts until this returns (open, or writes paused), and that the
+    /// indexes are not queried meanwhile (open, or still building).
+    pub fn memory_rebuild(
+        &self,
+        defs: &[Arc<IndexDef>],
+        records: impl Iterator<Item = Result<(Vec<u8>, SeqNo, Vec<u8>)>>,
+    ) -> Result<()> {
+        let defs: Vec<(&IndexDef, &memory::MemoryIndex)> = defs
+            .iter()
+            .filter_map(|d| d.memory.as_ref().map(|m| (&**d, m)))
+            .collect();
+        if defs.is_empty() {
+            return Ok(());
+        }
+        for (_, m) in &defs {
+            m.clear();
+        }
+        let needs_json = defs.iter().any(|(d, _)| d.needs_json());
+        let mut editors: Vec<memory::Editor<'_>> = defs.iter().map(|(_, m)| m.edit()).collect();
+        for r in records {
+            let (key, seq, raw) = r?;
+            let doc = needs_json.then(|| serde_json::from_slice::<Value>(&raw).map_err(|_| ()));
+            for ((d, _), ed) in defs.iter().zip(editors.iter_mut()) {
+                if let Ok(v) = d.extract(&raw, doc.as_ref()) {
+                    ed.insert(&v, &key, seq);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A query on a `memory` index: candidates from the structure at a
+    /// snapshot pinned under the memory guard (so they are exactly the
+    /// matching live records at that snapshot), newest first, then one
+    /// batched fetch of the records (or of the top K) at that snapshot.
+    fn query_memory(
+        &self,
+        def: &IndexDef,
+        mem: &memory::MemoryIndex,
+        pred: &Predicate,
+        opts: QueryOptions,
+        view: &QueryView<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let (snap, mut cands) = {
+            let _g = read(&self.memory_guard);
+            let snap = (view.pin_latest)();
+            let cands = mem.query(pred);
+            (snap, cands)
+        };
+        let at = snap.sequence();
+        // Defensive: a failed write (database now read-only) may have
+        // edited the structure without publishing its sequence numbers.
+        cands.retain(|(_, s)| *s <= at);
+        cands.sort_unstable_by_key(|(_, s)| Reverse(*s));
+        if let Some(k) = opts.limit {
+            cands.truncate(k);
+        }
+        profile.candidates = cands.len() as u64;
+        if opts.keys_only {
+            return Ok(cands
+                .into_iter()
+                .map(|(key, seq)| Hit {
+                    key,
+                    value: None,
+                    seq,
+                })
+                .collect());
+        }
+        let keys: Vec<&[u8]> = cands.iter().map(|(k, _)| k.as_slice()).collect();
+        let before = (view.data_blocks_read)();
+        let found = (view.fetch)(&keys, at)?;
+        // Counted from the shared engine counters: concurrent queries may
+        // add to it. `min_data_blocks` is left 0: the batched fetch does not
+        // report which block each record came from.
+        profile.data_blocks_read = (view.data_blocks_read)().saturating_sub(before);
+        drop(snap);
+        def.counters
+            .validations
+            .fetch_add(cands.len() as u64, Relaxed);
+        let mut hits = Vec::with_capacity(cands.len());
+        for ((key, seq), f) in cands.into_iter().zip(found) {
+            // Every candidate is the live version at the snapshot: the
+            // fetch confirms it (a mismatch is a bug, reported, not hidden).
+            match f {
+                Some((s, value)) if s == seq => hits.push(Hit {
+                    key,
+                    value: Some(value),
+                    seq,
+                }),
+                other => {
+                    def.counters.failed.fetch_add(1, Relaxed);
+                    return Err(Error::corruption(format!(
+                        "memory index {:?} holds key {:?} at seq {seq}, the data has {:?}",
+                        def.spec.name,
+                        String::from_utf8_lossy(&key),
+                        other.map(|(s, _)| s)
+                    )));
+                }
+            }
+        }
+        Ok(hits)
+    }
+
     fn state_of(version: &Version) -> Option<&IndexVersionState> {
         version
             .ext
@@ -531,6 +784,9 @@ impl IndexManager {
         }
         pred.check(def.spec.key_type)?;
         def.counters.queries.fetch_add(1, Relaxed);
+        if let Some(mem) = &def.memory {
+            return self.query_memory(&def, mem, pred, opts, view, profile);
+        }
         let empty = IndexVersionState::default();
         let state = Self::state_of(&view.version).unwrap_or(&empty);
         let generation = state.generation;
@@ -659,8 +915,14 @@ impl IndexManager {
                         skipped_missing: c.missing.load(Relaxed),
                         skipped_wrong_type: c.wrong_type.load(Relaxed),
                         skipped_malformed: c.malformed.load(Relaxed),
-                        global_entries: g.map_or(0, |g| g.entries() as u64),
-                        memory_bytes: g.map_or(0, |g| g.memory_bytes() as u64),
+                        global_entries: match &d.memory {
+                            Some(m) => m.entries(),
+                            None => g.map_or(0, |g| g.entries() as u64),
+                        },
+                        memory_bytes: match &d.memory {
+                            Some(m) => m.memory_bytes(),
+                            None => g.map_or(0, |g| g.memory_bytes() as u64),
+                        },
                         disk_bytes: g.map_or(0, |g| g.tables.values().map(|t| t.disk_bytes).sum()),
                         queries: c.queries.load(Relaxed),
                         validations: c.validations.load(Relaxed),

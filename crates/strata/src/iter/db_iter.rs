@@ -6,6 +6,9 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 
+/// A user key with the sequence number and value of its visible version.
+pub(crate) type VersionedEntry = (Vec<u8>, SeqNo, Vec<u8>);
+
 /// Forward iterator over `(key, value)` pairs in `[from, to)`.
 ///
 /// It owns what it reads (the merged sources hold `Arc`s of memtables,
@@ -40,8 +43,29 @@ impl DbIterator {
         }
     }
 
-    /// Advances to the next visible user key; returns it with its value.
-    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// Advances to the next visible user key; returns it with the sequence
+    /// number and value of its newest visible version (index rebuilds need
+    /// the sequence number).
+    pub(crate) fn next_versioned(&mut self) -> Option<Result<VersionedEntry>> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// Advances to the next visible user key; returns it with its sequence
+    /// number and value.
+    fn step(&mut self) -> Result<Option<VersionedEntry>> {
         if !self.started {
             self.started = true;
             match &self.from {
@@ -63,7 +87,9 @@ impl DbIterator {
             // Newest visible entry of this user key.
             let user_key = parsed.user_key.to_vec();
             let result = match parsed.kind {
-                ValueKind::Value => Some((user_key.clone(), self.inner.value().to_vec())),
+                ValueKind::Value => {
+                    Some((user_key.clone(), parsed.seq, self.inner.value().to_vec()))
+                }
                 ValueKind::Deletion => None,
             };
             // Skip the older versions of the same key.
@@ -83,19 +109,6 @@ impl Iterator for DbIterator {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step() {
-            Ok(Some(kv)) => Some(Ok(kv)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        self.next_versioned().map(|r| r.map(|(k, _, v)| (k, v)))
     }
 }

@@ -1,0 +1,371 @@
+//! Strategy `memory`: the whole secondary index in RAM, maintained
+//! synchronously by every write, rebuilt by a full scan at open.
+//!
+//! This is the "Eager" baseline of the LevelDB++ comparative study (Qader et
+//! al., SIGMOD 2018, the MongoDB-like stand-alone index kept up to date on
+//! every write) in the in-memory form NEXT (SIGMOD 2025) compares against in
+//! §6: an ordered set of `(encoded value, primary key)` for scalars and an
+//! R-tree of rectangles for points and rectangles, each entry carrying the
+//! sequence number of the record version it describes.
+//!
+//! Maintenance (`DbInner::write`): the write-group leader reads each key's
+//! current record (a point lookup of the latest version, the batch's own
+//! earlier operations taken into account), removes the old attribute's entry
+//! and inserts the new one, all before the batch enters the memtable and
+//! under the manager's memory guard, which it releases only after publishing
+//! the batch's last sequence number. A query takes the guard for reading,
+//! pins the latest sequence number as its snapshot and collects its
+//! candidates, so the structure and the snapshot agree exactly: every
+//! candidate is live at the snapshot and no validation is needed. The
+//! records are then fetched with one batched `multi_get` at that snapshot.
+//!
+//! Invariant (while the index is ready, outside the guard's write side): for
+//! every key whose newest version at the published last sequence is a value
+//! with an indexable attribute `a`, the structure holds exactly one entry
+//! `(a, key, seq of that version)`, and it holds no other entry.
+//!
+//! Nothing is persisted: the structure is rebuilt at every open (and when
+//! the index is created) by one scan of the database.
+
+use std::collections::BTreeMap;
+
+use rstar::primitives::{GeomWithData, Rectangle};
+use rstar::{RTree, RTreeObject, AABB};
+
+use crate::key::SeqNo;
+
+use super::value::{IndexValue, KeyType, Predicate};
+
+/// One spatial entry: the attribute's rectangle (a point is a degenerate
+/// rectangle) with (primary key, sequence number).
+type SpatialEntry = GeomWithData<Rectangle<[f64; 2]>, (Vec<u8>, SeqNo)>;
+
+/// Rough per-entry overhead of the containers (tree nodes, `Vec` headers),
+/// for [`MemoryIndex::memory_bytes`].
+const ENTRY_OVERHEAD: usize = 64;
+
+enum Tree {
+    /// `(encoded value, primary key)` → sequence number.
+    Scalar(BTreeMap<(Vec<u8>, Vec<u8>), SeqNo>),
+    Spatial(RTree<SpatialEntry>),
+}
+
+/// One index's in-RAM structure. Callers serialize writers (the write-group
+/// leader, or a rebuild while writes are paused); the inner lock only makes
+/// the sharing with readers sound.
+pub(crate) struct MemoryIndex {
+    key_type: KeyType,
+    inner: std::sync::RwLock<Inner>,
+}
+
+struct Inner {
+    tree: Tree,
+    entries: usize,
+    bytes: usize,
+}
+
+fn entry_bytes(value_len: usize, key_len: usize) -> usize {
+    value_len + key_len + std::mem::size_of::<SeqNo>() + ENTRY_OVERHEAD
+}
+
+fn rect_of(v: &IndexValue) -> Option<Rectangle<[f64; 2]>> {
+    let r = v.mbr()?;
+    Some(Rectangle::from_corners([r[0], r[1]], [r[2], r[3]]))
+}
+
+impl Inner {
+    fn new(key_type: KeyType) -> Inner {
+        Inner {
+            tree: if key_type.is_spatial() {
+                Tree::Spatial(RTree::new())
+            } else {
+                Tree::Scalar(BTreeMap::new())
+            },
+            entries: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Adds the entry `(v, key, seq)`. A value of the other family (scalar
+    /// vs spatial) is ignored: extraction guarantees the index's key type.
+    fn insert(&mut self, v: &IndexValue, key: &[u8], seq: SeqNo) {
+        match &mut self.tree {
+            Tree::Scalar(m) => {
+                if v.key_type().is_spatial() {
+                    return;
+                }
+                let enc = v.encode();
+                let n = entry_bytes(enc.len(), key.len());
+                if m.insert((enc, key.to_vec()), seq).is_none() {
+                    self.entries += 1;
+                    self.bytes += n;
+                }
+            }
+            Tree::Spatial(t) => {
+                let Some(r) = rect_of(v) else { return };
+                t.insert(GeomWithData::new(r, (key.to_vec(), seq)));
+                self.entries += 1;
+                self.bytes += entry_bytes(32, key.len());
+            }
+        }
+    }
+
+    /// Removes the entry of `key` with attribute `v` (whatever its sequence
+    /// number); returns whether there was one.
+    fn remove(&mut self, v: &IndexValue, key: &[u8]) -> bool {
+        match &mut self.tree {
+            Tree::Scalar(m) => {
+                if v.key_type().is_spatial() {
+                    return false;
+                }
+                let enc = v.encode();
+                let n = entry_bytes(enc.len(), key.len());
+                if m.remove(&(enc, key.to_vec())).is_some() {
+                    self.entries -= 1;
+                    self.bytes = self.bytes.saturating_sub(n);
+                    return true;
+                }
+                false
+            }
+            Tree::Spatial(t) => {
+                let Some(r) = rect_of(v) else { return false };
+                let found = t
+                    .locate_in_envelope(&r.envelope())
+                    .find(|e| e.geom() == &r && e.data.0 == key)
+                    .cloned();
+                match found.and_then(|e| t.remove(&e)) {
+                    Some(_) => {
+                        self.entries -= 1;
+                        self.bytes = self.bytes.saturating_sub(entry_bytes(32, key.len()));
+                        true
+                    }
+                    None => false,
+                }
+            }
+        }
+    }
+}
+
+/// A change to one index's structure.
+pub(crate) struct Editor<'a> {
+    inner: std::sync::RwLockWriteGuard<'a, Inner>,
+}
+
+impl Editor<'_> {
+    pub fn insert(&mut self, v: &IndexValue, key: &[u8], seq: SeqNo) {
+        self.inner.insert(v, key, seq);
+    }
+
+    pub fn remove(&mut self, v: &IndexValue, key: &[u8]) -> bool {
+        self.inner.remove(v, key)
+    }
+}
+
+impl MemoryIndex {
+    pub fn new(key_type: KeyType) -> MemoryIndex {
+        MemoryIndex {
+            key_type,
+            inner: std::sync::RwLock::new(Inner::new(key_type)),
+        }
+    }
+
+    /// Write access for a batch of changes (one lock for the batch).
+    pub fn edit(&self) -> Editor<'_> {
+        Editor {
+            inner: self.inner.write().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// Empties the structure (before a rebuild).
+    pub fn clear(&self) {
+        *self.edit().inner = Inner::new(self.key_type);
+    }
+
+    /// `(primary key, seq)` of every entry whose attribute satisfies `pred`,
+    /// in no particular order.
+    pub fn query(&self, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        match &inner.tree {
+            Tree::Scalar(m) => {
+                let Some((lo, hi)) = pred.scalar_bounds() else {
+                    return Vec::new();
+                };
+                m.range((lo, Vec::new())..)
+                    .take_while(|((v, _), _)| *v <= hi)
+                    .map(|((_, k), s)| (k.clone(), *s))
+                    .collect()
+            }
+            Tree::Spatial(t) => {
+                let Some(w) = pred.window() else {
+                    return Vec::new();
+                };
+                let aabb = AABB::from_corners([w[0], w[1]], [w[2], w[3]]);
+                t.locate_in_envelope_intersecting(&aabb)
+                    .filter(|e| {
+                        let (lo, hi) = (e.geom().lower(), e.geom().upper());
+                        let v = match self.key_type {
+                            KeyType::Point => IndexValue::Point(lo),
+                            _ => IndexValue::Rect([lo[0], lo[1], hi[0], hi[1]]),
+                        };
+                        pred.matches(&v)
+                    })
+                    .map(|e| (e.data.0.clone(), e.data.1))
+                    .collect()
+            }
+        }
+    }
+
+    /// Number of entries.
+    pub fn entries(&self) -> u64 {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).entries as u64
+    }
+
+    /// Estimated RAM of the entries (keys, values, container overhead).
+    pub fn memory_bytes(&self) -> u64 {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).bytes as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted(mut v: Vec<(Vec<u8>, SeqNo)>) -> Vec<(Vec<u8>, SeqNo)> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn scalar_insert_remove_query() {
+        let m = MemoryIndex::new(KeyType::I64);
+        {
+            let mut e = m.edit();
+            e.insert(&IndexValue::I64(5), b"a", 1);
+            e.insert(&IndexValue::I64(7), b"b", 2);
+            e.insert(&IndexValue::I64(5), b"c", 3);
+            e.insert(&IndexValue::I64(-3), b"d", 4);
+        }
+        assert_eq!(m.entries(), 4);
+        assert!(m.memory_bytes() > 0);
+        let eq5 = Predicate::Eq(IndexValue::I64(5));
+        assert_eq!(
+            sorted(m.query(&eq5)),
+            vec![(b"a".to_vec(), 1), (b"c".to_vec(), 3)]
+        );
+        let range = Predicate::Range(IndexValue::I64(-10), IndexValue::I64(5));
+        assert_eq!(m.query(&range).len(), 3);
+        // Update of "a": 5 → 7.
+        {
+            let mut e = m.edit();
+            assert!(e.remove(&IndexValue::I64(5), b"a"));
+            assert!(!e.remove(&IndexValue::I64(5), b"a"));
+            e.insert(&IndexValue::I64(7), b"a", 9);
+        }
+        assert_eq!(m.query(&eq5), vec![(b"c".to_vec(), 3)]);
+        assert_eq!(
+            sorted(m.query(&Predicate::Eq(IndexValue::I64(7)))),
+            vec![(b"a".to_vec(), 9), (b"b".to_vec(), 2)]
+        );
+        assert_eq!(m.entries(), 4);
+        // Spatial predicates find nothing in a scalar index.
+        assert!(m.query(&Predicate::Within([0.0, 0.0, 1.0, 1.0])).is_empty());
+        m.clear();
+        assert_eq!(m.entries(), 0);
+        assert_eq!(m.memory_bytes(), 0);
+        assert!(m.query(&range).is_empty());
+    }
+
+    #[test]
+    fn string_range_is_bytewise() {
+        let m = MemoryIndex::new(KeyType::String);
+        {
+            let mut e = m.edit();
+            for (i, w) in ["apple", "banana", "cherry", ""].iter().enumerate() {
+                e.insert(&IndexValue::Str(w.to_string()), w.as_bytes(), i as SeqNo);
+            }
+        }
+        let r = Predicate::Range(IndexValue::Str("b".into()), IndexValue::Str("c".into()));
+        assert_eq!(m.query(&r), vec![(b"banana".to_vec(), 1)]);
+        let r = Predicate::Range(IndexValue::Str(String::new()), IndexValue::Str("b".into()));
+        assert_eq!(
+            sorted(m.query(&r)),
+            vec![(b"".to_vec(), 3), (b"apple".to_vec(), 0)]
+        );
+    }
+
+    #[test]
+    fn points_insert_remove_query() {
+        let m = MemoryIndex::new(KeyType::Point);
+        {
+            let mut e = m.edit();
+            e.insert(&IndexValue::Point([1.0, 1.0]), b"a", 1);
+            e.insert(&IndexValue::Point([5.0, 5.0]), b"b", 2);
+            e.insert(&IndexValue::Point([1.0, 1.0]), b"c", 3);
+        }
+        let w = Predicate::Within([0.0, 0.0, 2.0, 2.0]);
+        assert_eq!(
+            sorted(m.query(&w)),
+            vec![(b"a".to_vec(), 1), (b"c".to_vec(), 3)]
+        );
+        // Closed window: a point on the border is inside.
+        assert_eq!(
+            m.query(&Predicate::Within([5.0, 5.0, 6.0, 6.0])),
+            vec![(b"b".to_vec(), 2)]
+        );
+        {
+            let mut e = m.edit();
+            assert!(e.remove(&IndexValue::Point([1.0, 1.0]), b"a"));
+            assert!(!e.remove(&IndexValue::Point([5.0, 5.0]), b"a"));
+        }
+        assert_eq!(m.query(&w), vec![(b"c".to_vec(), 3)]);
+        assert_eq!(
+            m.query(&Predicate::Eq(IndexValue::Point([1.0, 1.0]))),
+            vec![(b"c".to_vec(), 3)]
+        );
+        assert!(m
+            .query(&Predicate::Eq(IndexValue::Point([1.0, 2.0])))
+            .is_empty());
+        assert_eq!(m.entries(), 2);
+    }
+
+    #[test]
+    fn rects_intersect_and_equal() {
+        let m = MemoryIndex::new(KeyType::Rect);
+        {
+            let mut e = m.edit();
+            e.insert(&IndexValue::Rect([0.0, 0.0, 4.0, 4.0]), b"big", 1);
+            e.insert(&IndexValue::Rect([1.0, 1.0, 2.0, 2.0]), b"small", 2);
+            e.insert(&IndexValue::Rect([10.0, 10.0, 11.0, 11.0]), b"far", 3);
+        }
+        // Intersecting, not only contained.
+        assert_eq!(
+            sorted(m.query(&Predicate::Within([3.0, 3.0, 20.0, 20.0]))),
+            vec![(b"big".to_vec(), 1), (b"far".to_vec(), 3)]
+        );
+        // Equality is exact, not intersection.
+        assert_eq!(
+            m.query(&Predicate::Eq(IndexValue::Rect([1.0, 1.0, 2.0, 2.0]))),
+            vec![(b"small".to_vec(), 2)]
+        );
+        {
+            let mut e = m.edit();
+            assert!(e.remove(&IndexValue::Rect([0.0, 0.0, 4.0, 4.0]), b"big"));
+            e.insert(&IndexValue::Rect([30.0, 30.0, 31.0, 31.0]), b"big", 4);
+        }
+        let all = Predicate::Within([
+            f64::NEG_INFINITY,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            f64::INFINITY,
+        ]);
+        assert_eq!(
+            sorted(m.query(&all)),
+            vec![
+                (b"big".to_vec(), 4),
+                (b"far".to_vec(), 3),
+                (b"small".to_vec(), 2)
+            ]
+        );
+        assert_eq!(m.entries(), 3);
+    }
+}
