@@ -146,10 +146,10 @@ enum Command {
     /// report (results.json, report.md) to --out.
     Demo {
         /// Tweets to generate (the default finishes in about two minutes).
-        #[arg(long, default_value_t = 300_000)]
+        #[arg(long, default_value_t = 200_000)]
         records: u64,
         /// Queries per query set.
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = 150)]
         queries: usize,
         /// Report directory.
         #[arg(long, default_value = "strata-demo")]
@@ -348,14 +348,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
         } => {
             out(format_args!(
                 "Strata demo: {records} generated tweets, secondary indexes on user_id (i64) and coordinates (point),\n\
-                 loaded without an index and with NEXT (value-aware splitting on and off), then {queries} queries per\n\
-                 selectivity class (small/medium/large, calibrated to the NEXT paper's mean result counts).\n\n"
+                 loaded without an index, with NEXT (value-aware splitting on and off) and with the in-RAM\n\
+                 Eager baseline (memory); then {queries} queries per selectivity class (small/medium/large,\n\
+                 calibrated to the NEXT paper's mean result counts), in full and top-10.\n\n"
             ))?;
             bench_run::run(&bench_run::RunArgs {
                 workload: "static-tweets".into(),
                 records,
                 queries,
-                systems: "strata:none,strata:next,strata:next[delta=off]".into(),
+                systems: "strata:none,strata:next,strata:next[delta=off],strata:memory".into(),
                 top_k: "10".into(),
                 seed: 42,
                 direct_io: false,
