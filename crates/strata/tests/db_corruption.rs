@@ -7,18 +7,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{key, Rng};
+use common::{copy_dir, key, Rng};
 use strata::{Db, Options, WalRecovery};
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
 
 fn files_with(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)

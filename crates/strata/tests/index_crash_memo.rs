@@ -2,19 +2,10 @@
 //! entries of the replayed writes, or a deleted record's older version is
 //! returned by index queries.
 
-use std::path::Path;
+mod common;
 
+use common::copy_dir;
 use strata::{Db, IndexSpec, KeyType, Options, QueryOptions, WriteBatch, WriteOptions};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
 
 #[test]
 fn deleted_record_stays_deleted_after_crash_replay() {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::Rng;
+use common::{attr, Rng};
 use serde_json::json;
 use strata::{
     Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteBatch, WriteOptions,
@@ -63,12 +63,6 @@ fn value(rng: &mut Rng) -> Vec<u8> {
         d.insert("f".into(), json!(rng.below(50) as f64 / 4.0));
     }
     serde_json::to_vec(&serde_json::Value::Object(d)).unwrap()
-}
-
-fn attr(v: &[u8], path: &str, ty: KeyType) -> Option<IndexValue> {
-    let doc: serde_json::Value = serde_json::from_slice(v).ok()?;
-    let path = strata::index::value::parse_path(path).ok()?;
-    strata::index::value::extract(&doc, &path, ty).ok()
 }
 
 fn predicate(rng: &mut Rng, ty: KeyType) -> Predicate {

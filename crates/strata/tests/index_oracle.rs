@@ -9,10 +9,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::path::Path;
 
-use common::Rng;
+use common::{attr, copy_dir, Rng};
 use serde_json::{json, Value};
 use strata::{
     Db, Hit, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteBatch,
@@ -74,12 +72,6 @@ fn random_value(rng: &mut Rng) -> Vec<u8> {
     }
     doc.insert("pad".into(), json!("x".repeat(rng.below(80) as usize)));
     serde_json::to_vec(&Value::Object(doc)).unwrap()
-}
-
-fn attr(value: &[u8], path: &str, ty: KeyType) -> Option<IndexValue> {
-    let doc: Value = serde_json::from_slice(value).ok()?;
-    let path = strata::index::value::parse_path(path).ok()?;
-    strata::index::value::extract(&doc, &path, ty).ok()
 }
 
 fn random_predicate(rng: &mut Rng, ty: KeyType) -> Predicate {
@@ -191,23 +183,6 @@ fn check_queries(db: &Db, model: &Model, rng: &mut Rng, step: usize, n: usize, a
                 .map(|g| String::from_utf8_lossy(&g.0).into_owned())
                 .collect::<Vec<_>>()
         );
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "LOCK" {
-            continue;
-        }
-        // An obsolete file may be deleted by the engine while we copy; a
-        // crash at that instant may or may not have left it.
-        match fs::copy(e.path(), to.join(e.file_name())) {
-            Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => panic!("copy {:?}: {err}", e.path()),
-        }
     }
 }
 

@@ -30,3 +30,28 @@ impl Rng {
 pub fn key(i: u64) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
 }
+
+/// Copies a database directory (without its LOCK) as a crash would leave
+/// it. An obsolete file the engine deletes meanwhile is skipped: a crash at
+/// that instant may or may not have left it.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "LOCK" {
+            continue;
+        }
+        match std::fs::copy(e.path(), to.join(e.file_name())) {
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => panic!("copy {:?}: {err}", e.path()),
+        }
+    }
+}
+
+/// The attribute at `path` of a JSON record, as the index extracts it.
+pub fn attr(value: &[u8], path: &str, ty: strata::KeyType) -> Option<strata::IndexValue> {
+    let doc: serde_json::Value = serde_json::from_slice(value).ok()?;
+    let path = strata::index::value::parse_path(path).ok()?;
+    strata::index::value::extract(&doc, &path, ty).ok()
+}
