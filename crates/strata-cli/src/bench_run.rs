@@ -19,7 +19,8 @@ use crate::CliError;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Workload: static-tweets.
+    /// Workload: static-tweets (user_id i64, coordinates point) or
+    /// static-buildings (bbox rect, perimeter f64).
     #[arg(long, default_value = "static-tweets")]
     pub workload: String,
     /// Records to generate and load.
@@ -197,6 +198,31 @@ fn static_tweets(n: u64, queries: usize, seed: u64) -> Workload {
     }
 }
 
+fn static_buildings(n: u64, queries: usize, seed: u64) -> Workload {
+    let mut records = Vec::with_capacity(n as usize);
+    let mut bboxes = Vec::with_capacity(n as usize);
+    let mut perimeters = Vec::with_capacity(n as usize);
+    for b in strata_bench::gen::buildings(seed, n) {
+        bboxes.push(b.bbox);
+        perimeters.push(b.perimeter);
+        records.push((b.id.to_string().into_bytes(), b.to_json().into_bytes()));
+    }
+    let sets = strata_bench::queries::building_query_sets_from(
+        &bboxes,
+        &perimeters,
+        queries,
+        seed ^ 0x5eed,
+    );
+    Workload {
+        records,
+        indexes: vec![
+            ("bbox", "bbox", KeyType::Rect),
+            ("perimeter", "perimeter", KeyType::F64),
+        ],
+        sets,
+    }
+}
+
 fn run_system(
     sys: &System,
     w: &Workload,
@@ -330,9 +356,10 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .collect::<Result<_, _>>()?;
     let w = match args.workload.as_str() {
         "static-tweets" => static_tweets(args.records, args.queries, args.seed),
+        "static-buildings" => static_buildings(args.records, args.queries, args.seed),
         other => {
             return Err(CliError::Other(format!(
-                "unknown workload {other:?} (available: static-tweets)"
+                "unknown workload {other:?} (available: static-tweets, static-buildings)"
             )))
         }
     };
