@@ -354,13 +354,11 @@ pub fn run(
         } else {
             // Cut outputs only between user keys.
             if first_of_key {
-                if let Some((_, b)) = &current {
-                    if b.file_size() >= env.opts.target_file_size {
-                        let (n, b) = current.take().expect("checked Some above");
-                        let meta = finish_table(n, b)?;
-                        bytes_written += meta.file_size;
-                        edit.new_files.push((out_level, meta));
-                    }
+                let target = env.opts.target_file_size;
+                if let Some((n, b)) = current.take_if(|(_, b)| b.file_size() >= target) {
+                    let meta = finish_table(n, b)?;
+                    bytes_written += meta.file_size;
+                    edit.new_files.push((out_level, meta));
                 }
             }
             if current.is_none() {
