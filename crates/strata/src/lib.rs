@@ -37,3 +37,8 @@ pub use batch::WriteBatch;
 pub use error::{Error, Result};
 pub use options::{Compression, Options, WalRecovery, WriteOptions};
 pub use stats::{IoStats, Stats};
+
+/// The README's examples, compiled as doctests so they stay correct.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
