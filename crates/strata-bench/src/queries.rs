@@ -101,6 +101,26 @@ pub struct QuerySet {
 }
 
 impl QuerySet {
+    /// A set from a calibration and the exact count of each of its queries.
+    fn calibrated<P: Into<f64>>(
+        attribute: &str,
+        class: &str,
+        target: f64,
+        c: Calibrated<P>,
+        expected_counts: Vec<u64>,
+    ) -> QuerySet {
+        QuerySet {
+            attribute: attribute.to_string(),
+            class: class.to_string(),
+            target_mean: target,
+            achieved_mean: c.achieved_mean,
+            clamped: c.clamped,
+            param: c.param.into(),
+            expected_counts,
+            queries: c.queries,
+        }
+    }
+
     /// File name used by `strata gen --queries DIR`: `<attribute>-<class>.json`.
     pub fn file_name(&self) -> String {
         format!("{}-{}.json", self.attribute, self.class)
@@ -746,16 +766,13 @@ pub fn int_query_sets(
             let c = calibrate_ranges(values, target, count, seed.wrapping_add(i as u64));
             let expected_counts: Vec<u64> =
                 c.queries.iter().map(|q| counter.count_query(q)).collect();
-            QuerySet {
-                attribute: attribute.to_string(),
-                class: class.to_string(),
-                target_mean: target,
+            let c = Calibrated {
+                param: c.param as f64,
                 achieved_mean: c.achieved_mean,
                 clamped: c.clamped,
-                param: c.param as f64,
-                expected_counts,
                 queries: c.queries,
-            }
+            };
+            QuerySet::calibrated(attribute, class, target, c, expected_counts)
         })
         .collect();
     let queries = lookups(values, count, seed.wrapping_add(3));
@@ -797,16 +814,7 @@ pub fn float_query_sets(
                     _ => 0,
                 })
                 .collect();
-            QuerySet {
-                attribute: attribute.to_string(),
-                class: class.to_string(),
-                target_mean: target,
-                achieved_mean: c.achieved_mean,
-                clamped: c.clamped,
-                param: c.param,
-                expected_counts,
-                queries: c.queries,
-            }
+            QuerySet::calibrated(attribute, class, target, c, expected_counts)
         })
         .collect()
 }
@@ -841,16 +849,7 @@ pub fn window_query_sets(
                     _ => 0,
                 })
                 .collect();
-            QuerySet {
-                attribute: attribute.to_string(),
-                class: class.to_string(),
-                target_mean: target,
-                achieved_mean: c.achieved_mean,
-                clamped: c.clamped,
-                param: c.param,
-                expected_counts,
-                queries: c.queries,
-            }
+            QuerySet::calibrated(attribute, class, target, c, expected_counts)
         })
         .collect()
 }
