@@ -275,9 +275,14 @@ impl IndexDef {
     }
 }
 
-fn parse_doc(raw: &[u8], defs: &[Arc<IndexDef>]) -> Option<std::result::Result<Value, ()>> {
-    defs.iter()
-        .any(|d| d.needs_json())
+/// Parses `raw` as JSON once for all of `defs`, if any of them extracts
+/// from JSON (a registered function does not need it). `Some(Err)` marks a
+/// malformed document.
+fn parse_doc<'a>(
+    raw: &[u8],
+    mut defs: impl Iterator<Item = &'a IndexDef>,
+) -> Option<std::result::Result<Value, ()>> {
+    defs.any(|d| d.needs_json())
         .then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()))
 }
 
@@ -606,9 +611,8 @@ impl IndexManager {
             return;
         }
         let n = defs.len();
-        let needs_json = defs.iter().any(|(d, _)| d.needs_json());
         let extract = |raw: &[u8]| -> Vec<std::result::Result<IndexValue, Skip>> {
-            let doc = needs_json.then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()));
+            let doc = parse_doc(raw, defs.iter().map(|(d, _)| *d));
             defs.iter()
                 .map(|(d, _)| d.extract(raw, doc.as_ref()))
                 .collect()
@@ -671,11 +675,10 @@ impl IndexManager {
         for (_, m) in &defs {
             m.clear();
         }
-        let needs_json = defs.iter().any(|(d, _)| d.needs_json());
         let mut editors: Vec<memory::Editor<'_>> = defs.iter().map(|(_, m)| m.edit()).collect();
         for r in records {
             let (key, seq, raw) = r?;
-            let doc = needs_json.then(|| serde_json::from_slice::<Value>(&raw).map_err(|_| ()));
+            let doc = parse_doc(&raw, defs.iter().map(|(d, _)| *d));
             for ((d, _), ed) in defs.iter().zip(editors.iter_mut()) {
                 if let Ok(v) = d.extract(&raw, doc.as_ref()) {
                     ed.insert(&v, &key, seq);
@@ -1106,10 +1109,7 @@ impl MemSide for IndexSide {
         if idx.is_empty() {
             return;
         }
-        let doc = idx
-            .iter()
-            .any(|(d, _)| d.needs_json())
-            .then(|| serde_json::from_slice::<Value>(value).map_err(|_| ()));
+        let doc = parse_doc(value, idx.iter().map(|(d, _)| &**d));
         for (d, side) in idx.iter() {
             match d.extract(value, doc.as_ref()) {
                 Ok(v) => {
@@ -1167,7 +1167,7 @@ impl TableObserver for IndexObserver {
         if e.kind != ValueKind::Value {
             return;
         }
-        let doc = parse_doc(e.value, &self.defs);
+        let doc = parse_doc(e.value, self.defs.iter().map(|d| &**d));
         for (d, pairs) in self.defs.iter().zip(self.pairs.iter_mut()) {
             if let Ok(v) = d.extract(e.value, doc.as_ref()) {
                 pairs.push((v, pos));

@@ -293,12 +293,6 @@ impl VersionSet {
         self.manifest_number = number;
         Ok(())
     }
-
-    /// Sets the WAL number recorded by the next fresh manifest (used at open,
-    /// after the recovered WALs have been flushed to tables).
-    pub fn set_log_number(&mut self, n: u64) {
-        self.log_number = n;
-    }
 }
 
 /// Atomically points CURRENT at `MANIFEST-<number>`.
