@@ -10,6 +10,7 @@
 //! * [`rng`]: SplitMix64 and the samplers built on it (normal, exponential,
 //!   Zipf by rejection-inversion, keyed permutations).
 //! * [`places`]: the table of real cities the spatial data cluster around.
+//! * [`system`]: the interface every benchmarked system implements.
 //!
 //! Everything is a pure function of the seed and the record count: the
 //! generators are single-threaded iterators, so the output never depends on
@@ -19,3 +20,4 @@ pub mod gen;
 pub mod places;
 pub mod queries;
 pub mod rng;
+pub mod system;

@@ -1,0 +1,128 @@
+//! The interface every benchmarked system implements: Strata with each
+//! index strategy (in `strata-cli`) and the peers a user would otherwise
+//! pick (RocksDB, SQLite, fjall, in the opt-in `strata-compare` crate).
+//!
+//! Contract: a system stores records (a primary key and a JSON document)
+//! and keeps one secondary index per [`IndexDecl`], on the JSON field
+//! `field`. [`BenchSystem::query`] returns the live records whose current
+//! attribute satisfies the query, newest write first (the order of `put`
+//! calls), at most `top_k` of them, with their values fetched (a query is
+//! not index-only). Every system sees the same calls in the same order, so
+//! result counts must agree across systems; the harness checks them.
+
+use std::path::Path;
+
+use crate::queries::Query;
+
+/// Type of an indexed attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrType {
+    I64,
+    F64,
+    /// `[lon, lat]`.
+    Point,
+    /// `[xmin, ymin, xmax, ymax]`.
+    Rect,
+}
+
+/// One secondary index: its name (queries name it), the top-level JSON
+/// field it extracts, and the field's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDecl {
+    pub name: String,
+    pub field: String,
+    pub ty: AttrType,
+}
+
+/// What one query returned and read. Counters a system cannot report are
+/// `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Records returned.
+    pub results: u64,
+    /// Data blocks fetched (cache hits and disk reads).
+    pub data_blocks_read: Option<u64>,
+    /// Distinct data blocks holding the results.
+    pub min_data_blocks: Option<u64>,
+    /// Secondary-index blocks fetched.
+    pub index_blocks_read: Option<u64>,
+    /// Candidates found stale by validation.
+    pub stale: Option<u64>,
+}
+
+/// Sizes after a load. Unknown values are `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sizes {
+    /// Bytes of the whole database on disk (data and indexes).
+    pub db_bytes: u64,
+    /// Bytes of the secondary indexes on disk.
+    pub index_bytes: Option<u64>,
+    /// Resident bytes of in-memory index structures.
+    pub index_memory_bytes: Option<u64>,
+    /// Bytes written to storage over bytes written by the user.
+    pub write_amplification: Option<f64>,
+}
+
+/// Shared options, mapped onto each system's counterpart (documented in
+/// `docs/benchmarks.md`).
+#[derive(Debug, Clone)]
+pub struct SystemOptions {
+    /// Block / page cache budget in bytes.
+    pub cache_bytes: u64,
+    /// Bypass the OS page cache when reading (cold reads) where supported.
+    pub direct_io: bool,
+    /// fsync every write (off in every benchmark unless stated).
+    pub sync: bool,
+}
+
+impl Default for SystemOptions {
+    fn default() -> Self {
+        SystemOptions {
+            cache_bytes: 8 << 20,
+            direct_io: false,
+            sync: false,
+        }
+    }
+}
+
+/// Errors are strings with context: the harness only reports them.
+pub type SysResult<T> = std::result::Result<T, String>;
+
+/// A system under test, open on one directory.
+pub trait BenchSystem {
+    /// Label used in results (`strata:next`, `sqlite`, ...).
+    fn name(&self) -> String;
+    /// Inserts or replaces `key`'s record and maintains every index.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> SysResult<()>;
+    /// Deletes `key`'s record (absent keys are fine).
+    fn delete(&mut self, key: &[u8]) -> SysResult<()>;
+    /// Primary-key read.
+    fn get(&mut self, key: &[u8]) -> SysResult<Option<Vec<u8>>>;
+    /// One secondary query on index `index` (see the module contract).
+    fn query(&mut self, index: &str, q: &Query, top_k: Option<usize>) -> SysResult<QueryStats>;
+    /// Makes every write durable and finishes background work (flushes,
+    /// compactions), so that sizes and later reads are steady.
+    fn settle(&mut self) -> SysResult<()>;
+    /// Closes and reopens the database (queries then start from a cold
+    /// process state, as after a restart).
+    fn reopen(&mut self) -> SysResult<()>;
+    fn sizes(&mut self) -> SysResult<Sizes>;
+}
+
+/// Opens a system on an empty directory with the given indexes.
+pub type OpenFn =
+    fn(dir: &Path, indexes: &[IndexDecl], opts: &SystemOptions) -> SysResult<Box<dyn BenchSystem>>;
+
+/// Bytes of every file under `dir` (recursively).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
