@@ -9,6 +9,8 @@ mod bench;
 mod bench_run;
 mod gen;
 mod index_cmd;
+mod report;
+mod results;
 mod verify;
 mod workload;
 
