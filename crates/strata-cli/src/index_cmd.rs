@@ -24,10 +24,13 @@ pub enum IndexCommand {
         /// Attribute type.
         #[arg(long = "type", value_name = "TYPE", value_parser = ["i64", "f64", "string", "point", "rect"])]
         key_type: String,
-        /// Index strategy: `next` or `memory` (in-RAM B-tree / R-tree).
+        /// Index strategy: `next` (default), `memory` (in-RAM B-tree /
+        /// R-tree), `composite` (secondary LSM tree; --param mode=sync|validation,
+        /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`.
         #[arg(long, default_value = "next")]
         strategy: String,
-        /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`.
+        /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`
+        /// (next) or `mode=validation` (composite).
         #[arg(long = "param", value_name = "KEY=VALUE")]
         params: Vec<String>,
     },

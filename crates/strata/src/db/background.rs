@@ -87,6 +87,7 @@ impl DbInner {
             (mem, next_log)
         };
         let meta = self.write_level0_table(&mem)?;
+        self.flush_index_trees()?;
         let mut edit = VersionEdit {
             log_number: Some(next_log),
             ..VersionEdit::default()
@@ -100,6 +101,20 @@ impl DbInner {
         })?;
         self.delete_obsolete_files();
         Ok(true)
+    }
+
+    /// Before a flush retires WAL files: makes the current WAL durable, then
+    /// flushes the secondary trees of stand-alone indexes, so they hold
+    /// every write of the retired WALs and nothing newer than the durable
+    /// WAL (see `index::tree`).
+    pub(crate) fn flush_index_trees(&self) -> Result<()> {
+        if !self.index.has_trees() {
+            return Ok(());
+        }
+        if let Some(log) = lock(&self.log).as_mut() {
+            log.sync()?;
+        }
+        self.index.flush_trees()
     }
 
     /// Oldest sequence number a reader may read at.

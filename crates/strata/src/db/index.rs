@@ -107,6 +107,8 @@ impl Db {
         }
         if def.is_memory() {
             inner.rebuild_memory_indexes(std::slice::from_ref(&def))?;
+        } else if def.ext.is_some() {
+            inner.rebuild_ext_index(&def)?;
         } else {
             self.compact_range(None, None)?;
             let v = lock(&inner.versions).current();

@@ -156,7 +156,7 @@ impl Db {
                 direct_io: opts.direct_io,
             },
         ));
-        let index = IndexManager::new(tables.clone(), opts.extractors.clone());
+        let index = IndexManager::new(tables.clone(), dir.clone(), &opts);
         let mut hooks = opts.hooks.clone();
         hooks.push(index.clone());
         if VersionSet::exists(&dir) {
@@ -191,6 +191,14 @@ impl Db {
         logs.sort_unstable();
         let new_mem = || Arc::new(MemTable::with_side(0, index.new_side()));
         let mut recovered_mems = vec![new_mem()];
+        // Stand-alone indexes get every replayed batch again (their
+        // operations are idempotent, see `index::tree`).
+        let tree_defs: Vec<_> = index
+            .sync_defs()
+            .into_iter()
+            .filter(|d| d.ext.is_some())
+            .collect();
+        let tree_current = IndexManager::needs_current(&tree_defs);
         for &n in &logs {
             let path = filename::log_file(&dir, n);
             let file = File::open(&path).path_ctx("open WAL", &path)?;
@@ -205,6 +213,18 @@ impl Db {
                 if index.memo_in_use() {
                     let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
                     write::note_memo_with(&index, &tables, &batch, &mems, &current)?;
+                }
+                if !tree_defs.is_empty() {
+                    let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
+                    write::replay_into_trees(
+                        &index,
+                        &tree_defs,
+                        tree_current,
+                        &tables,
+                        &batch,
+                        &mems,
+                        &current,
+                    )?;
                 }
                 write::insert_into(&mem, &batch)?;
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
@@ -263,6 +283,7 @@ impl Db {
                 edit.new_files.push((0, meta));
             }
         }
+        inner.flush_index_trees()?;
         inner.install(edit, InstallReason::Flush, |_| {})?;
         inner.delete_obsolete_files();
 
@@ -314,8 +335,13 @@ impl Db {
             }
         }
         for e in fs::read_dir(dir).path_ctx("list", dir)?.flatten() {
-            if e.file_name().to_str().and_then(filename::parse).is_some() {
+            let name = e.file_name();
+            let name = name.to_str().unwrap_or("");
+            if filename::parse(name).is_some() {
                 fs::remove_file(e.path()).path_ctx("remove", &e.path())?;
+            } else if name.starts_with("index-") && e.path().is_dir() {
+                // A stand-alone index's trees (`index::tree`).
+                fs::remove_dir_all(e.path()).path_ctx("remove", &e.path())?;
             }
         }
         let _ = fs::remove_dir(dir);
@@ -534,7 +560,8 @@ impl Db {
                 return Err(Error::Background(e.to_string()));
             }
             if st.imm.is_empty() && self.inner.picker.pick(&st.current).is_none() {
-                return Ok(());
+                drop(st);
+                return self.inner.index.wait_trees();
             }
             if !self.inner.opts.background_work {
                 drop(st);
@@ -638,49 +665,7 @@ impl DbInner {
         keys: &[&[u8]],
         seq: SeqNo,
     ) -> Result<Vec<Option<Versioned>>> {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
-        order.dedup_by(|a, b| keys[*a] == keys[*b]);
-        let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
-        let mut out: Vec<Option<Found>> = vec![None; sorted.len()];
-        let mut done = vec![false; sorted.len()];
-        for (i, k) in sorted.iter().enumerate() {
-            for m in mems {
-                match m.get(k, seq) {
-                    Some(MemGet::Value(s, v)) => {
-                        out[i] = Some(Found {
-                            seq: s,
-                            kind: ValueKind::Value,
-                            value: v,
-                        });
-                    }
-                    Some(MemGet::Deleted(s)) => {
-                        out[i] = Some(Found {
-                            seq: s,
-                            kind: ValueKind::Deletion,
-                            value: Vec::new(),
-                        });
-                    }
-                    None => continue,
-                }
-                done[i] = true;
-                break;
-            }
-        }
-        version.multi_get(&self.tables, &sorted, seq, &mut out, &mut done)?;
-        let mut result = vec![None; keys.len()];
-        let by_key: BTreeMap<&[u8], usize> =
-            sorted.iter().enumerate().map(|(i, k)| (*k, i)).collect();
-        for (i, k) in keys.iter().enumerate() {
-            if let Some(&j) = by_key.get(k) {
-                if let Some(f) = &out[j] {
-                    if f.kind == ValueKind::Value {
-                        result[i] = Some((f.seq, f.value.clone()));
-                    }
-                }
-            }
-        }
-        Ok(result)
+        multi_get_components(&self.tables, mems, version, keys, seq)
     }
 
     fn multi_get_at(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Vec<u8>>>> {
@@ -689,6 +674,32 @@ impl DbInner {
             .into_iter()
             .map(|r| r.map(|(_, v)| v))
             .collect())
+    }
+
+    /// Fills stand-alone index `def` from scratch with one scan of the
+    /// latest data, while writes are paused (as for `memory` indexes).
+    pub(crate) fn rebuild_ext_index(&self, def: &Arc<crate::index::IndexDef>) -> Result<()> {
+        self.pause_writes(|| {
+            self.index.clear_ext(def)?;
+            let seq = self.last_sequence.load(Ordering::SeqCst);
+            let mut it = self.iter_at(None, None, seq)?;
+            let defs = std::slice::from_ref(def);
+            let none = std::collections::HashMap::new();
+            loop {
+                let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> =
+                    std::iter::from_fn(|| it.next_versioned())
+                        .take(1024)
+                        .collect::<Result<_>>()?;
+                if chunk.is_empty() {
+                    return Ok(());
+                }
+                let ops: Vec<crate::index::OpRef<'_>> = chunk
+                    .iter()
+                    .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
+                    .collect();
+                self.index.sync_apply(defs, &ops, &none)?;
+            }
+        })
     }
 
     /// Fills the `memory` indexes `defs` from scratch with one scan of the
@@ -724,4 +735,57 @@ impl DbInner {
             Box::new(version),
         ))
     }
+}
+
+/// See [`DbInner::multi_get_in`]; usable before the `DbInner` exists (WAL
+/// replay).
+pub(crate) fn multi_get_components(
+    tables: &TableCache,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    keys: &[&[u8]],
+    seq: SeqNo,
+) -> Result<Vec<Option<Versioned>>> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
+    order.dedup_by(|a, b| keys[*a] == keys[*b]);
+    let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
+    let mut out: Vec<Option<Found>> = vec![None; sorted.len()];
+    let mut done = vec![false; sorted.len()];
+    for (i, k) in sorted.iter().enumerate() {
+        for m in mems {
+            match m.get(k, seq) {
+                Some(MemGet::Value(s, v)) => {
+                    out[i] = Some(Found {
+                        seq: s,
+                        kind: ValueKind::Value,
+                        value: v,
+                    });
+                }
+                Some(MemGet::Deleted(s)) => {
+                    out[i] = Some(Found {
+                        seq: s,
+                        kind: ValueKind::Deletion,
+                        value: Vec::new(),
+                    });
+                }
+                None => continue,
+            }
+            done[i] = true;
+            break;
+        }
+    }
+    version.multi_get(tables, &sorted, seq, &mut out, &mut done)?;
+    let mut result = vec![None; keys.len()];
+    let by_key: BTreeMap<&[u8], usize> = sorted.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+    for (i, k) in keys.iter().enumerate() {
+        if let Some(&j) = by_key.get(k) {
+            if let Some(f) = &out[j] {
+                if f.kind == ValueKind::Value {
+                    result[i] = Some((f.seq, f.value.clone()));
+                }
+            }
+        }
+    }
+    Ok(result)
 }

@@ -7,7 +7,10 @@
 //! last sequence and wakes the group. WAL and memtable work happen outside
 //! the state lock; only the leader does them, so they are serialized.
 //!
-//! With `memory` indexes, the leader also maintains them synchronously
+//! With `memory` indexes and stand-alone strategies (`composite`, `deli`,
+//! `posting-*`, see `index::strategy`), the leader also maintains them
+//! synchronously (for strategies that need it, reading the records the
+//! batch overwrites) — described here for `memory`, the others alike
 //! (`index::memory`): after the WAL append it looks up the current records
 //! of the batch's keys, then takes the index manager's memory guard for
 //! writing, edits the structures, inserts the batch into the memtable,
@@ -108,6 +111,38 @@ pub(crate) fn note_memo_with(
     Ok(())
 }
 
+/// Applies a batch replayed from the WAL at open to the stand-alone
+/// indexes `defs` (components: the replayed memtables newest first and the
+/// recovered version, before the batch).
+pub(crate) fn replay_into_trees(
+    index: &IndexManager,
+    defs: &[Arc<crate::index::IndexDef>],
+    need_current: bool,
+    tables: &TableCache,
+    batch: &WriteBatch,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+) -> Result<()> {
+    let ops: Vec<OpRef<'_>> = (batch.sequence()..)
+        .zip(batch.iter())
+        .map(|(s, op)| {
+            op.map(|op| match op {
+                BatchOp::Put { key, value } => (s, key, Some(value)),
+                BatchOp::Delete { key } => (s, key, None),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let current: HashMap<&[u8], Option<super::Versioned>> = if need_current {
+        let keys: Vec<&[u8]> = ops.iter().map(|(_, k, _)| *k).collect();
+        let found =
+            super::multi_get_components(tables, mems, version, &keys, batch.sequence() - 1)?;
+        keys.into_iter().zip(found).collect()
+    } else {
+        HashMap::new()
+    };
+    index.sync_apply(defs, &ops, &current)
+}
+
 /// May `key` have a version in `mems` or `version`? Exact for memtables;
 /// key range and Bloom filter for tables (no data I/O).
 pub(crate) fn may_exist(
@@ -183,11 +218,12 @@ impl DbInner {
         // `pause_writes`, which waits for this group to be published (and
         // rebuilds from scratch, so edits made here to an index still
         // building are harmless).
-        let memory_defs = self.index.memory_defs();
+        let sync_defs = self.index.sync_defs();
+        let need_current = IndexManager::needs_current(&sync_defs);
         let use_memo = self.index.memo_in_use();
         // Memtables newest first, and the version: the components the batch
         // will shadow (only the leader changes their contents).
-        let view = (use_memo || !memory_defs.is_empty()).then(|| {
+        let view = (use_memo || !sync_defs.is_empty()).then(|| {
             let mut mems = vec![st.mem.clone()];
             mems.extend(st.imm.iter().rev().cloned());
             (mems, st.current.clone())
@@ -208,7 +244,7 @@ impl DbInner {
         // batch's last sequence is published (see the module doc).
         let mut memory_guard = None;
         let result = result.and_then(|()| {
-            if let (false, Some((mems, version))) = (memory_defs.is_empty(), &view) {
+            if let (false, Some((mems, version))) = (sync_defs.is_empty(), &view) {
                 let ops: Vec<OpRef<'_>> = (seq..)
                     .zip(merged.iter())
                     .map(|(s, op)| {
@@ -220,12 +256,15 @@ impl DbInner {
                     .collect::<Result<_>>()?;
                 // The Eager index's point lookups of the current records,
                 // done before the guard so readers wait only for the edits.
-                let keys: Vec<&[u8]> = ops.iter().map(|(_, k, _)| *k).collect();
-                let found = self.multi_get_in(mems, version, &keys, seq - 1)?;
-                let current: HashMap<&[u8], Option<super::Versioned>> =
-                    keys.into_iter().zip(found).collect();
+                let current: HashMap<&[u8], Option<super::Versioned>> = if need_current {
+                    let keys: Vec<&[u8]> = ops.iter().map(|(_, k, _)| *k).collect();
+                    let found = self.multi_get_in(mems, version, &keys, seq - 1)?;
+                    keys.into_iter().zip(found).collect()
+                } else {
+                    HashMap::new()
+                };
                 memory_guard = Some(self.index.memory_guard());
-                self.index.memory_apply(&memory_defs, &ops, &current);
+                self.index.sync_apply(&sync_defs, &ops, &current)?;
             }
             if let (true, Some((mems, version))) = (use_memo, &view) {
                 self.note_memo(&merged, mems, version)?;

@@ -15,16 +15,25 @@
 //! satisfies the predicate, newest first, at most `limit` of them.
 //!
 //! Strategies: `next` (NEXT, SIGMOD 2025: per-table secondary index blocks
-//! plus an in-memory global index) and `memory` (the "Eager" in-RAM
+//! plus an in-memory global index), `memory` (the "Eager" in-RAM
 //! baseline: a B-tree / R-tree maintained synchronously by every write and
-//! rebuilt at open, see [`memory`]). See `../shared/DESIGN.md` §4. NEXT
+//! rebuilt at open, see [`memory`]), and the stand-alone strategies on a
+//! secondary LSM tree behind the [`strategy::Strategy`] trait: `composite`
+//! (Luo & Carey's eager and validation strategies), `deli` (DELI's
+//! compaction-coupled and read repair) and `posting-eager` /
+//! `posting-lazy` (LevelDB++'s Stand-Alone indexes); see [`tree`]. See `../shared/DESIGN.md` §4. NEXT
 //! indexes use the memtable side structures, the table observer, the memo
 //! and the per-version state; `memory` indexes use none of them, only their
 //! own structure and the memory guard ([`IndexManager::memory_guard`]).
 
+pub(crate) mod composite;
+pub(crate) mod deli;
 pub mod memo;
 pub(crate) mod memory;
 pub mod next;
+pub(crate) mod posting;
+pub(crate) mod strategy;
+pub(crate) mod tree;
 pub mod value;
 
 use std::any::Any;
@@ -49,7 +58,18 @@ use crate::version::{FileMetaData, Version};
 
 use memo::{Memo, Validity};
 use next::{Delta, NextGlobal, TableIndex};
+use strategy::Strategy;
 pub use value::{IndexValue, KeyType, Predicate, Skip};
+
+/// Every strategy name [`IndexSpec::strategy`] accepts.
+pub const STRATEGY_NAMES: &[&str] = &[
+    "next",
+    "memory",
+    "composite",
+    "deli",
+    "posting-eager",
+    "posting-lazy",
+];
 
 /// Hook name under which index payloads are stored in the MANIFEST.
 pub const HOOK_NAME: &str = "strata.index";
@@ -146,6 +166,13 @@ pub struct IndexStats {
     pub validations_failed: u64,
     /// Point lookups needed because a key changed after the query's snapshot.
     pub exact_checks: u64,
+    /// Stale entries removed by repair (stand-alone strategies: DELI's
+    /// compaction-coupled and read repair).
+    #[serde(default)]
+    pub repaired: u64,
+    /// DELI: largest sequence number whose dropped versions are repaired.
+    #[serde(default)]
+    pub ts_last: Option<u64>,
 }
 
 /// An index as listed by [`crate::Db::indexes`].
@@ -227,8 +254,29 @@ pub(crate) struct IndexDef {
     /// The in-RAM structure of a `memory` index (`None` for other
     /// strategies).
     pub memory: Option<memory::MemoryIndex>,
+    /// The structure of a stand-alone strategy (`composite`, `deli`,
+    /// `posting-*`), maintained on the write path through [`Strategy`].
+    pub ext: Option<Arc<dyn Strategy>>,
     ready: AtomicBool,
     counters: DefCounters,
+    /// Declared after `ext` so that the strategy's files are closed first.
+    remove_dir: RemoveOnDrop,
+}
+
+/// Removes an index's directory when its definition is dropped, if armed
+/// (the index was dropped).
+#[derive(Default)]
+struct RemoveOnDrop {
+    path: Option<std::path::PathBuf>,
+    armed: AtomicBool,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let (Some(p), true) = (&self.path, self.armed.load(Relaxed)) {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
 }
 
 impl IndexDef {
@@ -272,6 +320,27 @@ impl IndexDef {
     /// True for indexes of strategy `memory`.
     pub fn is_memory(&self) -> bool {
         self.memory.is_some()
+    }
+
+    /// True for strategies maintained synchronously by the write leader
+    /// under the sync guard (`memory` and the stand-alone strategies).
+    pub fn is_sync(&self) -> bool {
+        self.memory.is_some() || self.ext.is_some()
+    }
+
+    /// The attribute of `raw`, counting indexed and skipped writes.
+    fn extract_counted(&self, raw: &[u8]) -> Option<IndexValue> {
+        let doc = parse_doc(raw, std::iter::once(self));
+        match self.extract(raw, doc.as_ref()) {
+            Ok(v) => {
+                self.counters.indexed.fetch_add(1, Relaxed);
+                Some(v)
+            }
+            Err(s) => {
+                self.count_skip(s);
+                None
+            }
+        }
     }
 }
 
@@ -350,6 +419,10 @@ type SideEntry = (Vec<u8>, Vec<u8>, SeqNo);
 pub(crate) struct IndexManager {
     me: Weak<IndexManager>,
     tables: Arc<TableCache>,
+    /// The database directory (stand-alone strategies keep their trees in
+    /// `index-<id>/` inside it) and the options of those trees.
+    db_dir: std::path::PathBuf,
+    tree_opts: crate::Options,
     extractors: BTreeMap<String, ExtractorFn>,
     defs: RwLock<Vec<Arc<IndexDef>>>,
     next_id: AtomicU32,
@@ -387,11 +460,15 @@ fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 impl IndexManager {
     pub fn new(
         tables: Arc<TableCache>,
-        extractors: BTreeMap<String, ExtractorFn>,
+        db_dir: std::path::PathBuf,
+        opts: &crate::Options,
     ) -> Arc<IndexManager> {
+        let extractors = opts.extractors.clone();
         Arc::new_cyclic(|me| IndexManager {
             me: me.clone(),
             tables,
+            db_dir,
+            tree_opts: tree::tree_options(opts),
             extractors,
             defs: RwLock::new(Vec::new()),
             next_id: AtomicU32::new(1),
@@ -435,7 +512,41 @@ impl IndexManager {
         };
         let mut delta = Delta::Auto;
         let mut memory = None;
+        let mut ext: Option<Arc<dyn Strategy>> = None;
+        let dir = tree::index_dir(&self.db_dir, id);
+        let params: Vec<(String, String)> = spec
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let ty = spec.key_type;
         match spec.strategy.as_str() {
+            "composite" => {
+                ext = Some(Arc::new(composite::Composite::open(
+                    &dir,
+                    ty,
+                    &params,
+                    &self.tree_opts,
+                )?))
+            }
+            "deli" => {
+                ext = Some(Arc::new(deli::Deli::open(
+                    &dir,
+                    ty,
+                    &params,
+                    &self.tree_opts,
+                )?))
+            }
+            "posting-eager" | "posting-lazy" => {
+                let eager = spec.strategy == "posting-eager";
+                ext = Some(Arc::new(posting::Posting::open(
+                    &dir,
+                    ty,
+                    eager,
+                    &params,
+                    &self.tree_opts,
+                )?))
+            }
             "next" => {
                 for (k, v) in &spec.params {
                     match k.as_str() {
@@ -458,7 +569,8 @@ impl IndexManager {
             }
             other => {
                 return Err(Error::invalid(format!(
-                    "unknown index strategy {other:?} (available: next, memory)"
+                    "unknown index strategy {other:?} (available: {})",
+                    STRATEGY_NAMES.join(", ")
                 )))
             }
         }
@@ -469,6 +581,11 @@ impl IndexManager {
             custom,
             delta,
             memory,
+            remove_dir: RemoveOnDrop {
+                path: ext.is_some().then_some(dir),
+                armed: AtomicBool::new(false),
+            },
+            ext,
             ready: AtomicBool::new(ready),
             counters: DefCounters::default(),
         })
@@ -497,6 +614,9 @@ impl IndexManager {
             )));
         }
         let id = self.next_id.fetch_add(1, Relaxed);
+        // A crash may have left the directory of an index whose definition
+        // never reached the MANIFEST (ids are reused then).
+        let _ = std::fs::remove_dir_all(tree::index_dir(&self.db_dir, id));
         let def = Arc::new(self.make_def(id, spec.clone(), false)?);
         defs.push(def.clone());
         let payload = serde_json::to_vec(&DefEvent::Create { v: 1, id, spec })
@@ -516,6 +636,7 @@ impl IndexManager {
             .position(|d| d.spec.name == name)
             .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
         let d = defs.remove(i);
+        d.remove_dir.armed.store(true, Relaxed);
         Ok(serde_json::to_vec(&DefEvent::Drop { v: 1, id: d.id }).unwrap_or_default())
     }
 
@@ -529,7 +650,7 @@ impl IndexManager {
             indexes: RwLock::new(Vec::new()),
             bytes: AtomicUsize::new(0),
         };
-        for d in self.defs().into_iter().filter(|d| !d.is_memory()) {
+        for d in self.defs().into_iter().filter(|d| !d.is_sync()) {
             side.attach(d);
         }
         Some(Arc::new(side))
@@ -541,7 +662,7 @@ impl IndexManager {
     /// `memory` indexes have no side structure (their writes are indexed by
     /// [`IndexManager::memory_apply`]).
     pub fn attach(&self, def: &Arc<IndexDef>, mem: &MemTable) {
-        if def.is_memory() {
+        if def.is_sync() {
             return;
         }
         if let Some(side) = mem
@@ -579,6 +700,99 @@ impl IndexManager {
             .filter(|d| d.is_memory())
             .cloned()
             .collect()
+    }
+
+    /// The indexes maintained synchronously by the write leader (`memory`
+    /// and the stand-alone strategies), ready or being built.
+    pub fn sync_defs(&self) -> Vec<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .filter(|d| d.is_sync())
+            .cloned()
+            .collect()
+    }
+
+    /// True if some index of `defs` needs the records a batch overwrites.
+    pub fn needs_current(defs: &[Arc<IndexDef>]) -> bool {
+        defs.iter()
+            .any(|d| d.is_memory() || d.ext.as_ref().is_some_and(|e| e.needs_current()))
+    }
+
+    /// Synchronous maintenance of `defs` (see [`IndexManager::memory_apply`]
+    /// and [`Strategy::apply`]) for one batch. The caller holds the memory
+    /// guard for writing as `memory_apply` requires; `current` is filled
+    /// when [`IndexManager::needs_current`] says so.
+    pub fn sync_apply(
+        &self,
+        defs: &[Arc<IndexDef>],
+        ops: &[OpRef<'_>],
+        current: &HashMap<&[u8], Option<crate::db::Versioned>>,
+    ) -> Result<()> {
+        self.memory_apply(defs, ops, current);
+        for d in defs {
+            if let Some(e) = &d.ext {
+                e.apply(ops, current, &|raw| d.extract_counted(raw))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// True if some index keeps a secondary tree (which must be flushed
+    /// with the primary, see [`IndexManager::flush_trees`]).
+    pub fn has_trees(&self) -> bool {
+        read(&self.defs).iter().any(|d| d.ext.is_some())
+    }
+
+    /// Flushes every secondary tree; called before the primary installs a
+    /// flush, after it fsynced its WAL (see `tree`).
+    pub fn flush_trees(&self) -> Result<()> {
+        for d in self.defs() {
+            if let Some(e) = &d.ext {
+                e.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until no secondary tree has background work pending.
+    pub fn wait_trees(&self) -> Result<()> {
+        for d in self.defs() {
+            if let Some(e) = &d.ext {
+                e.wait_idle()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Empties a stand-alone index before its build over existing data.
+    pub fn clear_ext(&self, def: &IndexDef) -> Result<()> {
+        match &def.ext {
+            Some(e) => e.clear(),
+            None => Ok(()),
+        }
+    }
+
+    /// A query on a stand-alone index: the strategy's views are pinned
+    /// with the primary snapshot under the sync guard, then released.
+    fn query_ext(
+        &self,
+        e: &Arc<dyn Strategy>,
+        pred: &Predicate,
+        opts: QueryOptions,
+        view: &QueryView<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let (snap, pinned) = {
+            let _g = read(&self.memory_guard);
+            ((view.pin_latest)(), e.pin())
+        };
+        let q = strategy::Query {
+            pred,
+            opts,
+            view,
+            snapshot: snap.sequence(),
+        };
+        e.query(&pinned, &q, profile)
     }
 
     /// Takes the memory guard for writing (see the field's contract).
@@ -790,6 +1004,9 @@ impl IndexManager {
         if let Some(mem) = &def.memory {
             return self.query_memory(&def, mem, pred, opts, view, profile);
         }
+        if let Some(e) = &def.ext {
+            return self.query_ext(e, pred, opts, view, profile);
+        }
         let empty = IndexVersionState::default();
         let state = Self::state_of(&view.version).unwrap_or(&empty);
         let generation = state.generation;
@@ -905,7 +1122,7 @@ impl IndexManager {
             .map(|d| {
                 let c = &d.counters;
                 let g = state.and_then(|s| s.next.get(&d.id));
-                IndexInfo {
+                let mut info = IndexInfo {
                     id: d.id,
                     spec: d.spec.clone(),
                     state: if d.is_ready() {
@@ -931,8 +1148,14 @@ impl IndexManager {
                         validations: c.validations.load(Relaxed),
                         validations_failed: c.failed.load(Relaxed),
                         exact_checks: c.exact.load(Relaxed),
+                        repaired: 0,
+                        ts_last: None,
                     },
+                };
+                if let Some(e) = &d.ext {
+                    e.stats(&mut info.stats);
                 }
+                info
             })
             .collect()
     }
@@ -965,6 +1188,27 @@ impl IndexManager {
                 .filter_map(|b| t.meta_block_size(&next::table::sec_block_name(def.id, b)))
                 .sum::<u64>();
         Ok(Some(ti))
+    }
+
+    /// Deletes `index-<id>` directories of indexes that no longer exist
+    /// (dropped, or created by a crash before their definition was logged).
+    fn remove_orphan_dirs(&self, defs: &[Arc<IndexDef>]) {
+        let Ok(rd) = std::fs::read_dir(&self.db_dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("index-"))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !defs.iter().any(|d| d.id == id && d.ext.is_some()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
     }
 
     fn track(&self, s: &Arc<IndexVersionState>) -> u64 {
@@ -1200,23 +1444,47 @@ impl TableObserver for IndexObserver {
     }
 }
 
-/// Collects one compaction's dropped versions for the memo.
+/// Collects one compaction's dropped versions for the memo and for the
+/// strategies that repair from them (DELI).
 struct DropCollector {
     mgr: Arc<IndexManager>,
+    memo: bool,
     inputs: Vec<u64>,
     drops: Vec<Dropped>,
+    repairers: Vec<Arc<IndexDef>>,
+    /// Per repairer: the dropped values' (key, seq, attribute).
+    repairs: Vec<Vec<strategy::DroppedEntry>>,
 }
 
 impl CompactionObserver for DropCollector {
     fn on_dropped(&mut self, e: &EntryRef<'_>, reason: DropReason) {
-        self.drops.push((
-            e.user_key.to_vec(),
-            e.seq,
-            reason == DropReason::ObsoleteTombstone,
-        ));
+        if self.memo {
+            self.drops.push((
+                e.user_key.to_vec(),
+                e.seq,
+                reason == DropReason::ObsoleteTombstone,
+            ));
+        }
+        if e.kind != ValueKind::Value || self.repairers.is_empty() {
+            return;
+        }
+        let doc = parse_doc(e.value, self.repairers.iter().map(|d| &**d));
+        for (d, out) in self.repairers.iter().zip(self.repairs.iter_mut()) {
+            if let Ok(v) = d.extract(e.value, doc.as_ref()) {
+                out.push((e.user_key.to_vec(), e.seq, v));
+            }
+        }
     }
 
     fn finish(&mut self) -> Result<()> {
+        for (d, items) in self.repairers.iter().zip(self.repairs.iter_mut()) {
+            if let Some(e) = &d.ext {
+                e.on_dropped(std::mem::take(items))?;
+            }
+        }
+        if !self.memo {
+            return Ok(());
+        }
         let mut inputs = std::mem::take(&mut self.inputs);
         inputs.sort_unstable();
         lock(&self.mgr.pending_drops).push((inputs, std::mem::take(&mut self.drops)));
@@ -1254,13 +1522,23 @@ impl EngineHooks for IndexManager {
     }
 
     fn compaction_observer(&self, ctx: &CompactionContext) -> Option<Box<dyn CompactionObserver>> {
-        if !self.memo_in_use() {
+        let repairers: Vec<Arc<IndexDef>> = self
+            .defs()
+            .into_iter()
+            .filter(|d| d.ext.as_ref().is_some_and(|e| e.wants_dropped()))
+            .collect();
+        let memo = self.memo_in_use();
+        if !memo && repairers.is_empty() {
             return None;
         }
+        let n = repairers.len();
         Some(Box::new(DropCollector {
             mgr: self.me.upgrade()?,
+            memo,
             inputs: ctx.input_files.clone(),
             drops: Vec::new(),
+            repairers,
+            repairs: vec![Vec::new(); n],
         }))
     }
 
@@ -1353,6 +1631,7 @@ impl EngineHooks for IndexManager {
         }
         self.next_id.store(max_id + 1, Relaxed);
         *write(&self.defs) = defs.clone();
+        self.remove_orphan_dirs(&defs);
 
         let mut next = BTreeMap::new();
         for d in defs.iter().filter(|d| d.spec.strategy == "next") {

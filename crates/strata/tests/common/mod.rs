@@ -41,6 +41,11 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         if e.file_name() == "LOCK" {
             continue;
         }
+        if e.path().is_dir() {
+            // A stand-alone index's trees.
+            copy_dir(&e.path(), &to.join(e.file_name()));
+            continue;
+        }
         match std::fs::copy(e.path(), to.join(e.file_name())) {
             Ok(_) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

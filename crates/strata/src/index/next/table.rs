@@ -204,7 +204,7 @@ pub fn dir_block_name(index_id: u32) -> String {
 }
 
 /// Hilbert index of `(x, y)` on a 2^16 × 2^16 grid.
-fn hilbert(mut x: u32, mut y: u32) -> u64 {
+pub(crate) fn hilbert(mut x: u32, mut y: u32) -> u64 {
     let n: u32 = 1 << 16;
     let mut d: u64 = 0;
     let mut s = n / 2;

@@ -1,0 +1,258 @@
+//! Strategy `composite`: a stand-alone composite-key index in a secondary
+//! LSM tree (the AsterixDB / Spanner design), with the maintenance
+//! strategies of Luo & Carey, "On Performance Stability in LSM-based
+//! Storage Systems" / "Efficient Data Ingestion and Query Processing for
+//! LSM-Based Storage Systems" (PVLDB 2019), §3–§4.
+//!
+//! Entries are keyed `sort_key(attribute) ‖ primary key ‖ seq` (see
+//! [`super::tree`]) with the exact geometry as value for spatial types, so
+//! every version has its own entry and deleting one is exact. Parameters:
+//!
+//! * `mode=sync` (default): the write path reads each key's current record
+//!   (batched, see `db::write`) and deletes the old version's entry in the
+//!   same tree batch as it inserts the new one — the eager strategy of
+//!   §3: the index holds exactly the live versions and queries need no
+//!   validation.
+//! * `mode=validation` (§4): blind inserts only; queries validate their
+//!   candidates, by `validate=direct` (fetch each record with the batched
+//!   `multi_get` and compare sequence numbers, §4.2) or
+//!   `validate=timestamp` (default; §4.3: look each candidate up in a
+//!   primary-key index — a small LSM tree of primary key → sequence number
+//!   of the newest version, maintained by every write — and fetch only the
+//!   valid ones).
+//!
+//! Not implemented: §4.4's merge repair (bitmaps marking obsolete entries
+//! in the tree's merged tables). Stale entries of `mode=validation` stay
+//! in the tree until their key is written again; `deli` removes them.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::db::Snapshot;
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::options::Options;
+use crate::WriteBatch;
+
+use super::strategy::{self, Cand, Check, Counters, Current, Extract, Query, Strategy};
+use super::tree::{self, IndexTree};
+use super::value::{IndexValue, KeyType};
+use super::{Hit, IndexStats, OpRef, QueryProfile};
+
+/// The entry of version `seq` of `pk` whose attribute is `v`.
+pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
+    let mut k = tree::sort_key(v);
+    k.extend_from_slice(pk);
+    k.extend_from_slice(&tree::seq_bytes(seq, false));
+    k
+}
+
+/// `(primary key, seq)` of an entry key.
+pub(crate) fn decode_entry(ty: KeyType, key: &[u8]) -> Result<(Vec<u8>, SeqNo)> {
+    let sk = tree::sort_key_len(ty, key)?;
+    if key.len() < sk + 8 {
+        return Err(Error::corruption("index tree entry key too short"));
+    }
+    let seq = tree::read_seq(&key[key.len() - 8..], false)?;
+    Ok((key[sk..key.len() - 8].to_vec(), seq))
+}
+
+/// Candidates `(pk, seq)` with `seq <= q.snapshot` of the entries of
+/// `tree` (read through `snap`) matching `q.pred`, and, if `keep_keys`,
+/// each candidate's entry key (in the same order).
+pub(crate) fn scan_entries(
+    ty: KeyType,
+    tree: &IndexTree,
+    snap: &Snapshot,
+    q: &Query<'_>,
+    keep_keys: bool,
+    profile: &mut QueryProfile,
+) -> Result<(Vec<Cand>, Vec<Vec<u8>>)> {
+    let before = tree.blocks_read();
+    let mut out = Vec::new();
+    let mut keys = Vec::new();
+    for (from, to) in tree::key_ranges(q.pred, tree.extent()) {
+        for kv in snap.iter(Some(&from), to.as_deref())? {
+            let (k, geom) = kv?;
+            if tree::is_meta(&k) {
+                continue;
+            }
+            let (pk, seq) = decode_entry(ty, &k)?;
+            if seq <= q.snapshot && tree::entry_matches(ty, q.pred, &geom)? {
+                out.push((pk, seq));
+                if keep_keys {
+                    keys.push(k);
+                }
+            }
+        }
+    }
+    profile.index_blocks_read += tree.blocks_read().saturating_sub(before);
+    Ok((out, keys))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Sync,
+    Validation,
+}
+
+pub(crate) struct Composite {
+    ty: KeyType,
+    mode: Mode,
+    tree: IndexTree,
+    /// The primary-key index (timestamp validation only).
+    pk: Option<IndexTree>,
+    counters: Counters,
+}
+
+impl Composite {
+    /// Opens (creating if needed) index `id`'s trees under `dir` with the
+    /// parameters of its spec.
+    pub fn open(
+        dir: &std::path::Path,
+        ty: KeyType,
+        params: &[(String, String)],
+        opts: &Options,
+    ) -> Result<Composite> {
+        let mut mode = Mode::Sync;
+        let mut timestamp = true;
+        for (k, v) in params {
+            match (k.as_str(), v.as_str()) {
+                ("mode", "sync") => mode = Mode::Sync,
+                ("mode", "validation") => mode = Mode::Validation,
+                ("validate", "direct") => timestamp = false,
+                ("validate", "timestamp") => timestamp = true,
+                ("mode", _) | ("validate", _) => {
+                    return Err(Error::invalid(format!(
+                        "strategy composite: bad {k}={v:?} (mode: sync|validation; validate: direct|timestamp)"
+                    )))
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "unknown parameter {k:?} for strategy composite (known: mode, validate)"
+                    )))
+                }
+            }
+        }
+        let tree = IndexTree::open(dir.join("tree"), opts.clone())?;
+        let pk = if mode == Mode::Validation && timestamp {
+            Some(IndexTree::open(dir.join("pk"), opts.clone())?)
+        } else {
+            None
+        };
+        Ok(Composite {
+            ty,
+            mode,
+            tree,
+            pk,
+            counters: Counters::default(),
+        })
+    }
+}
+
+impl Strategy for Composite {
+    fn needs_current(&self) -> bool {
+        self.mode == Mode::Sync
+    }
+
+    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        let mut pk_batch = WriteBatch::new();
+        // Each key's (seq, attribute) after the operations so far.
+        let mut latest: HashMap<&[u8], Option<(SeqNo, Option<IndexValue>)>> = HashMap::new();
+        let (mut added, mut removed) = (0, 0);
+        for &(seq, key, new) in ops {
+            let new_attr = new.and_then(extract);
+            if self.mode == Mode::Sync {
+                let old = match latest.remove(key) {
+                    Some(o) => o,
+                    None => match current.get(key) {
+                        Some(Some((s, raw))) => Some((*s, extract(raw))),
+                        _ => None,
+                    },
+                };
+                if let Some((s, Some(v))) = old {
+                    batch.delete(&entry_key(&v, key, s));
+                    removed += 1;
+                }
+            }
+            if let Some(v) = &new_attr {
+                self.tree.note_extent(v, &mut batch);
+                batch.put(&entry_key(v, key, seq), &tree::geometry(v));
+                added += 1;
+            }
+            if self.pk.is_some() {
+                match new {
+                    Some(_) => pk_batch.put(key, &tree::seq_bytes(seq, false)),
+                    None => pk_batch.delete(key),
+                };
+            }
+            latest.insert(key, new.map(|_| (seq, new_attr)));
+        }
+        if let Some(pk) = &self.pk {
+            pk.write(pk_batch)?;
+        }
+        self.tree.write(batch)?;
+        self.counters.add_entries(added, removed);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        if let Some(pk) = &self.pk {
+            pk.flush()?;
+        }
+        self.tree.flush()
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        if let Some(pk) = &self.pk {
+            pk.db.wait_for_compactions()?;
+        }
+        self.tree.db.wait_for_compactions()
+    }
+
+    fn pin(&self) -> Vec<Snapshot> {
+        let mut v = vec![self.tree.db.snapshot()];
+        if let Some(pk) = &self.pk {
+            v.push(pk.db.snapshot());
+        }
+        v
+    }
+
+    fn query(
+        &self,
+        pinned: &[Snapshot],
+        q: &Query<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let snap = pinned
+            .first()
+            .ok_or_else(|| Error::invalid("composite query without a pinned view"))?;
+        let (cands, _) = scan_entries(self.ty, &self.tree, snap, q, false, profile)?;
+        let check = match (self.mode, pinned.get(1)) {
+            (Mode::Sync, _) => Check::Exact,
+            (Mode::Validation, Some(pk)) => Check::Timestamp(pk),
+            (Mode::Validation, None) => Check::Direct,
+        };
+        let before = self.pk.as_ref().map_or(0, |p| p.blocks_read());
+        let (hits, _) = strategy::resolve(cands, q, &check, &self.counters, profile)?;
+        profile.index_blocks_read += self
+            .pk
+            .as_ref()
+            .map_or(0, |p| p.blocks_read().saturating_sub(before));
+        Ok(hits)
+    }
+
+    fn clear(&self) -> Result<()> {
+        if let Some(pk) = &self.pk {
+            pk.clear()?;
+        }
+        self.counters.entries.store(0, Relaxed);
+        self.tree.clear()
+    }
+
+    fn stats(&self, s: &mut IndexStats) {
+        self.counters.fill(s);
+        s.disk_bytes = self.tree.disk_bytes() + self.pk.as_ref().map_or(0, |p| p.disk_bytes());
+    }
+}

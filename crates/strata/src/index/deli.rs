@@ -1,0 +1,173 @@
+//! Strategy `deli`: DELI (Tang et al., "Deferred Lightweight Indexing on
+//! Log-Structured Key-Value Stores", CCGrid 2015).
+//!
+//! A composite-key index in a secondary LSM tree (entries as in
+//! [`super::composite`]: `sort_key ‖ primary key ‖ seq`) maintained by
+//! put-only writes (§IV-A: no read of the old record), and repaired
+//! lazily, two ways:
+//!
+//! * **Repair coupled to the primary compaction** (§V-B, the streaming
+//!   design): every version a primary compaction drops (shadowed by a newer
+//!   version no snapshot needs) arrives through the engine's
+//!   dropped-versions stream with its attribute, and its index entry is
+//!   deleted — exactly, since entries carry the version's sequence number.
+//!   The deletions are written to the tree before the compaction installs.
+//!   With them goes `ts_last`, the largest sequence number repaired so far
+//!   (§V-C). A repair that fails or is cut by a crash is safe to redo: the
+//!   compaction did not install, so its inputs (and the versions to
+//!   repair) are still there and the next run re-emits the same, idempotent
+//!   deletions; a crash after the install leaves at most stale entries,
+//!   which read repair removes.
+//! * **Repair on read** (§IV-B): a query validates its candidates directly
+//!   (batched fetch of the records) and deletes the stale entries it finds.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::db::Snapshot;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::WriteBatch;
+
+use super::composite::{entry_key, scan_entries};
+use super::strategy::{self, Check, Counters, Current, DroppedEntry, Extract, Query, Strategy};
+use super::tree::{self, IndexTree};
+use super::value::KeyType;
+use super::{Hit, IndexStats, OpRef, QueryProfile};
+
+/// Tree key of `ts_last`; sorts after every entry.
+pub(crate) const TS_LAST_KEY: &[u8] = b"\xff\xff\xffstrata.deli.ts_last";
+
+pub(crate) struct Deli {
+    ty: KeyType,
+    tree: IndexTree,
+    ts_last: AtomicU64,
+    counters: Counters,
+}
+
+impl Deli {
+    pub fn open(
+        dir: &std::path::Path,
+        ty: KeyType,
+        params: &[(String, String)],
+        opts: &Options,
+    ) -> Result<Deli> {
+        if let Some((k, _)) = params.first() {
+            return Err(Error::invalid(format!(
+                "unknown parameter {k:?} for strategy deli (it takes none)"
+            )));
+        }
+        let tree = IndexTree::open(dir.join("tree"), opts.clone())?;
+        let ts_last = match tree.db.get(TS_LAST_KEY)? {
+            Some(b) => tree::read_seq(&b, false)?,
+            None => 0,
+        };
+        Ok(Deli {
+            ty,
+            tree,
+            ts_last: AtomicU64::new(ts_last),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Largest sequence number whose dropped versions have been repaired.
+    pub fn ts_last(&self) -> u64 {
+        self.ts_last.load(Relaxed)
+    }
+}
+
+impl Strategy for Deli {
+    fn needs_current(&self) -> bool {
+        false
+    }
+
+    fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, extract: Extract<'_>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        let mut added = 0;
+        for &(seq, key, new) in ops {
+            if let Some(v) = new.and_then(extract) {
+                self.tree.note_extent(&v, &mut batch);
+                batch.put(&entry_key(&v, key, seq), &tree::geometry(&v));
+                added += 1;
+            }
+        }
+        self.tree.write(batch)?;
+        self.counters.add_entries(added, 0);
+        Ok(())
+    }
+
+    fn wants_dropped(&self) -> bool {
+        true
+    }
+
+    fn on_dropped(&self, dropped: Vec<DroppedEntry>) -> Result<()> {
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        let mut max = self.ts_last();
+        for (key, seq, v) in &dropped {
+            batch.delete(&entry_key(v, key, *seq));
+            max = max.max(*seq);
+        }
+        batch.put(TS_LAST_KEY, &tree::seq_bytes(max, false));
+        self.tree.write(batch)?;
+        self.ts_last.fetch_max(max, Relaxed);
+        let n = dropped.len() as u64;
+        self.counters.repaired.fetch_add(n, Relaxed);
+        self.counters.add_entries(0, n);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.tree.flush()
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        self.tree.db.wait_for_compactions()
+    }
+
+    fn pin(&self) -> Vec<Snapshot> {
+        vec![self.tree.db.snapshot()]
+    }
+
+    fn query(
+        &self,
+        pinned: &[Snapshot],
+        q: &Query<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let snap = pinned
+            .first()
+            .ok_or_else(|| Error::invalid("deli query without a pinned view"))?;
+        let (cands, keys) = scan_entries(self.ty, &self.tree, snap, q, true, profile)?;
+        let entry_of: std::collections::HashMap<(Vec<u8>, u64), Vec<u8>> =
+            cands.iter().cloned().zip(keys).collect();
+        let (hits, stale) = strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?;
+        if !stale.is_empty() {
+            // A stale (key, seq) never becomes valid again: deleting its
+            // entry is safe whatever writes run concurrently.
+            let mut batch = WriteBatch::new();
+            for s in &stale {
+                if let Some(k) = entry_of.get(s) {
+                    batch.delete(k);
+                }
+            }
+            let n = batch.len() as u64;
+            self.tree.write(batch)?;
+            self.counters.repaired.fetch_add(n, Relaxed);
+            self.counters.add_entries(0, n);
+        }
+        Ok(hits)
+    }
+
+    fn clear(&self) -> Result<()> {
+        self.counters.entries.store(0, Relaxed);
+        self.tree.clear()
+    }
+
+    fn stats(&self, s: &mut IndexStats) {
+        self.counters.fill(s);
+        s.disk_bytes = self.tree.disk_bytes();
+        s.ts_last = Some(self.ts_last());
+    }
+}

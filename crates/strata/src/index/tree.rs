@@ -1,0 +1,467 @@
+//! The secondary LSM tree of the stand-alone strategies (`composite`,
+//! `deli`, `posting-eager`, `posting-lazy`), and the key encodings they
+//! share.
+//!
+//! A stand-alone index is a separate LSM tree: its own memtable, tables,
+//! compaction and cache, in the subdirectory `index-<id>/tree` of the
+//! database (with, for timestamp validation, a primary-key index in
+//! `index-<id>/pk`). Each is a nested [`Db`] with no index of its own.
+//!
+//! Durability contract (with the primary):
+//! * Index writes for a primary batch are applied by the primary's write
+//!   leader before the batch enters the primary memtable (see
+//!   `db::write`), so the tree is never behind a published write.
+//! * Before the primary installs a flush (which retires WAL files), the
+//!   primary fsyncs its current WAL and then flushes every tree
+//!   ([`IndexTree::flush`]): everything the retired WAL held is in durable
+//!   tree tables, and nothing durable in a tree is newer than the durable
+//!   primary WAL.
+//! * At open, every batch replayed from the primary WAL is applied to the
+//!   trees again. Every tree operation is idempotent (entries are keyed by
+//!   the sequence number of the version they describe), so replaying an
+//!   operation the tree already holds is harmless.
+//!
+//! Keys: [`sort_key`] is an order-preserving, self-delimiting encoding of a
+//! scalar (8 bytes for numbers, escaped and terminated strings) or, for
+//! points and rectangles, the 8-byte Hilbert cell of the MBR centre on a
+//! 2^16 × 2^16 grid over longitude [-180, 180] × latitude [-90, 90]
+//! (coordinates outside are clamped, which keeps the mapping monotone and
+//! queries exact, only less selective). A spatial query covers its window,
+//! widened by the largest rectangle half-extent ever indexed, with at most
+//! [`MAX_COVER_RANGES`] Hilbert ranges and filters candidates by their
+//! exact geometry, stored in the entry.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::options::{Options, WriteOptions};
+use crate::{Db, WriteBatch};
+
+use super::value::{IndexValue, KeyType, Predicate};
+
+/// Upper bound on the Hilbert ranges one spatial query scans.
+pub const MAX_COVER_RANGES: usize = 64;
+
+/// Prefix of the tree's metadata keys (see `docs/format/standalone.md`
+/// for why no entry key starts with it).
+pub const META_PREFIX: &[u8] = b"\xff\xff\xffstrata.";
+/// The largest rectangle half-extents indexed.
+const EXTENT_KEY: &[u8] = b"\xff\xff\xffstrata.extent";
+/// The layout version of the tree's keys and values.
+const LAYOUT_KEY: &[u8] = b"\xff\xff\xffstrata.layout";
+const LAYOUT_VERSION: &[u8] = b"1";
+
+/// True for metadata keys (scans skip them): exactly the keys above and
+/// DELI's `ts_last`, all starting with [`META_PREFIX`].
+pub fn is_meta(key: &[u8]) -> bool {
+    key.starts_with(META_PREFIX)
+        && [EXTENT_KEY, LAYOUT_KEY, super::deli::TS_LAST_KEY].contains(&key)
+}
+
+const GRID: u32 = 1 << 16;
+
+/// Sort key of an attribute value (see the module doc).
+pub fn sort_key(v: &IndexValue) -> Vec<u8> {
+    match v {
+        IndexValue::I64(_) | IndexValue::F64(_) => v.encode(),
+        IndexValue::Str(s) => {
+            let mut out = Vec::with_capacity(s.len() + 2);
+            for &b in s.as_bytes() {
+                out.push(b);
+                if b == 0 {
+                    out.push(0xff);
+                }
+            }
+            out.extend_from_slice(&[0, 0]);
+            out
+        }
+        IndexValue::Point(_) | IndexValue::Rect(_) => {
+            let m = v.mbr().unwrap_or([0.0; 4]);
+            let (x, y) = cell((m[0] + m[2]) / 2.0, (m[1] + m[3]) / 2.0);
+            super::next::table::hilbert(x, y).to_be_bytes().to_vec()
+        }
+    }
+}
+
+/// Length of the sort key at the start of `key`.
+pub fn sort_key_len(ty: KeyType, key: &[u8]) -> Result<usize> {
+    let bad = || {
+        Error::corruption(format!(
+            "index tree key of {} bytes is malformed",
+            key.len()
+        ))
+    };
+    match ty {
+        KeyType::String => {
+            let mut i = 0;
+            while i + 1 < key.len() {
+                match (key[i], key[i + 1]) {
+                    (0, 0) => return Ok(i + 2),
+                    (0, 0xff) => i += 2,
+                    (0, _) => return Err(bad()),
+                    _ => i += 1,
+                }
+            }
+            Err(bad())
+        }
+        _ if key.len() >= 8 => Ok(8),
+        _ => Err(bad()),
+    }
+}
+
+/// The smallest byte string greater than every string starting with `p`
+/// (`None`: no such bound, `p` is all 0xFF).
+pub fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last < 0xff {
+            v.push(last + 1);
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn cell(x: f64, y: f64) -> (u32, u32) {
+    let map = |v: f64, lo: f64, hi: f64| -> u32 {
+        if v.is_nan() {
+            return 0;
+        }
+        let t = ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
+        ((t * GRID as f64) as u32).min(GRID - 1)
+    };
+    (map(x, -180.0, 180.0), map(y, -90.0, 90.0))
+}
+
+/// Inclusive Hilbert ranges whose union holds every cell meeting `window`,
+/// sorted and merged, at most [`MAX_COVER_RANGES`] of them.
+pub fn hilbert_cover(window: &[f64; 4]) -> Vec<(u64, u64)> {
+    let (x0, y0) = cell(window[0], window[1]);
+    let (x1, y1) = cell(window[2], window[3]);
+    let (qx0, qx1, qy0, qy1) = (x0.min(x1), x0.max(x1), y0.min(y1), y0.max(y1));
+    let range_of = |nx: u32, ny: u32, s: u32| -> (u64, u64) {
+        let area = s as u64 * s as u64;
+        let d = super::next::table::hilbert(nx, ny) / area * area;
+        (d, d + area - 1)
+    };
+    let mut out = Vec::new();
+    let mut frontier = vec![(0u32, 0u32, GRID)];
+    while !frontier.is_empty() {
+        let mut partial = Vec::new();
+        for (nx, ny, s) in frontier {
+            let (ex, ey) = (nx + (s - 1), ny + (s - 1));
+            if ex < qx0 || nx > qx1 || ey < qy0 || ny > qy1 {
+                continue;
+            }
+            if (nx >= qx0 && ex <= qx1 && ny >= qy0 && ey <= qy1) || s == 1 {
+                out.push(range_of(nx, ny, s));
+            } else {
+                partial.push((nx, ny, s));
+            }
+        }
+        if out.len() + 4 * partial.len() > MAX_COVER_RANGES {
+            out.extend(partial.iter().map(|&(nx, ny, s)| range_of(nx, ny, s)));
+            break;
+        }
+        frontier = partial
+            .into_iter()
+            .flat_map(|(nx, ny, s)| {
+                let h = s / 2;
+                [(nx, ny), (nx + h, ny), (nx, ny + h), (nx + h, ny + h)].map(|(a, b)| (a, b, h))
+            })
+            .collect();
+    }
+    out.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+    for (a, b) in out {
+        match merged.last_mut() {
+            Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
+/// Key ranges `[from, to)` (`to == None`: unbounded) of the sort keys that
+/// may satisfy `pred`, given the largest rectangle half-extents indexed.
+pub fn key_ranges(pred: &Predicate, extent: [f64; 2]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    if let Some((lo, hi)) = pred.scalar_bounds() {
+        let (lo, hi) = match pred {
+            Predicate::Eq(v) => (sort_key(v), sort_key(v)),
+            Predicate::Range(l, h) => (sort_key(l), sort_key(h)),
+            _ => (lo, hi),
+        };
+        if lo > hi {
+            return Vec::new();
+        }
+        return vec![(lo, prefix_successor(&hi))];
+    }
+    let Some(w) = pred.window() else {
+        return Vec::new();
+    };
+    let w = [
+        w[0] - extent[0],
+        w[1] - extent[1],
+        w[2] + extent[0],
+        w[3] + extent[1],
+    ];
+    hilbert_cover(&w)
+        .into_iter()
+        .map(|(a, b)| {
+            (
+                a.to_be_bytes().to_vec(),
+                b.checked_add(1).map(|e| e.to_be_bytes().to_vec()),
+            )
+        })
+        .collect()
+}
+
+/// Encodes a sequence number in 8 bytes (big-endian); `inverted` makes
+/// newer versions sort first.
+pub fn seq_bytes(seq: SeqNo, inverted: bool) -> [u8; 8] {
+    if inverted { !seq } else { seq }.to_be_bytes()
+}
+
+pub fn read_seq(b: &[u8], inverted: bool) -> Result<SeqNo> {
+    let a: [u8; 8] = b
+        .try_into()
+        .map_err(|_| Error::corruption("index tree: bad sequence number"))?;
+    let s = u64::from_be_bytes(a);
+    Ok(if inverted { !s } else { s })
+}
+
+/// The geometry stored with a spatial entry (empty for scalars, whose key
+/// holds the value).
+pub fn geometry(v: &IndexValue) -> Vec<u8> {
+    match v {
+        IndexValue::Point(_) | IndexValue::Rect(_) => v.encode(),
+        _ => Vec::new(),
+    }
+}
+
+/// True if an entry with this key's sort key and stored geometry satisfies
+/// `pred`. Scalars were selected exactly by the key range.
+pub fn entry_matches(ty: KeyType, pred: &Predicate, geometry: &[u8]) -> Result<bool> {
+    if !ty.is_spatial() {
+        return Ok(true);
+    }
+    Ok(pred.matches(&IndexValue::decode(ty, geometry)?))
+}
+
+/// Options of a nested tree, derived from the primary's: same table and
+/// compaction settings, a quarter of the block cache, no hooks.
+pub fn tree_options(primary: &Options) -> Options {
+    Options {
+        create_if_missing: true,
+        error_if_exists: false,
+        memtable_size: primary.memtable_size,
+        max_immutable_memtables: primary.max_immutable_memtables,
+        block_size: primary.block_size,
+        block_restart_interval: primary.block_restart_interval,
+        compression: primary.compression,
+        bloom_bits_per_key: primary.bloom_bits_per_key,
+        block_cache_bytes: primary.block_cache_bytes / 4,
+        max_open_files: primary.max_open_files / 4 + 16,
+        l0_compaction_trigger: primary.l0_compaction_trigger,
+        l0_slowdown_trigger: primary.l0_slowdown_trigger,
+        l0_stop_trigger: primary.l0_stop_trigger,
+        max_bytes_for_level_base: primary.max_bytes_for_level_base,
+        level_size_ratio: primary.level_size_ratio,
+        num_levels: primary.num_levels,
+        target_file_size: primary.target_file_size,
+        direct_io: primary.direct_io,
+        wal_recovery: primary.wal_recovery,
+        background_work: primary.background_work,
+        hooks: Vec::new(),
+        extractors: Default::default(),
+    }
+}
+
+/// Directory of index `id`'s trees inside the database directory.
+pub fn index_dir(db_dir: &Path, id: u32) -> PathBuf {
+    db_dir.join(format!("index-{id}"))
+}
+
+/// One nested LSM tree with the largest rectangle half-extents of its
+/// entries (for spatial queries).
+pub struct IndexTree {
+    pub db: Db,
+    extent: [AtomicU64; 2],
+}
+
+impl IndexTree {
+    pub fn open(path: PathBuf, opts: Options) -> Result<IndexTree> {
+        let db = Db::open(&path, opts)
+            .map_err(|e| Error::Background(format!("open index tree {}: {e}", path.display())))?;
+        match db.get(LAYOUT_KEY)? {
+            None => db.put(LAYOUT_KEY, LAYOUT_VERSION)?,
+            Some(v) if v == LAYOUT_VERSION => {}
+            Some(v) => {
+                return Err(Error::invalid(format!(
+                    "index tree {} has layout version {:?}; this build reads version 1",
+                    path.display(),
+                    String::from_utf8_lossy(&v)
+                )))
+            }
+        }
+        let extent = [AtomicU64::new(0), AtomicU64::new(0)];
+        if let Some(b) = db.get(EXTENT_KEY)? {
+            if b.len() != 16 {
+                return Err(Error::corruption(format!(
+                    "index tree {}: bad extent entry",
+                    path.display()
+                )));
+            }
+            for (i, e) in extent.iter().enumerate() {
+                let a: [u8; 8] = b[i * 8..i * 8 + 8]
+                    .try_into()
+                    .map_err(|_| Error::corruption("index tree: bad extent entry"))?;
+                e.store(u64::from_le_bytes(a), Relaxed);
+            }
+        }
+        Ok(IndexTree { db, extent })
+    }
+
+    /// Largest half-width and half-height of the rectangles indexed.
+    pub fn extent(&self) -> [f64; 2] {
+        [
+            f64::from_bits(self.extent[0].load(Relaxed)),
+            f64::from_bits(self.extent[1].load(Relaxed)),
+        ]
+    }
+
+    /// Widens the recorded extent for `v` (rectangles only), adding the
+    /// metadata entry to `batch` when it grows. Single writer (the primary's
+    /// write leader, or a build with writes paused).
+    pub fn note_extent(&self, v: &IndexValue, batch: &mut WriteBatch) {
+        let IndexValue::Rect(r) = v else { return };
+        let half = [(r[2] - r[0]).abs() / 2.0, (r[3] - r[1]).abs() / 2.0];
+        let cur = self.extent();
+        if half[0] <= cur[0] && half[1] <= cur[1] || half.iter().any(|h| !h.is_finite()) {
+            return;
+        }
+        let new = [half[0].max(cur[0]), half[1].max(cur[1])];
+        for (a, n) in self.extent.iter().zip(new) {
+            a.store(n.to_bits(), Relaxed);
+        }
+        let mut b = Vec::with_capacity(16);
+        b.extend_from_slice(&new[0].to_le_bytes());
+        b.extend_from_slice(&new[1].to_le_bytes());
+        batch.put(EXTENT_KEY, &b);
+    }
+
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.db.write(batch, WriteOptions::default())
+    }
+
+    /// Flushes the tree's memtable to durable tables.
+    pub fn flush(&self) -> Result<()> {
+        self.db.flush()
+    }
+
+    /// Bytes of the tree's tables.
+    pub fn disk_bytes(&self) -> u64 {
+        self.db.stats().table_bytes
+    }
+
+    /// Data blocks the tree has read (cache hits and disk reads).
+    pub fn blocks_read(&self) -> u64 {
+        let d = self.db.stats().io.data_blocks;
+        d.disk + d.cache
+    }
+
+    /// Removes every entry (before a rebuild).
+    pub fn clear(&self) -> Result<()> {
+        let keys: Vec<Vec<u8>> = self
+            .db
+            .iter(None, None)?
+            .map(|kv| kv.map(|(k, _)| k))
+            .filter(|k| !k.as_ref().is_ok_and(|k| k.as_slice() == LAYOUT_KEY))
+            .collect::<Result<_>>()?;
+        let mut b = WriteBatch::new();
+        for k in keys {
+            b.delete(&k);
+            if b.len() >= 1000 {
+                self.write(std::mem::take(&mut b))?;
+            }
+        }
+        self.write(b)?;
+        for e in &self.extent {
+            e.store(0, Relaxed);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_sort_keys_preserve_order_and_delimit() {
+        let words = ["", "a", "a\u{0}", "a\u{0}b", "ab", "b"];
+        let keys: Vec<Vec<u8>> = words
+            .iter()
+            .map(|w| sort_key(&IndexValue::Str(w.to_string())))
+            .collect();
+        for w in keys.windows(2) {
+            assert!(w[0] < w[1], "{:?} !< {:?}", w[0], w[1]);
+        }
+        for k in &keys {
+            let mut full = k.clone();
+            full.extend_from_slice(b"pk\x00\x00");
+            assert_eq!(sort_key_len(KeyType::String, &full).unwrap(), k.len());
+        }
+        assert!(sort_key_len(KeyType::String, b"abc").is_err());
+        assert!(sort_key_len(KeyType::String, b"a\x00\x07").is_err());
+        assert!(sort_key_len(KeyType::I64, b"1234567").is_err());
+    }
+
+    #[test]
+    fn prefix_successor_bounds_prefix() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+    }
+
+    /// Every cell of a window lies in the cover, whatever the budget did.
+    #[test]
+    fn cover_contains_every_cell_of_the_window() {
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for _ in 0..200 {
+            let (x, y) = (rnd() * 360.0 - 180.0, rnd() * 180.0 - 90.0);
+            let (w, h) = (rnd() * rnd() * 10.0, rnd() * rnd() * 10.0);
+            let win = [x, y, x + w, y + h];
+            let cover = hilbert_cover(&win);
+            assert!(!cover.is_empty() && cover.len() <= MAX_COVER_RANGES);
+            for _ in 0..50 {
+                let px = win[0] + rnd() * (win[2] - win[0]);
+                let py = win[1] + rnd() * (win[3] - win[1]);
+                let (cx, cy) = cell(px, py);
+                let h = super::super::next::table::hilbert(cx, cy);
+                assert!(
+                    cover.iter().any(|(a, b)| *a <= h && h <= *b),
+                    "point ({px}, {py}) of {win:?} not covered"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn small_windows_get_tight_covers() {
+        let cover = hilbert_cover(&[10.0, 10.0, 10.01, 10.01]);
+        let cells: u64 = cover.iter().map(|(a, b)| b - a + 1).sum();
+        assert!(cells < 64, "{cells} cells for a 2x2-cell window");
+    }
+}
