@@ -9,6 +9,7 @@ mod bench;
 mod bench_run;
 mod gen;
 mod index_cmd;
+mod plot;
 mod report;
 mod results;
 mod verify;
@@ -145,7 +146,7 @@ enum Command {
     },
     /// The main demo: generate tweets, load them with and without secondary
     /// indexes, run calibrated queries, print a comparison and write a
-    /// report (results.json, report.md) to --out.
+    /// report (results.json, report.md with PNG plots) to --out.
     Demo {
         /// Tweets to generate (the default finishes in about two minutes).
         #[arg(long, default_value_t = 200_000)]
