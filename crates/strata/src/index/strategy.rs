@@ -100,7 +100,8 @@ pub(crate) struct Query<'a> {
 pub(crate) struct Counters {
     pub validations: AtomicU64,
     pub failed: AtomicU64,
-    /// Stale entries removed by repair (merge, compaction or read repair).
+    /// Stale entries removed by repair (compaction-coupled or read
+    /// repair; an entry removed by both is counted twice).
     pub repaired: AtomicU64,
     /// Entries written minus entries deleted (approximate: blind strategies
     /// count stale entries until repair removes them).
