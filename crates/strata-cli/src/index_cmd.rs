@@ -24,7 +24,8 @@ pub enum IndexCommand {
         /// Attribute type.
         #[arg(long = "type", value_name = "TYPE", value_parser = ["i64", "f64", "string", "point", "rect"])]
         key_type: String,
-        /// Index strategy: `next` or `memory` (in-RAM B-tree / R-tree).
+        /// Index strategy: `next`, `memory` (in-RAM B-tree / R-tree) or
+        /// `embedded` (per-block zone maps and Bloom filters).
         #[arg(long, default_value = "next")]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`.

@@ -17,7 +17,7 @@ use strata::{
     WriteOptions,
 };
 
-const STRATEGIES: &[&str] = &["next", "memory"];
+const STRATEGIES: &[&str] = &["next", "memory", "embedded"];
 
 const FIELDS: &[(&str, &str, KeyType)] = &[
     ("by_n", "n", KeyType::I64),
