@@ -25,7 +25,8 @@ pub enum IndexCommand {
         #[arg(long = "type", value_name = "TYPE", value_parser = ["i64", "f64", "string", "point", "rect"])]
         key_type: String,
         /// Index strategy: `next` (default), `memory` (in-RAM B-tree /
-        /// R-tree), `composite` (secondary LSM tree; --param mode=sync|validation,
+        /// R-tree), `embedded` (per-block zone maps and Bloom filters),
+        /// `composite` (secondary LSM tree; --param mode=sync|validation,
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`.
         #[arg(long, default_value = "next")]
         strategy: String,

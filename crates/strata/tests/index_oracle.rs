@@ -20,6 +20,7 @@ use strata::{
 const STRATEGIES: &[&str] = &[
     "next",
     "memory",
+    "embedded",
     "composite",
     "composite[mode=validation]",
     "composite[mode=validation;validate=direct]",
@@ -304,7 +305,7 @@ fn oracle_inline_work() {
     for (i, s) in STRATEGIES.iter().enumerate() {
         // Stand-alone strategies open a nested tree per index at every
         // reopen, which makes them slower: one seed each (different ones).
-        let seeds = if i < 2 {
+        let seeds = if i < 3 {
             0..3
         } else {
             10 + i as u64..11 + i as u64

@@ -25,9 +25,14 @@
 //! indexes use the memtable side structures, the table observer, the memo
 //! and the per-version state; `memory` indexes use none of them, only their
 //! own structure and the memory guard ([`IndexManager::memory_guard`]).
+//! `embedded` (the Embedded Index of LevelDB++, SIGMOD 2018 §3: per-block
+//! zone maps and Bloom filters, GetLite validation, see [`embedded`]) uses
+//! the memtable side structures, the table observer and the per-version
+//! state, not the memo.
 
 pub(crate) mod composite;
 pub(crate) mod deli;
+pub mod embedded;
 pub mod memo;
 pub(crate) mod memory;
 pub mod next;
@@ -65,6 +70,7 @@ pub use value::{IndexValue, KeyType, Predicate, Skip};
 pub const STRATEGY_NAMES: &[&str] = &[
     "next",
     "memory",
+    "embedded",
     "composite",
     "deli",
     "posting-eager",
@@ -96,7 +102,7 @@ pub struct IndexSpec {
     pub name: String,
     pub extractor: Extractor,
     pub key_type: KeyType,
-    /// Strategy name: `next` (the default) or `memory`.
+    /// Strategy name: `next` (the default), `memory` or `embedded`.
     pub strategy: String,
     /// Strategy parameters, e.g. `delta` for `next` (`auto`, `off` or a
     /// number).
@@ -371,6 +377,8 @@ pub(crate) struct IndexVersionState {
     pub generation: u64,
     /// Global index of each NEXT index, by index id.
     pub next: BTreeMap<u32, Arc<NextGlobal>>,
+    /// Per-table zone maps and filters of each `embedded` index, by id.
+    pub embedded: BTreeMap<u32, Arc<embedded::EmbeddedGlobal>>,
 }
 
 /// Records of a batched lookup, in the order of the keys: value and
@@ -430,6 +438,8 @@ pub(crate) struct IndexManager {
     /// Per (index id, table file): global entries computed while the table
     /// was written, consumed when the table is installed.
     pending_tables: Mutex<HashMap<(u32, u64), Arc<TableIndex>>>,
+    /// The same for `embedded` indexes.
+    pending_embedded: embedded::Pending,
     /// Dropped versions of finished compactions (by sorted input files),
     /// applied to the memo when the compaction installs.
     pending_drops: Mutex<Vec<(Vec<u64>, Vec<Dropped>)>>,
@@ -474,6 +484,7 @@ impl IndexManager {
             next_id: AtomicU32::new(1),
             memo: RwLock::new(Memo::default()),
             pending_tables: Mutex::new(HashMap::new()),
+            pending_embedded: Mutex::new(HashMap::new()),
             pending_drops: Mutex::new(Vec::new()),
             live_states: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
@@ -566,6 +577,9 @@ impl IndexManager {
                     )));
                 }
                 memory = Some(memory::MemoryIndex::new(spec.key_type));
+            }
+            "embedded" => {
+                embedded::parse_params(&spec.params)?;
             }
             other => {
                 return Err(Error::invalid(format!(
@@ -1007,6 +1021,9 @@ impl IndexManager {
         if let Some(e) = &def.ext {
             return self.query_ext(e, pred, opts, view, profile);
         }
+        if def.spec.strategy == "embedded" {
+            return embedded::query(&def, pred, opts, view, profile);
+        }
         let empty = IndexVersionState::default();
         let state = Self::state_of(&view.version).unwrap_or(&empty);
         let generation = state.generation;
@@ -1117,7 +1134,8 @@ impl IndexManager {
 
     pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {
         let state = Self::state_of(version);
-        self.defs()
+        let mut infos: Vec<IndexInfo> = self
+            .defs()
             .iter()
             .map(|d| {
                 let c = &d.counters;
@@ -1157,7 +1175,9 @@ impl IndexManager {
                 }
                 info
             })
-            .collect()
+            .collect();
+        embedded::fill_infos(&mut infos, state);
+        infos
     }
 
     /// Memo size (entries, bytes).
@@ -1171,6 +1191,11 @@ impl IndexManager {
         let Some(s) = Self::state_of(version) else {
             return version.all_files().next().is_none();
         };
+        if let Some(e) = s.embedded.get(&id) {
+            return version
+                .all_files()
+                .all(|(_, f)| e.tables.contains_key(&f.number));
+        }
         let g = s.next.get(&id);
         version
             .all_files()
@@ -1392,10 +1417,13 @@ struct IndexObserver {
     use_memo: bool,
     memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
     last_key: Option<Vec<u8>>,
+    /// The `embedded` indexes' zone maps and filters.
+    embedded: embedded::Builder,
 }
 
 impl TableObserver for IndexObserver {
     fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
+        self.embedded.note_entry(e.user_key, block);
         if self.handles.last() != Some(&block) {
             self.handles.push(block);
             self.in_block = 0;
@@ -1411,12 +1439,16 @@ impl TableObserver for IndexObserver {
         if e.kind != ValueKind::Value {
             return;
         }
-        let doc = parse_doc(e.value, self.defs.iter().map(|d| &**d));
+        let doc = parse_doc(
+            e.value,
+            self.defs.iter().chain(self.embedded.defs()).map(|d| &**d),
+        );
         for (d, pairs) in self.defs.iter().zip(self.pairs.iter_mut()) {
             if let Ok(v) = d.extract(e.value, doc.as_ref()) {
                 pairs.push((v, pos));
             }
         }
+        self.embedded.add(e.value, doc.as_ref());
     }
 
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
@@ -1440,6 +1472,10 @@ impl TableObserver for IndexObserver {
                 memo::encode_block(&self.memo_entries),
             ));
         }
+        blocks.extend(
+            self.embedded
+                .finish(&self.mgr.pending_embedded, self.file)?,
+        );
         Ok(blocks)
     }
 }
@@ -1504,7 +1540,13 @@ impl EngineHooks for IndexManager {
             .filter(|d| d.spec.strategy == "next")
             .collect();
         let mgr = self.me.upgrade()?;
-        if defs.is_empty() {
+        let embedded = embedded::Builder::new(
+            self.defs()
+                .into_iter()
+                .filter(|d| d.spec.strategy == "embedded")
+                .collect(),
+        );
+        if defs.is_empty() && embedded.is_empty() {
             return None;
         }
         let n = defs.len();
@@ -1515,9 +1557,10 @@ impl EngineHooks for IndexManager {
             handles: Vec::new(),
             pairs: vec![Vec::new(); n],
             in_block: 0,
-            use_memo: true,
+            use_memo: n > 0,
             memo_entries: Vec::new(),
             last_key: None,
+            embedded,
         }))
     }
 
@@ -1589,7 +1632,12 @@ impl EngineHooks for IndexManager {
             }
             next.insert(d.id, Arc::new(g));
         }
-        let state = Arc::new(IndexVersionState { generation, next });
+        let embedded = embedded::on_install(self, prev, ev)?;
+        let state = Arc::new(IndexVersionState {
+            generation,
+            next,
+            embedded,
+        });
         let oldest = self.track(&state);
         write(&self.memo).purge(oldest.saturating_sub(1));
         Ok(InstallOutcome {
@@ -1663,9 +1711,11 @@ impl EngineHooks for IndexManager {
                 }
             }
         }
+        let embedded = embedded::on_recover(self, &defs, files)?;
         let state = Arc::new(IndexVersionState {
             generation: 0,
             next,
+            embedded,
         });
         self.track(&state);
         Ok(Some(state as ExtState))

@@ -175,7 +175,12 @@ impl BloomFilter {
 
     /// False means the key is certainly absent.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        let h = hash64(user_key);
+        self.may_contain_hash(hash64(user_key))
+    }
+
+    /// [`BloomFilter::may_contain`] for a key already hashed with
+    /// [`hash64`] (one hash for many filters probed with the same key).
+    pub fn may_contain_hash(&self, h: u64) -> bool {
         let base = block_index(h, self.num_blocks) * FILTER_BLOCK_BYTES;
         let Some(block) = self.bits.get(base..base + FILTER_BLOCK_BYTES) else {
             return true;

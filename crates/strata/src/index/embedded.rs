@@ -1,0 +1,1363 @@
+//! The Embedded Index of LevelDB++ (Qader, Cheng & Hristidis, "A
+//! Comparative Study of Secondary Indexing Techniques in LSM-based NoSQL
+//! Databases", SIGMOD 2018, §3 "Embedded Index" and Appendix B, Algorithms
+//! 5 (LOOKUP, GetLite) and 8 (RANGELOOKUP)).
+//!
+//! No separate index data: while a flush or compaction writes a table, the
+//! table observer computes, for every data block holding at least one
+//! indexed value, a *zone map* (min/max encoded value for scalars, the MBR
+//! for points and rectangles) and, for scalars, a *Bloom filter* of the
+//! block's distinct encoded values; plus a zone map of the whole table (the
+//! paper's per-file zone map). They are stored in one meta block per index
+//! and table, `embedded.<id>` (format: `docs/format/embedded.md`), and kept
+//! decoded in RAM with the table, in the per-version index state
+//! ([`EmbeddedGlobal`]): a query scans in-memory filters, not the disk.
+//!
+//! A query (LOOKUP, RANGELOOKUP, and WITHIN for spatial types) walks the
+//! components newest first: the memtables through their side structure
+//! (the paper's in-memory B-tree on the MemTable), then the tables level by
+//! level — L0 newest first, then L1, L2, … — pruning a table by its zone
+//! map, then each data block by its zone map and (equality on scalars) its
+//! Bloom filter. Surviving blocks are read and every entry's attribute is
+//! re-extracted from the record and tested.
+//!
+//! Validation is GetLite: a match `(key, seq)` found in a component is
+//! valid only if no newer component holds a newer version of `key` at the
+//! snapshot. Memtables are checked exactly. A newer table is checked with
+//! its in-memory primary-key Bloom filter and key range only — no I/O when
+//! the filter says "absent" — and resolved exactly (a point lookup, which
+//! may read one data block) only when it says "maybe". Two cases the paper
+//! leaves implicit are handled exactly too: an older version in the same
+//! table is shadowed by the newer one read just before it in the same
+//! block, and a version whose newer sibling sits at the end of the previous
+//! data block (flagged in the block's entry) costs one exact lookup.
+//!
+//! Top-K: the paper stops at the end of the level where K results are
+//! known, assuming each level ≥ 1 older than the one above. That is not
+//! exact in a leveled tree (a key can reach L2 while an older key still
+//! sits in L1), and the contract asks for the K most recent matches, so a
+//! table is skipped only when K valid results newer than its newest entry
+//! (`largest_seq`) are known; with time-ordered levels this stops exactly
+//! where the paper stops, and never returns an older record instead of a
+//! newer one. Candidates older than the current K-th result are not
+//! validated (Algorithm 1's heap test).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use crate::error::{Error, Result};
+use crate::hooks::InstallEvent;
+use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::memtable::{MemGet, MemTable};
+use crate::sstable::filter::{hash64, BloomBuilder, BloomFilter};
+use crate::sstable::{BlockHandle, Table};
+use crate::version::FileMetaData;
+
+use super::{
+    lock, parse_doc, Hit, IndexDef, IndexInfo, IndexManager, IndexSide, IndexVersionState,
+    QueryOptions, QueryProfile, QueryView, Results,
+};
+
+/// Strategy name.
+pub const NAME: &str = "embedded";
+/// Default Bloom filter size per distinct value of a block: the paper's
+/// setting (Appendix C.1, Table 8).
+pub const DEFAULT_BITS_PER_KEY: usize = 100;
+const MAX_BITS_PER_KEY: usize = 1000;
+const FORMAT_VERSION: u8 = 1;
+/// Block flag: the block's first user key is the previous data block's last
+/// one (a newer version of it may sit in that block).
+const FLAG_CONTINUES: u8 = 1;
+
+/// Name of the meta block of index `index_id` in a table.
+pub fn block_name(index_id: u32) -> String {
+    format!("embedded.{index_id}")
+}
+
+/// Validates the parameters of an `embedded` index and returns the Bloom
+/// filter bits per distinct value (`bits_per_key`, 0 = zone maps only).
+pub fn parse_params(params: &BTreeMap<String, String>) -> Result<usize> {
+    let mut bits = DEFAULT_BITS_PER_KEY;
+    for (k, v) in params {
+        match k.as_str() {
+            "bits_per_key" => {
+                bits = match v.parse::<usize>() {
+                    Ok(b) if b <= MAX_BITS_PER_KEY => b,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                        "bits_per_key must be an integer from 0 to {MAX_BITS_PER_KEY}, not {v:?}"
+                    )))
+                    }
+                }
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown parameter {k:?} for strategy embedded (known: bits_per_key)"
+                )))
+            }
+        }
+    }
+    Ok(bits)
+}
+
+/// A zone map: the range of a block's (or table's) values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Zone {
+    /// Encoded `[min, max]` of scalar values.
+    Scalar(Vec<u8>, Vec<u8>),
+    /// Minimum bounding rectangle `[xmin, ymin, xmax, ymax]` of points or
+    /// rectangles.
+    Rect([f64; 4]),
+}
+
+impl Zone {
+    fn of(v: &IndexValue, enc: &[u8]) -> Zone {
+        match v.mbr() {
+            Some(m) => Zone::Rect(m),
+            None => Zone::Scalar(enc.to_vec(), enc.to_vec()),
+        }
+    }
+
+    fn widen(&mut self, other: &Zone) {
+        match (self, other) {
+            (Zone::Scalar(lo, hi), Zone::Scalar(a, b)) => {
+                if a < lo {
+                    a.clone_into(lo);
+                }
+                if b > hi {
+                    b.clone_into(hi);
+                }
+            }
+            (Zone::Rect(r), Zone::Rect(m)) => {
+                *r = [
+                    r[0].min(m[0]),
+                    r[1].min(m[1]),
+                    r[2].max(m[2]),
+                    r[3].max(m[3]),
+                ];
+            }
+            // Values of one index all have the same type.
+            _ => {}
+        }
+    }
+
+    fn contains(&self, inner: &Zone) -> bool {
+        match (self, inner) {
+            (Zone::Scalar(lo, hi), Zone::Scalar(a, b)) => lo <= a && b <= hi,
+            (Zone::Rect(r), Zone::Rect(m)) => {
+                r[0] <= m[0] && r[1] <= m[1] && m[2] <= r[2] && m[3] <= r[3]
+            }
+            _ => false,
+        }
+    }
+
+    fn may_match(&self, p: &Probe) -> bool {
+        match self {
+            Zone::Scalar(lo, hi) => p.bounds.as_ref().is_some_and(|(a, b)| {
+                lo.as_slice() <= b.as_slice() && a.as_slice() <= hi.as_slice()
+            }),
+            Zone::Rect(r) => p.window.is_some_and(|w| intersects(r, &w)),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Zone::Scalar(lo, hi) => lo.len() + hi.len(),
+            Zone::Rect(_) => 0,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Zone::Scalar(lo, hi) => {
+                put_length_prefixed(out, lo);
+                put_length_prefixed(out, hi);
+            }
+            Zone::Rect(r) => {
+                for c in r {
+                    out.extend_from_slice(&c.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    fn decode(src: &mut &[u8], ty: KeyType, bad: &dyn Fn(&str) -> Error) -> Result<Zone> {
+        if ty.is_spatial() {
+            let mut r = [0.0; 4];
+            for c in &mut r {
+                let b: [u8; 8] = src
+                    .get(..8)
+                    .and_then(|s| s.try_into().ok())
+                    .ok_or_else(|| bad("truncated rectangle"))?;
+                *c = f64::from_le_bytes(b);
+                *src = &src[8..];
+            }
+            // Also rejects NaN.
+            if !(r[0] <= r[2] && r[1] <= r[3]) {
+                return Err(bad("rectangle with min > max"));
+            }
+            return Ok(Zone::Rect(r));
+        }
+        let lo = get_length_prefixed(src).ok_or_else(|| bad("truncated zone minimum"))?;
+        let hi = get_length_prefixed(src).ok_or_else(|| bad("truncated zone maximum"))?;
+        let width = matches!(ty, KeyType::I64 | KeyType::F64).then_some(8);
+        if width.is_some_and(|w| lo.len() != w || hi.len() != w) {
+            return Err(bad("numeric zone bound is not 8 bytes"));
+        }
+        if lo > hi {
+            return Err(bad("zone with min > max"));
+        }
+        Ok(Zone::Scalar(lo.to_vec(), hi.to_vec()))
+    }
+}
+
+/// What a query tests zone maps and filters with.
+struct Probe {
+    /// Encoded scalar bounds (`[v, v]` for equality).
+    bounds: Option<(Vec<u8>, Vec<u8>)>,
+    /// Spatial window (for equality, the value's MBR).
+    window: Option<[f64; 4]>,
+    /// Filter hash of the encoded value, for equality on scalars.
+    hash: Option<u64>,
+}
+
+impl Probe {
+    fn new(pred: &Predicate) -> Probe {
+        let bounds = pred.scalar_bounds();
+        Probe {
+            window: if bounds.is_some() {
+                None
+            } else {
+                pred.window()
+            },
+            hash: match pred {
+                Predicate::Eq(v) if !v.key_type().is_spatial() => Some(hash64(&v.encode())),
+                _ => None,
+            },
+            bounds,
+        }
+    }
+}
+
+/// The in-RAM entry of one data block.
+pub struct BlockZone {
+    pub handle: BlockHandle,
+    /// The block's first user key continues the previous block.
+    pub continues: bool,
+    /// Indexed values in the block (≥ 1).
+    pub values: u32,
+    pub zone: Zone,
+    /// Bloom filter of the block's distinct encoded values (scalars with
+    /// `bits_per_key` > 0).
+    pub bloom: Option<BloomFilter>,
+}
+
+impl BlockZone {
+    fn may_match(&self, p: &Probe) -> bool {
+        self.zone.may_match(p)
+            && match (p.hash, &self.bloom) {
+                (Some(h), Some(f)) => f.may_contain_hash(h),
+                _ => true,
+            }
+    }
+}
+
+/// One table's Embedded index, decoded.
+pub struct TableZones {
+    pub key_type: KeyType,
+    /// Indexed values in the table (every version of every record).
+    pub values: u64,
+    /// Zone map of the whole table (`None` when nothing is indexed).
+    pub zone: Option<Zone>,
+    /// Data blocks holding at least one indexed value, in file order.
+    pub blocks: Vec<BlockZone>,
+    /// Bytes of the meta block.
+    pub disk_bytes: u64,
+}
+
+impl std::fmt::Debug for TableZones {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableZones")
+            .field("values", &self.values)
+            .field("zone", &self.zone)
+            .field("blocks", &self.blocks.len())
+            .finish()
+    }
+}
+
+impl TableZones {
+    /// Bytes of RAM held: zone maps, filters, handles.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.zone.as_ref().map_or(0, Zone::heap_bytes)
+            + self
+                .blocks
+                .iter()
+                .map(|b| {
+                    std::mem::size_of::<BlockZone>()
+                        + b.zone.heap_bytes()
+                        + b.bloom.as_ref().map_or(0, BloomFilter::size)
+                })
+                .sum::<usize>()
+    }
+
+    fn may_match(&self, p: &Probe) -> bool {
+        self.zone.as_ref().is_some_and(|z| z.may_match(p))
+    }
+}
+
+/// One data block as built, before encoding.
+pub struct BuiltBlock {
+    pub handle: BlockHandle,
+    pub continues: bool,
+    pub values: u32,
+    pub zone: Zone,
+    /// Serialized Bloom filter.
+    pub bloom: Option<Vec<u8>>,
+}
+
+fn key_type_byte(t: KeyType) -> u8 {
+    match t {
+        KeyType::I64 => 1,
+        KeyType::F64 => 2,
+        KeyType::String => 3,
+        KeyType::Point => 4,
+        KeyType::Rect => 5,
+    }
+}
+
+/// Encodes one table's meta block (`docs/format/embedded.md`). `bloom` says
+/// whether every block carries a filter.
+pub fn encode(ty: KeyType, bloom: bool, zone: Option<&Zone>, blocks: &[BuiltBlock]) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION, key_type_byte(ty), u8::from(bloom)];
+    let values: u64 = blocks.iter().map(|b| u64::from(b.values)).sum();
+    put_varint64(&mut out, values);
+    put_varint64(&mut out, blocks.len() as u64);
+    if let (Some(z), false) = (zone, blocks.is_empty()) {
+        z.encode(&mut out);
+    }
+    for b in blocks {
+        put_varint64(&mut out, b.handle.offset);
+        put_varint64(&mut out, b.handle.size);
+        out.push(if b.continues { FLAG_CONTINUES } else { 0 });
+        put_varint64(&mut out, u64::from(b.values));
+        b.zone.encode(&mut out);
+        if bloom {
+            put_length_prefixed(&mut out, b.bloom.as_deref().unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// Decodes a meta block written by [`encode`] for an index of type
+/// `expect`; every field is length- and range-checked. `ctx` names the
+/// block in errors (e.g. `table 12 block embedded.3`).
+pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> {
+    let bad = |what: &str| Error::corruption(format!("bad embedded index block ({ctx}): {what}"));
+    let byte = |src: &mut &[u8], what: &str| -> Result<u8> {
+        let (&b, rest) = src.split_first().ok_or_else(|| bad(what))?;
+        *src = rest;
+        Ok(b)
+    };
+    if byte(&mut src, "empty")? != FORMAT_VERSION {
+        return Err(bad("unknown version"));
+    }
+    if byte(&mut src, "truncated key type")? != key_type_byte(expect) {
+        return Err(bad("key type differs from the index definition"));
+    }
+    let bloom = match byte(&mut src, "truncated filter flag")? {
+        0 => false,
+        1 if !expect.is_spatial() => true,
+        _ => return Err(bad("bad filter flag")),
+    };
+    let v = |src: &mut &[u8], what: &str| get_varint64(src).ok_or_else(|| bad(what));
+    let values = v(&mut src, "truncated value count")?;
+    let n = v(&mut src, "truncated block count")?;
+    let zone = if n > 0 {
+        Some(Zone::decode(&mut src, expect, &bad)?)
+    } else {
+        None
+    };
+    // Each block takes at least 6 bytes: no allocation beyond the input.
+    let mut blocks = Vec::with_capacity(n.min(src.len() as u64 / 6) as usize);
+    let mut end = 0u64;
+    let mut sum = 0u64;
+    for _ in 0..n {
+        let offset = v(&mut src, "truncated block offset")?;
+        let size = v(&mut src, "truncated block size")?;
+        if offset < end {
+            return Err(bad("data blocks out of order"));
+        }
+        end = offset
+            .checked_add(size)
+            .ok_or_else(|| bad("block handle overflows"))?;
+        let flags = byte(&mut src, "truncated block flags")?;
+        if flags & !FLAG_CONTINUES != 0 {
+            return Err(bad("unknown block flags"));
+        }
+        let count = v(&mut src, "truncated block value count")?;
+        let count = u32::try_from(count)
+            .ok()
+            .filter(|c| *c > 0)
+            .ok_or_else(|| bad("block value count out of range"))?;
+        sum += u64::from(count);
+        let z = Zone::decode(&mut src, expect, &bad)?;
+        if !zone.as_ref().is_some_and(|t| t.contains(&z)) {
+            return Err(bad("block zone outside the table zone"));
+        }
+        let filter = if bloom {
+            let b = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated filter"))?;
+            Some(BloomFilter::from_bytes(b.to_vec()).map_err(|e| bad(&e.to_string()))?)
+        } else {
+            None
+        };
+        blocks.push(BlockZone {
+            handle: BlockHandle::new(offset, size),
+            continues: flags & FLAG_CONTINUES != 0,
+            values: count,
+            zone: z,
+            bloom: filter,
+        });
+    }
+    if !src.is_empty() {
+        return Err(bad("trailing bytes"));
+    }
+    if sum != values {
+        return Err(bad("block value counts do not add up to the table's"));
+    }
+    Ok(TableZones {
+        key_type: expect,
+        values,
+        zone,
+        blocks,
+        disk_bytes: 0,
+    })
+}
+
+/// The Embedded index of one index in one version: each live table's
+/// decoded zone maps and filters.
+#[derive(Default, Clone)]
+pub struct EmbeddedGlobal {
+    pub tables: BTreeMap<u64, Arc<TableZones>>,
+}
+
+impl EmbeddedGlobal {
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.values().map(|t| t.memory_bytes()).sum()
+    }
+
+    /// Block entries (zone map + filter) held in RAM.
+    pub fn entries(&self) -> usize {
+        self.tables.values().map(|t| t.blocks.len()).sum()
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.tables.values().map(|t| t.disk_bytes).sum()
+    }
+}
+
+/// Pending per-table structures: built while a table is written, consumed
+/// when it is installed. Keyed by (index id, file number).
+pub(super) type Pending = Mutex<HashMap<(u32, u64), Arc<TableZones>>>;
+
+/// One index's state while a table is built.
+struct PerIndex {
+    /// 0: no filters (spatial types, or `bits_per_key=0`).
+    bits_per_key: usize,
+    zone: Option<Zone>,
+    blocks: Vec<BuiltBlock>,
+    /// The current data block: its zone, value count, and encoded values
+    /// (for the filter).
+    cur_zone: Option<Zone>,
+    cur_values: u32,
+    cur_encoded: Vec<Vec<u8>>,
+}
+
+/// Builds every `embedded` index's per-block zone maps and filters while a
+/// table is written (driven by the index table observer).
+pub(super) struct Builder {
+    defs: Vec<Arc<IndexDef>>,
+    per: Vec<PerIndex>,
+    block: Option<BlockHandle>,
+    continues: bool,
+    last_key: Option<Vec<u8>>,
+}
+
+impl Builder {
+    pub fn new(defs: Vec<Arc<IndexDef>>) -> Builder {
+        let per = defs
+            .iter()
+            .map(|d| PerIndex {
+                bits_per_key: if d.spec.key_type.is_spatial() {
+                    0
+                } else {
+                    // Validated when the index was defined.
+                    parse_params(&d.spec.params).unwrap_or(DEFAULT_BITS_PER_KEY)
+                },
+                zone: None,
+                blocks: Vec::new(),
+                cur_zone: None,
+                cur_values: 0,
+                cur_encoded: Vec::new(),
+            })
+            .collect();
+        Builder {
+            defs,
+            per,
+            block: None,
+            continues: false,
+            last_key: None,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    pub fn defs(&self) -> impl Iterator<Item = &Arc<IndexDef>> {
+        self.defs.iter()
+    }
+
+    /// Every entry of the table (any kind), in order, with its data block.
+    pub fn note_entry(&mut self, user_key: &[u8], block: BlockHandle) {
+        if self.defs.is_empty() {
+            return;
+        }
+        if self.block != Some(block) {
+            self.close_block();
+            self.block = Some(block);
+            self.continues = self.last_key.as_deref() == Some(user_key);
+        }
+        match &mut self.last_key {
+            Some(k) if k.as_slice() == user_key => {}
+            Some(k) => {
+                k.clear();
+                k.extend_from_slice(user_key);
+            }
+            None => self.last_key = Some(user_key.to_vec()),
+        }
+    }
+
+    /// The value of the entry last passed to `note_entry` (a put), with its
+    /// JSON parse (`parse_doc` over all indexes of the observer).
+    pub fn add(&mut self, raw: &[u8], doc: Option<&std::result::Result<serde_json::Value, ()>>) {
+        for (d, p) in self.defs.iter().zip(self.per.iter_mut()) {
+            let Ok(v) = d.extract(raw, doc) else {
+                continue;
+            };
+            let enc = v.encode();
+            let z = Zone::of(&v, &enc);
+            match &mut p.cur_zone {
+                Some(c) => c.widen(&z),
+                None => p.cur_zone = Some(z),
+            }
+            p.cur_values += 1;
+            if p.bits_per_key > 0 {
+                p.cur_encoded.push(enc);
+            }
+        }
+    }
+
+    fn close_block(&mut self) {
+        let Some(handle) = self.block else {
+            return;
+        };
+        for p in &mut self.per {
+            let Some(zone) = p.cur_zone.take() else {
+                continue;
+            };
+            let bloom = (p.bits_per_key > 0).then(|| {
+                p.cur_encoded.sort_unstable();
+                p.cur_encoded.dedup();
+                let mut b = BloomBuilder::new(p.bits_per_key);
+                for e in p.cur_encoded.drain(..) {
+                    b.add_key(&e);
+                }
+                b.finish()
+            });
+            match &mut p.zone {
+                Some(t) => t.widen(&zone),
+                None => p.zone = Some(zone.clone()),
+            }
+            p.blocks.push(BuiltBlock {
+                handle,
+                continues: self.continues,
+                values: std::mem::take(&mut p.cur_values),
+                zone,
+                bloom,
+            });
+        }
+    }
+
+    /// The meta blocks of the table `file`; the decoded structures go to
+    /// `pending` until the table is installed.
+    pub fn finish(&mut self, pending: &Pending, file: u64) -> Result<Vec<(String, Vec<u8>)>> {
+        self.close_block();
+        self.block = None;
+        let mut out = Vec::with_capacity(self.defs.len());
+        for (d, p) in self.defs.iter().zip(self.per.iter_mut()) {
+            let ty = d.spec.key_type;
+            let name = block_name(d.id);
+            let blocks = std::mem::take(&mut p.blocks);
+            let bytes = encode(ty, p.bits_per_key > 0, p.zone.take().as_ref(), &blocks);
+            // What a reopen will read: decode the bytes rather than keep a
+            // second, unchecked copy of the structure.
+            let mut t = decode(&bytes, ty, &format!("table {file} block {name}"))?;
+            t.disk_bytes = bytes.len() as u64;
+            lock(pending).insert((d.id, file), Arc::new(t));
+            out.push((name, bytes));
+        }
+        Ok(out)
+    }
+}
+
+/// Reads and decodes the meta block of index `def` in table `f` (`None`
+/// if the table was written before the index existed).
+fn read_table(mgr: &IndexManager, def: &IndexDef, f: &FileMetaData) -> Result<Option<TableZones>> {
+    let t = mgr.tables.get(f.number, f.file_size)?;
+    let name = block_name(def.id);
+    let Some(bytes) = t.meta_block(&name)? else {
+        return Ok(None);
+    };
+    let mut z = decode(
+        &bytes,
+        def.spec.key_type,
+        &format!("table {} block {name}", f.number),
+    )?;
+    z.disk_bytes = bytes.len() as u64;
+    Ok(Some(z))
+}
+
+/// The `embedded` part of a version install: the previous version's
+/// tables, minus those removed, plus those added (from what the observer
+/// built, or read back); a trivially moved table keeps its entry.
+pub(super) fn on_install(
+    mgr: &IndexManager,
+    prev: Option<&IndexVersionState>,
+    ev: &InstallEvent<'_>,
+) -> Result<BTreeMap<u32, Arc<EmbeddedGlobal>>> {
+    let mut out = BTreeMap::new();
+    let moved: HashSet<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
+    for d in mgr.defs().iter().filter(|d| d.spec.strategy == NAME) {
+        let mut g: EmbeddedGlobal = prev
+            .and_then(|p| p.embedded.get(&d.id))
+            .map(|g| (**g).clone())
+            .unwrap_or_default();
+        for (_, n) in ev.removed {
+            if !moved.contains(n) {
+                g.tables.remove(n);
+            }
+        }
+        for (_, f) in ev.added {
+            let pending = lock(&mgr.pending_embedded).remove(&(d.id, f.number));
+            match pending {
+                Some(t) => {
+                    g.tables.insert(f.number, t);
+                }
+                None if g.tables.contains_key(&f.number) => {}
+                None => {
+                    if let Some(t) = read_table(mgr, d, f)? {
+                        g.tables.insert(f.number, Arc::new(t));
+                    }
+                }
+            }
+        }
+        out.insert(d.id, Arc::new(g));
+    }
+    Ok(out)
+}
+
+/// The `embedded` part of the recovered version: every live table's meta
+/// block, read and decoded. A ready index must cover every table.
+pub(super) fn on_recover(
+    mgr: &IndexManager,
+    defs: &[Arc<IndexDef>],
+    files: &[(usize, Arc<FileMetaData>)],
+) -> Result<BTreeMap<u32, Arc<EmbeddedGlobal>>> {
+    let mut out = BTreeMap::new();
+    for d in defs.iter().filter(|d| d.spec.strategy == NAME) {
+        let mut g = EmbeddedGlobal::default();
+        for (_, f) in files {
+            match read_table(mgr, d, f)? {
+                Some(t) => {
+                    g.tables.insert(f.number, Arc::new(t));
+                }
+                None if d.is_ready() => {
+                    return Err(Error::corruption(format!(
+                        "table {} lacks the block {} of ready index {:?}",
+                        f.number,
+                        block_name(d.id),
+                        d.spec.name
+                    )))
+                }
+                None => {}
+            }
+        }
+        out.insert(d.id, Arc::new(g));
+    }
+    Ok(out)
+}
+
+/// Fills the sizes of `embedded` indexes in `infos`.
+pub(super) fn fill_infos(infos: &mut [IndexInfo], state: Option<&IndexVersionState>) {
+    for i in infos.iter_mut().filter(|i| i.spec.strategy == NAME) {
+        let g = state.and_then(|s| s.embedded.get(&i.id));
+        i.stats.global_entries = g.map_or(0, |g| g.entries() as u64);
+        i.stats.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64);
+        i.stats.disk_bytes = g.map_or(0, |g| g.disk_bytes());
+    }
+}
+
+/// The newest entry of `key` at `snapshot` in `mems` (newest first).
+fn newest_in_mems(mems: &[Arc<MemTable>], key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
+    mems.iter().find_map(|m| m.get(key, snapshot))
+}
+
+/// One query's walk over the components.
+struct Search<'a, 'v> {
+    def: &'a IndexDef,
+    pred: &'a Predicate,
+    view: &'a QueryView<'v>,
+    keys_only: bool,
+    acc: Results,
+    validations: u64,
+    stale: u64,
+    exact: u64,
+    blocks_read: u64,
+}
+
+impl Search<'_, '_> {
+    fn keep(&self, value: Vec<u8>) -> Option<Vec<u8>> {
+        (!self.keys_only).then_some(value)
+    }
+
+    /// Memtables, newest first; every match is validated exactly against
+    /// the memtables up to its own (which may hold newer versions).
+    fn memtables(&mut self) {
+        let snapshot = self.view.snapshot;
+        for (i, m) in self.view.mems.iter().enumerate() {
+            let Some(side) = m
+                .side()
+                .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
+            else {
+                continue;
+            };
+            for (key, seq) in side.query(self.def.id, self.pred) {
+                if seq > snapshot || self.acc.full_before(seq) {
+                    continue;
+                }
+                self.validations += 1;
+                match newest_in_mems(&self.view.mems[..=i], &key, snapshot) {
+                    Some(MemGet::Value(s, v)) if s == seq => {
+                        let v = self.keep(v);
+                        self.acc.push(key, seq, v, None);
+                    }
+                    _ => self.stale += 1,
+                }
+            }
+        }
+    }
+
+    /// GetLite against a newer table `f`: key range and in-memory primary
+    /// key filter, then an exact point lookup only if the filter says
+    /// "maybe". True if `f` holds a version of `key` newer than `seq`.
+    fn newer_table_holds(&mut self, f: &FileMetaData, key: &[u8], seq: SeqNo) -> Result<bool> {
+        let snapshot = self.view.snapshot;
+        if f.smallest_seq > snapshot
+            || f.largest_seq <= seq
+            || key < key::user_key(&f.smallest)
+            || key > key::user_key(&f.largest)
+        {
+            return Ok(false);
+        }
+        let t = self.view.tables.get(f.number, f.file_size)?;
+        if !t.key_may_match(key) {
+            return Ok(false);
+        }
+        self.exact += 1;
+        self.blocks_read += 1;
+        Ok(t.get(key, snapshot)?.is_some_and(|found| found.seq > seq))
+    }
+
+    /// Validation of a match `(key, seq)` read from table `t`, the `pos`-th
+    /// table of `level`. `continues`: the match is in its block's first key
+    /// run and that key continues the previous block.
+    fn valid_in_table(
+        &mut self,
+        t: &Table,
+        level: usize,
+        pos: usize,
+        continues: bool,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<bool> {
+        let snapshot = self.view.snapshot;
+        // Memtables: exact.
+        match newest_in_mems(&self.view.mems, key, snapshot) {
+            Some(MemGet::Value(s, _)) | Some(MemGet::Deleted(s)) if s > seq => return Ok(false),
+            _ => {}
+        }
+        // The same table: a newer version at the end of the previous block.
+        if continues {
+            self.exact += 1;
+            self.blocks_read += 1;
+            if t.get(key, snapshot)?.is_some_and(|found| found.seq > seq) {
+                return Ok(false);
+            }
+        }
+        // Newer tables: L0 files before this one, then one file per level
+        // above this one.
+        let version = Arc::clone(&self.view.version);
+        let l0 = version.levels.first().map_or(&[][..], |l| {
+            if level == 0 {
+                &l[..pos.min(l.len())]
+            } else {
+                &l[..]
+            }
+        });
+        for f in l0 {
+            if self.newer_table_holds(f, key, seq)? {
+                return Ok(false);
+            }
+        }
+        for lv in 1..level.min(version.num_levels()) {
+            if let Some(i) = version.find_file(lv, key) {
+                if self.newer_table_holds(&version.levels[lv][i], key, seq)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Scans one data block of table `f`: for each key, the newest version
+    /// visible at the snapshot; those that are puts and match are
+    /// validated.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_block(
+        &mut self,
+        t: &Table,
+        f: &FileMetaData,
+        level: usize,
+        pos: usize,
+        b: &BlockZone,
+        mut entries: Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>,
+    ) -> Result<()> {
+        let snapshot = self.view.snapshot;
+        let mut first_run = true;
+        let mut visible_seen = false;
+        for i in 0..entries.len() {
+            if i > 0 && entries[i].0 != entries[i - 1].0 {
+                first_run = false;
+                visible_seen = false;
+            }
+            let (seq, kind) = (entries[i].1, entries[i].2);
+            // A version newer than the snapshot hides nothing; an older one
+            // after a visible version of the same key is shadowed by it.
+            if seq > snapshot || visible_seen {
+                continue;
+            }
+            visible_seen = true;
+            if kind != ValueKind::Value || self.acc.full_before(seq) {
+                continue;
+            }
+            let value = &entries[i].3;
+            let doc = parse_doc(value, std::iter::once(self.def));
+            match self.def.extract(value, doc.as_ref()) {
+                Ok(v) if self.pred.matches(&v) => {}
+                _ => continue,
+            }
+            self.validations += 1;
+            let key = entries[i].0.clone();
+            if !self.valid_in_table(t, level, pos, first_run && b.continues, &key, seq)? {
+                self.stale += 1;
+                continue;
+            }
+            let value = self.keep(std::mem::take(&mut entries[i].3));
+            self.acc
+                .push(key, seq, value, Some((f.number, b.handle.offset)));
+        }
+        Ok(())
+    }
+
+    /// Tables level by level: L0 newest first, then L1, L2, …, pruning by
+    /// table zone map, then block zone maps and filters.
+    fn tables(&mut self, global: &EmbeddedGlobal, profile: &mut QueryProfile) -> Result<()> {
+        let probe = Probe::new(self.pred);
+        let version = Arc::clone(&self.view.version);
+        for (level, files) in version.levels.iter().enumerate() {
+            for (pos, f) in files.iter().enumerate() {
+                if f.smallest_seq > self.view.snapshot {
+                    continue;
+                }
+                // Top K: every entry here is older than K known results.
+                if self.acc.full_before(f.largest_seq) {
+                    profile.tables_skipped += 1;
+                    continue;
+                }
+                let Some(tz) = global.tables.get(&f.number) else {
+                    return Err(Error::corruption(format!(
+                        "embedded index {:?} has no zone maps for live table {}",
+                        self.def.spec.name, f.number
+                    )));
+                };
+                if !tz.may_match(&probe) {
+                    continue;
+                }
+                let mut blocks = tz.blocks.iter().filter(|b| b.may_match(&probe)).peekable();
+                if blocks.peek().is_none() {
+                    continue;
+                }
+                let t = self.view.tables.get(f.number, f.file_size)?;
+                for b in blocks {
+                    self.blocks_read += 1;
+                    let entries = t.read_data_block_entries(b.handle)?;
+                    self.scan_block(&t, f, level, pos, b, entries)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Answers a query on an `embedded` index (Algorithms 5 and 8).
+pub(super) fn query(
+    def: &IndexDef,
+    pred: &Predicate,
+    opts: QueryOptions,
+    view: &QueryView<'_>,
+    profile: &mut QueryProfile,
+) -> Result<Vec<Hit>> {
+    let empty = EmbeddedGlobal::default();
+    let global = IndexManager::state_of(&view.version)
+        .and_then(|s| s.embedded.get(&def.id))
+        .map_or(&empty, |g| &**g);
+    let mut s = Search {
+        def,
+        pred,
+        view,
+        keys_only: opts.keys_only,
+        acc: Results::new(opts.limit),
+        validations: 0,
+        stale: 0,
+        exact: 0,
+        blocks_read: 0,
+    };
+    s.memtables();
+    let r = s.tables(global, profile);
+    let c = &def.counters;
+    c.validations.fetch_add(s.validations, Relaxed);
+    c.failed.fetch_add(s.stale, Relaxed);
+    c.exact.fetch_add(s.exact, Relaxed);
+    r?;
+    profile.data_blocks_read += s.blocks_read;
+    profile.candidates = s.validations;
+    profile.stale = s.stale;
+    let (hits, min_blocks) = s.acc.finish();
+    profile.min_data_blocks = min_blocks;
+    Ok(hits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Db, IndexSpec, Options, QueryOptions};
+
+    fn sample_blocks(ty: KeyType, bloom: bool) -> (Option<Zone>, Vec<BuiltBlock>) {
+        let mut blocks = Vec::new();
+        let mut table: Option<Zone> = None;
+        for b in 0..4u64 {
+            let vals: Vec<IndexValue> = (0..5)
+                .map(|i| {
+                    let x = (b * 10 + i) as f64;
+                    match ty {
+                        KeyType::I64 => IndexValue::I64(x as i64 - 20),
+                        KeyType::F64 => IndexValue::F64(x / 4.0),
+                        KeyType::String => IndexValue::Str(format!("w{x}")),
+                        KeyType::Point => IndexValue::Point([x, -x]),
+                        KeyType::Rect => IndexValue::Rect([x, 0.0, x + 2.0, 3.0]),
+                    }
+                })
+                .collect();
+            let mut zone: Option<Zone> = None;
+            let mut f = BloomBuilder::new(10);
+            for v in &vals {
+                let e = v.encode();
+                let z = Zone::of(v, &e);
+                match &mut zone {
+                    Some(c) => c.widen(&z),
+                    None => zone = Some(z),
+                }
+                f.add_key(&e);
+            }
+            let zone = zone.unwrap();
+            match &mut table {
+                Some(t) => t.widen(&zone),
+                None => table = Some(zone.clone()),
+            }
+            blocks.push(BuiltBlock {
+                handle: BlockHandle::new(b * 1000, 900),
+                continues: b == 2,
+                values: vals.len() as u32,
+                zone,
+                bloom: bloom.then(|| f.finish()),
+            });
+        }
+        (table, blocks)
+    }
+
+    const TYPES: [KeyType; 5] = [
+        KeyType::I64,
+        KeyType::F64,
+        KeyType::String,
+        KeyType::Point,
+        KeyType::Rect,
+    ];
+
+    #[test]
+    fn codec_roundtrip() {
+        for ty in TYPES {
+            let bloom = !ty.is_spatial();
+            let (zone, blocks) = sample_blocks(ty, bloom);
+            let bytes = encode(ty, bloom, zone.as_ref(), &blocks);
+            let t = decode(&bytes, ty, "test").unwrap();
+            assert_eq!(t.values, 20);
+            assert_eq!(t.zone, zone);
+            assert_eq!(t.blocks.len(), blocks.len());
+            for (d, b) in t.blocks.iter().zip(&blocks) {
+                assert_eq!(d.handle, b.handle);
+                assert_eq!(d.continues, b.continues);
+                assert_eq!(d.values, b.values);
+                assert_eq!(d.zone, b.zone);
+                assert_eq!(d.bloom.is_some(), bloom);
+            }
+            // Filters answer for the values they were built from.
+            if ty == KeyType::I64 {
+                let hit = Probe::new(&Predicate::Eq(IndexValue::I64(-20)));
+                assert!(t.blocks[0].may_match(&hit));
+                assert!(!t.blocks[1].may_match(&hit), "outside the zone map");
+                let gap = Probe::new(&Predicate::Eq(IndexValue::I64(-13)));
+                assert!(t.may_match(&gap), "inside the table zone map");
+                assert!(!t.blocks[0].may_match(&gap), "outside the block zone map");
+            }
+            assert!(decode(&bytes, KeyType::I64, "test").is_err() || ty == KeyType::I64);
+            // Empty table: no zone, no blocks.
+            let empty = encode(ty, bloom, None, &[]);
+            let e = decode(&empty, ty, "test").unwrap();
+            assert!(e.zone.is_none() && e.blocks.is_empty() && e.values == 0);
+        }
+    }
+
+    #[test]
+    fn codec_rejects_truncation_and_bad_lengths() {
+        for ty in TYPES {
+            let bloom = !ty.is_spatial();
+            let (zone, blocks) = sample_blocks(ty, bloom);
+            let bytes = encode(ty, bloom, zone.as_ref(), &blocks);
+            for cut in 0..bytes.len() {
+                let e = decode(&bytes[..cut], ty, "test").unwrap_err();
+                assert!(e.is_corruption(), "{e}");
+            }
+            let mut extra = bytes.clone();
+            extra.push(0);
+            assert!(decode(&extra, ty, "test").is_err());
+            // Header: version, type, flag, value count (20), block count (4).
+            assert_eq!(&bytes[..5], &[1, key_type_byte(ty), u8::from(bloom), 20, 4]);
+            for (at, v) in [
+                (3, 21u8),
+                (3, 19),
+                (4, 5),
+                (4, 3),
+                (4, 0x7f),
+                (2, 7),
+                (0, 2),
+            ] {
+                let mut b = bytes.clone();
+                b[at] = v;
+                assert!(decode(&b, ty, "test").is_err(), "{ty:?} byte {at} = {v}");
+            }
+            if !ty.is_spatial() {
+                // The table zone's minimum: its length prefix grows / shrinks.
+                for v in [bytes[5] + 1, bytes[5] - 1, 0x7f] {
+                    let mut b = bytes.clone();
+                    b[5] = v;
+                    assert!(decode(&b, ty, "test").is_err(), "{ty:?} zone length {v}");
+                }
+            }
+            // Any single corrupted byte: an error or a decode, never a panic.
+            for at in 0..bytes.len() {
+                for x in [0x01, 0x40, 0x80, 0xff] {
+                    let mut b = bytes.clone();
+                    b[at] ^= x;
+                    let _ = decode(&b, ty, "test");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn params() {
+        assert_eq!(parse_params(&BTreeMap::new()).unwrap(), 100);
+        let p = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+        assert_eq!(parse_params(&p("bits_per_key", "0")).unwrap(), 0);
+        assert!(parse_params(&p("bits_per_key", "-1")).is_err());
+        assert!(parse_params(&p("bits_per_key", "5000")).is_err());
+        assert!(parse_params(&p("delta", "1")).is_err());
+    }
+
+    fn doc(n: i64, pad: usize) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "n": n,
+            "p": [n as f64, 1.0],
+            "pad": "x".repeat(pad),
+        }))
+        .unwrap()
+    }
+
+    fn open(dir: &std::path::Path, bits: &str) -> Db {
+        // No automatic compaction: tests control the shape of the tree.
+        let opts = Options::small_for_tests()
+            .background_work(false)
+            .l0_compaction_trigger(20)
+            .l0_slowdown_trigger(40)
+            .l0_stop_trigger(60);
+        let db = Db::open(dir, opts).unwrap();
+        db.create_index(
+            IndexSpec::field("by_n", "n", KeyType::I64)
+                .strategy(NAME)
+                .param("bits_per_key", bits),
+        )
+        .unwrap();
+        db.create_index(IndexSpec::field("by_p", "p", KeyType::Point).strategy(NAME))
+            .unwrap();
+        db
+    }
+
+    #[test]
+    fn zone_maps_and_filters_prune_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), "100");
+        // Even values 0..400, several per 512-byte block, in tables.
+        for i in 0..200i64 {
+            db.put(format!("k{i:04}").as_bytes(), &doc(2 * i, 40))
+                .unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        let q = |pred: Predicate| {
+            db.query_profiled("by_n", &pred, QueryOptions::default())
+                .unwrap()
+        };
+        // Outside every zone map: no data block read.
+        for pred in [
+            Predicate::Eq(IndexValue::I64(1000)),
+            Predicate::Eq(IndexValue::I64(-3)),
+            Predicate::Range(IndexValue::I64(401), IndexValue::I64(5000)),
+        ] {
+            let (hits, p) = q(pred);
+            assert!(hits.is_empty());
+            assert_eq!(p.data_blocks_read, 0, "{p:?}");
+        }
+        let (hits, p) = db
+            .query_profiled(
+                "by_p",
+                &Predicate::Within([500.0, 0.0, 600.0, 2.0]),
+                QueryOptions::default(),
+            )
+            .unwrap();
+        assert!(hits.is_empty());
+        assert_eq!(p.data_blocks_read, 0, "{p:?}");
+        // A hit reads its block (and the filters keep the others out).
+        let (hits, p) = q(Predicate::Eq(IndexValue::I64(100)));
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].key, b"k0050");
+        assert_eq!(p.min_data_blocks, 1);
+        assert!(p.data_blocks_read <= 2, "{p:?}");
+        // Odd values are inside the zone maps but in no filter.
+        let mut read = 0;
+        for v in (1..400).step_by(2) {
+            let (hits, p) = q(Predicate::Eq(IndexValue::I64(v)));
+            assert!(hits.is_empty());
+            read += p.data_blocks_read;
+        }
+        assert!(read <= 5, "{read} blocks read for 200 absent values");
+        // A range reads the blocks of its zone.
+        let (hits, p) = q(Predicate::Range(IndexValue::I64(10), IndexValue::I64(20)));
+        assert_eq!(hits.len(), 6);
+        assert!(p.data_blocks_read >= 1 && p.data_blocks_read <= 4, "{p:?}");
+        let info = db.indexes();
+        let by_n = &info.iter().find(|i| i.spec.name == "by_n").unwrap().stats;
+        assert!(by_n.memory_bytes > 0 && by_n.disk_bytes > 0 && by_n.global_entries > 0);
+    }
+
+    #[test]
+    fn without_filters_absent_values_read_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), "0");
+        for i in 0..200i64 {
+            db.put(format!("k{i:04}").as_bytes(), &doc(2 * i, 40))
+                .unwrap();
+        }
+        db.flush().unwrap();
+        let (hits, p) = db
+            .query_profiled(
+                "by_n",
+                &Predicate::Eq(IndexValue::I64(101)),
+                QueryOptions::default(),
+            )
+            .unwrap();
+        assert!(hits.is_empty());
+        assert!(p.data_blocks_read >= 1, "zone maps alone cannot skip {p:?}");
+    }
+
+    #[test]
+    fn versions_spanning_blocks_of_one_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), "100");
+        // Ten versions of one key, each larger than a data block (512 bytes
+        // in tests), in one table.
+        for v in 0..10i64 {
+            db.put(b"a", &doc(v, 700)).unwrap();
+        }
+        db.put(b"b", &doc(3, 10)).unwrap();
+        db.flush().unwrap();
+        let exact = |db: &Db| {
+            db.indexes()
+                .iter()
+                .find(|i| i.spec.name == "by_n")
+                .unwrap()
+                .stats
+                .exact_checks
+        };
+        for v in 0..10i64 {
+            let before = exact(&db);
+            let (hits, p) = db
+                .query_profiled(
+                    "by_n",
+                    &Predicate::Eq(IndexValue::I64(v)),
+                    QueryOptions::default(),
+                )
+                .unwrap();
+            let mut keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+            keys.sort();
+            match v {
+                9 => assert_eq!(keys, [b"a"]),
+                3 => assert_eq!(keys, [b"b"]),
+                _ => assert!(keys.is_empty(), "{v}: {keys:?}"),
+            }
+            if v < 9 {
+                // The newer version sits in the previous block: one exact
+                // lookup in the same table finds it.
+                assert!(exact(&db) > before, "{v}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn next_and_embedded_indexes_share_the_table_observer() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::small_for_tests().background_work(false);
+        let mut db = Db::open(dir.path(), opts.clone()).unwrap();
+        db.create_index(IndexSpec::field("n_next", "n", KeyType::I64))
+            .unwrap();
+        db.create_index(IndexSpec::field("n_emb", "n", KeyType::I64).strategy(NAME))
+            .unwrap();
+        let mut x = 7u64;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for step in 0..1500 {
+            let k = format!("k{:03}", rnd(120));
+            match rnd(100) {
+                0..=59 => db
+                    .put(k.as_bytes(), &doc(rnd(30) as i64, rnd(60) as usize))
+                    .unwrap(),
+                60..=74 => db.delete(k.as_bytes()).unwrap(),
+                75..=79 => db.flush().unwrap(),
+                80..=81 => db.compact_range(None, None).unwrap(),
+                82 => {
+                    drop(db);
+                    db = Db::open(dir.path(), opts.clone()).unwrap();
+                }
+                _ => {
+                    let a = rnd(30) as i64;
+                    let pred = if rnd(2) == 0 {
+                        Predicate::Eq(IndexValue::I64(a))
+                    } else {
+                        Predicate::Range(IndexValue::I64(a), IndexValue::I64(a + rnd(8) as i64))
+                    };
+                    let o = QueryOptions::default().limit(rnd(5) as usize + 1);
+                    for o in [QueryOptions::default(), o] {
+                        let a = db.query("n_next", &pred, o).unwrap();
+                        let b = db.query("n_emb", &pred, o).unwrap();
+                        assert_eq!(a, b, "step {step}: {pred:?} {o:?}");
+                    }
+                }
+            }
+        }
+        db.create_index(IndexSpec::field("p_emb", "p", KeyType::Point).strategy(NAME))
+            .unwrap();
+        for name in ["n_next", "n_emb", "p_emb"] {
+            let c = db.check_index(name).unwrap();
+            assert!(c.ok(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn getlite_detects_updates_in_newer_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), "100");
+        for i in 0..50i64 {
+            db.put(format!("k{i:04}").as_bytes(), &doc(5, 10)).unwrap();
+        }
+        db.flush().unwrap();
+        // Newer versions in a newer table and in the memtable.
+        for i in 0..10i64 {
+            db.put(format!("k{i:04}").as_bytes(), &doc(6, 10)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 10..15i64 {
+            db.delete(format!("k{i:04}").as_bytes()).unwrap();
+        }
+        let before = db.indexes();
+        let (hits, p) = db
+            .query_profiled(
+                "by_n",
+                &Predicate::Eq(IndexValue::I64(5)),
+                QueryOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(hits.len(), 35);
+        assert!(hits.iter().all(|h| h.key.as_slice() >= b"k0015".as_slice()));
+        assert_eq!(p.stale, 15, "{p:?}");
+        let after = db.indexes();
+        let s = |v: &[IndexInfo]| {
+            v.iter()
+                .find(|i| i.spec.name == "by_n")
+                .unwrap()
+                .stats
+                .clone()
+        };
+        let (b, a) = (s(&before), s(&after));
+        assert_eq!(a.validations - b.validations, p.candidates);
+        assert_eq!(a.validations_failed - b.validations_failed, 15);
+        // The 10 keys updated in the newer table need an exact lookup.
+        assert!(a.exact_checks - b.exact_checks >= 10);
+        // Top K: the newest matches come from the newer table.
+        let hits = db
+            .query(
+                "by_n",
+                &Predicate::Eq(IndexValue::I64(6)),
+                QueryOptions::default().limit(3),
+            )
+            .unwrap();
+        let keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+        assert_eq!(keys, [b"k0009", b"k0008", b"k0007"]);
+    }
+}
