@@ -107,6 +107,12 @@ pub trait BenchSystem {
     /// process state, as after a restart).
     fn reopen(&mut self) -> SysResult<()>;
     fn sizes(&mut self) -> SysResult<Sizes>;
+    /// False for a system that keeps no secondary index (a baseline that
+    /// measures the primary store only): the harness then skips its
+    /// queries instead of calling [`BenchSystem::query`].
+    fn supports_queries(&self) -> bool {
+        true
+    }
 }
 
 /// Opens a system on an empty directory with the given indexes.

@@ -1,45 +1,103 @@
-//! `strata bench run`: the papers' static experiments, side by side.
+//! `strata bench run`, `bench replay` and `bench trace`: the papers'
+//! experiments, side by side, on every system of `--systems`.
 //!
-//! Every system in `--systems` loads the same generated records (written
-//! once, in memory) into a fresh database with the paper preset, then runs
-//! the same calibrated query sets. Results go to `DIR/results.json` (schema
-//! in the README) and a compact table on stdout. Block counts come from the
-//! engine's query profiles, so they do not depend on machine noise.
+//! A workload is written once as a [`Trace`] (in memory) and replayed
+//! identically by every system through the [`BenchSystem`] interface:
+//! open a fresh database with the workload's indexes, do the load, settle
+//! (flush, finish compactions), reopen, then run the static query sets
+//! and/or the mixed sequence. Every query's result count is checked
+//! against the exact count (calibrated query sets, or the trace's
+//! in-memory oracle), and in mixed and replayed sequences also against
+//! the first system's count for the same operation. Results go to
+//! `DIR/results.json` (see docs/benchmarks.md), `DIR/report.md` and a
+//! table on stdout; the command exits 1 if any count was wrong.
 
-use std::io::IsTerminal;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use clap::Args;
-use strata::{Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteOptions};
-use strata_bench::queries::{Query, QuerySet};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use strata_bench::queries::QuerySet;
+use strata_bench::system::{BenchSystem, QueryStats, Sizes, SystemOptions};
 
+use crate::bench_systems::{self, SystemSpec};
+use crate::bench_trace::{self, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
+use crate::chirp;
+use crate::progress::Progress;
 use crate::report::{print_table, write_report};
-use crate::results::{QueryResult, RunResults, SystemResult};
+use crate::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 use crate::CliError;
+
+/// Workloads of `bench run`.
+pub const WORKLOADS: [&str; 8] = [
+    "static-tweets",
+    "static-buildings",
+    "skew",
+    "multi-index",
+    "delta-sweep",
+    "mixed-write-heavy",
+    "mixed-read-heavy",
+    "mixed-update-heavy",
+];
+
+/// Systems when `--systems` is not given.
+pub const DEFAULT_SYSTEMS: &str = "strata:none,strata:next";
+
+/// Systems of `delta-sweep` when `--systems` is not given: δ off, 1, 4
+/// and 16 times the data's mean value gap, and auto (8 times the mean gap
+/// per table; see `bench_strata`).
+pub const DELTA_SWEEP_SYSTEMS: &str = "strata:next[delta=off],strata:next[delta=1x],\
+strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Workload: static-tweets (user_id i64, coordinates point) or
-    /// static-buildings (bbox rect, perimeter f64).
+    /// Workload: static-tweets, static-buildings, skew, multi-index,
+    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy
+    /// (see docs/benchmarks.md).
     #[arg(long, default_value = "static-tweets")]
     pub workload: String,
-    /// Records to generate and load.
+    /// Records to generate and load (mixed workloads: the preload).
     #[arg(long, default_value_t = 200_000)]
     pub records: u64,
-    /// Queries per query set.
+    /// Queries per calibrated query set (mixed workloads cycle through them).
     #[arg(long, default_value_t = 1000)]
     pub queries: usize,
     /// Comma-separated systems: strata:none, strata:next,
-    /// strata:next[delta=off] (parameters in brackets, `;`-separated).
-    #[arg(long, default_value = "strata:none,strata:next")]
-    pub systems: String,
-    /// Top-K variants to run besides the full queries (comma-separated).
+    /// strata:next[delta=off], strata:<strategy>[key=value;key@index=value],
+    /// or a peer (rocksdb, sqlite, fjall; needs --features peers). Default:
+    /// strata:none,strata:next (delta-sweep: its δ sweep).
+    #[arg(long)]
+    pub systems: Option<String>,
+    /// Static workloads: top-K variants to run besides the full queries
+    /// (comma-separated). Mixed workloads: one K, the limit of every query.
     #[arg(long, default_value = "")]
     pub top_k: String,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Read tables with O_DIRECT (cold reads).
+    /// Static workloads: fraction of the load's writes that update an
+    /// already-written key with new attribute values, in [0, 1). Queries
+    /// are calibrated and counted on the final records.
+    #[arg(long)]
+    pub update_fraction: Option<f64>,
+    /// Mixed workloads: operations after the preload (default: records/2).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Mixed workloads: selectivity class of the queries (small, medium,
+    /// large; default small).
+    #[arg(long)]
+    pub query_class: Option<String>,
+    /// Mixed workloads: fraction of the query share done as primary-key
+    /// gets (LevelDB++ Table 7b: 0.75), in [0, 1]; default 0.
+    #[arg(long)]
+    pub get_fraction: Option<f64>,
+    /// Mixed workloads: operations per latency interval (default ops/50).
+    #[arg(long)]
+    pub interval: Option<u64>,
+    /// Block / page cache of every system, in MiB (paper preset: 64).
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
+    /// Read tables with O_DIRECT (cold reads) where the system supports it.
     #[arg(long)]
     pub direct_io: bool,
     /// Output directory (created).
@@ -50,67 +108,98 @@ pub struct RunArgs {
     pub work_dir: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone)]
-struct System {
-    name: String,
-    strategy: Option<String>,
-    params: Vec<(String, String)>,
-}
-
-fn parse_systems(s: &str) -> Result<Vec<System>, CliError> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let rest = item.strip_prefix("strata:").ok_or_else(|| {
-            CliError::Other(format!(
-                "unknown system {item:?} (peers live in strata-compare)"
-            ))
-        })?;
-        let (strategy, params) = match rest.split_once('[') {
-            Some((s, p)) => {
-                let p = p
-                    .strip_suffix(']')
-                    .ok_or_else(|| CliError::Other(format!("system {item:?}: missing ]")))?;
-                let params = p
-                    .split(';')
-                    .filter(|kv| !kv.is_empty())
-                    .map(|kv| {
-                        kv.split_once('=')
-                            .map(|(k, v)| (k.to_string(), v.to_string()))
-                            .ok_or_else(|| {
-                                CliError::Other(format!("system {item:?}: {kv:?} is not key=value"))
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                (s, params)
-            }
-            None => (rest, Vec::new()),
-        };
-        out.push(System {
-            name: item.to_string(),
-            strategy: (strategy != "none").then(|| strategy.to_string()),
-            params,
-        });
-    }
-    if out.is_empty() {
-        return Err(CliError::Other("--systems is empty".into()));
-    }
-    Ok(out)
-}
-
-fn progress(msg: &str) {
-    if std::io::stderr().is_terminal() {
-        eprintln!("{msg}");
+impl RunArgs {
+    /// Arguments of a run with every option at its default.
+    pub fn new(workload: &str, records: u64, out: PathBuf) -> RunArgs {
+        RunArgs {
+            workload: workload.into(),
+            records,
+            queries: 1000,
+            systems: None,
+            top_k: String::new(),
+            seed: 42,
+            update_fraction: None,
+            ops: None,
+            query_class: None,
+            get_fraction: None,
+            interval: None,
+            cache_mb: 64,
+            direct_io: false,
+            out,
+            work_dir: None,
+        }
     }
 }
 
-fn to_predicate(q: &Query) -> Predicate {
-    match *q {
-        Query::Lookup(v) => Predicate::Eq(IndexValue::I64(v)),
-        Query::Range(lo, hi) => Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi)),
-        Query::RangeF(lo, hi) => Predicate::Range(IndexValue::F64(lo), IndexValue::F64(hi)),
-        Query::Window(w) => Predicate::Within(w),
-    }
+/// Trace file formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// Chirp: `<ts>\tw\t<json>`, `<ts>\trp\t<pk>`, `<ts>\trs\t<k>[\t<hi>]`.
+    Chirp,
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The trace file.
+    pub file: PathBuf,
+    #[arg(long, value_enum)]
+    pub format: TraceFormat,
+    /// JSON field of the secondary key (`rs` lines), an integer.
+    #[arg(long, default_value = "UserID")]
+    pub attribute: String,
+    /// Limit of every secondary query (LevelDB++ and PERSEID use 10).
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Comma-separated systems (as for `bench run`).
+    #[arg(long, default_value = DEFAULT_SYSTEMS)]
+    pub systems: String,
+    /// Operations per latency interval (default: operations/50).
+    #[arg(long)]
+    pub interval: Option<u64>,
+    /// Block / page cache of every system, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
+    #[arg(long)]
+    pub direct_io: bool,
+    /// Output directory (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Where the databases are built (default: a temporary directory).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    #[arg(long, value_enum)]
+    pub format: TraceFormat,
+    /// A mixed workload: mixed-write-heavy, mixed-read-heavy,
+    /// mixed-update-heavy (queries on UserID only).
+    #[arg(long, default_value = "mixed-read-heavy")]
+    pub workload: String,
+    /// Tweets written first (the preload).
+    #[arg(long, default_value_t = 10_000)]
+    pub records: u64,
+    /// Operations after the preload (default: records/2).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Queries per calibrated set (cycled through).
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// Selectivity class of the `rs` ranges: small, medium, large.
+    #[arg(long, default_value = "small")]
+    pub query_class: String,
+    /// Fraction of the read share written as `rp` (primary) reads.
+    #[arg(long, default_value_t = 0.0)]
+    pub get_fraction: f64,
+    /// Output file.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+// ------------------------------------------------------------ statistics
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -120,237 +209,728 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn options(direct_io: bool) -> Options {
-    Options::paper().direct_io(direct_io)
+/// A sum of counters some systems cannot report.
+#[derive(Default, Clone, Copy)]
+struct OptSum {
+    sum: u64,
+    missing: bool,
 }
 
-/// The generated records and the query sets calibrated on them.
-struct Workload {
-    records: Vec<(Vec<u8>, Vec<u8>)>,
-    indexes: Vec<(&'static str, &'static str, KeyType)>,
-    sets: Vec<QuerySet>,
-}
-
-fn static_tweets(n: u64, queries: usize, seed: u64) -> Workload {
-    let mut records = Vec::with_capacity(n as usize);
-    let mut users = Vec::with_capacity(n as usize);
-    let mut coords = Vec::with_capacity(n as usize);
-    for t in strata_bench::gen::tweets(seed, n) {
-        users.push(t.user_id);
-        coords.push(t.coordinates);
-        records.push((t.id.to_string().into_bytes(), t.to_json().into_bytes()));
-    }
-    let sets =
-        strata_bench::queries::tweet_query_sets_from(&users, &coords, queries, seed ^ 0x5eed);
-    Workload {
-        records,
-        indexes: vec![
-            ("user_id", "user_id", KeyType::I64),
-            ("coordinates", "coordinates", KeyType::Point),
-        ],
-        sets,
+impl OptSum {
+    fn add(&mut self, v: Option<u64>) {
+        match v {
+            Some(x) => self.sum += x,
+            None => self.missing = true,
+        }
     }
 }
 
-fn static_buildings(n: u64, queries: usize, seed: u64) -> Workload {
-    let mut records = Vec::with_capacity(n as usize);
-    let mut bboxes = Vec::with_capacity(n as usize);
-    let mut perimeters = Vec::with_capacity(n as usize);
-    for b in strata_bench::gen::buildings(seed, n) {
-        bboxes.push(b.bbox);
-        perimeters.push(b.perimeter);
-        records.push((b.id.to_string().into_bytes(), b.to_json().into_bytes()));
+/// Measurements of one query set (or one mixed label).
+#[derive(Default)]
+struct SetAcc {
+    lat_us: Vec<f64>,
+    results: u64,
+    blocks: OptSum,
+    min_blocks: OptSum,
+    index_blocks: OptSum,
+    stale: OptSum,
+    mismatches: u64,
+}
+
+impl SetAcc {
+    fn add(&mut self, us: f64, s: &QueryStats) {
+        self.lat_us.push(us);
+        self.results += s.results;
+        self.blocks.add(s.data_blocks_read);
+        self.min_blocks.add(s.min_data_blocks);
+        self.index_blocks.add(s.index_blocks_read);
+        self.stale.add(s.stale);
     }
-    let sets = strata_bench::queries::building_query_sets_from(
-        &bboxes,
-        &perimeters,
-        queries,
-        seed ^ 0x5eed,
-    );
-    Workload {
-        records,
-        indexes: vec![
-            ("bbox", "bbox", KeyType::Rect),
-            ("perimeter", "perimeter", KeyType::F64),
-        ],
-        sets,
+
+    fn finish(
+        mut self,
+        attribute: &str,
+        class: &str,
+        top_k: Option<usize>,
+        calibrated_mean: f64,
+    ) -> QueryResult {
+        self.lat_us.sort_by(f64::total_cmp);
+        let us = &self.lat_us;
+        let n = us.len().max(1) as f64;
+        let mut unknown = Vec::new();
+        let mut mean = |name: &str, s: OptSum| {
+            if s.missing {
+                unknown.push(name.to_string());
+                0.0
+            } else {
+                s.sum as f64 / n
+            }
+        };
+        let blocks_read_mean = mean("blocks_read_mean", self.blocks);
+        let min_blocks_mean = mean("min_blocks_mean", self.min_blocks);
+        let index_blocks_mean = mean("index_blocks_mean", self.index_blocks);
+        let stale_mean = mean("stale_mean", self.stale);
+        QueryResult {
+            attribute: attribute.to_string(),
+            class: class.to_string(),
+            top_k,
+            count: us.len(),
+            mean_us: us.iter().sum::<f64>() / n,
+            p50_us: percentile(us, 0.5),
+            p95_us: percentile(us, 0.95),
+            p99_us: percentile(us, 0.99),
+            results_mean: self.results as f64 / n,
+            blocks_read_mean,
+            min_blocks_mean,
+            index_blocks_mean,
+            stale_mean,
+            calibrated_mean,
+            mismatches: self.mismatches,
+            unknown,
+        }
     }
+}
+
+fn op_summary(kind: OpKind, lat_us: &mut [f64]) -> OpSummary {
+    lat_us.sort_by(f64::total_cmp);
+    let n = lat_us.len();
+    let total: f64 = lat_us.iter().sum();
+    OpSummary {
+        op: kind.name().to_string(),
+        count: n as u64,
+        ops_per_sec: if total > 0.0 {
+            n as f64 / (total / 1e6)
+        } else {
+            0.0
+        },
+        mean_us: total / n.max(1) as f64,
+        p50_us: percentile(lat_us, 0.5),
+        p95_us: percentile(lat_us, 0.95),
+        p99_us: percentile(lat_us, 0.99),
+        mismatches: 0,
+    }
+}
+
+fn kind_index(k: OpKind) -> usize {
+    OpKind::ALL.iter().position(|x| *x == k).unwrap_or(0)
+}
+
+// ------------------------------------------------------------ running
+
+/// Settings shared by every system of a run.
+struct Exec {
+    /// Static workloads: top-K variants besides the full queries.
+    top_ks: Vec<usize>,
+    /// Mixed / replay: the limit of every query.
+    limit: Option<usize>,
+    interval: u64,
+    opts: SystemOptions,
+}
+
+/// What one system returned for each operation of the mixed sequence.
+struct MixedObs {
+    /// Gets: 1 if found; queries: the result count; `None` if not run.
+    counts: Vec<Option<u64>>,
+    /// Differs from the trace's expectation.
+    wrong: Vec<bool>,
+    /// Position in `SystemResult::queries` of each label's entry.
+    label_pos: Vec<Option<usize>>,
+}
+
+fn sys_err(e: String) -> CliError {
+    CliError::Other(e)
+}
+
+fn fill_sizes(r: &mut SystemResult, z: Sizes) {
+    r.db_bytes = z.db_bytes;
+    let mut unknown = Vec::new();
+    r.index_bytes = z.index_bytes.unwrap_or_else(|| {
+        unknown.push("index_bytes".to_string());
+        0
+    });
+    r.index_memory_bytes = z.index_memory_bytes.unwrap_or_else(|| {
+        unknown.push("index_memory_bytes".to_string());
+        0
+    });
+    r.write_amplification = z.write_amplification.unwrap_or_else(|| {
+        unknown.push("write_amplification".to_string());
+        0.0
+    });
+    r.unknown = unknown;
 }
 
 fn run_system(
-    sys: &System,
-    w: &Workload,
-    args: &RunArgs,
+    spec: &SystemSpec,
+    trace: &Trace,
+    exec: &Exec,
     dir: &Path,
-    top_ks: &[usize],
-) -> Result<SystemResult, CliError> {
-    let _ = std::fs::remove_dir_all(dir);
-    let db = Db::open(dir, options(args.direct_io))?;
-    if let Some(strategy) = &sys.strategy {
-        for (name, field, ty) in &w.indexes {
-            let mut spec = IndexSpec::field(name, field, *ty).strategy(strategy);
-            for (k, v) in &sys.params {
-                spec = spec.param(k, v);
-            }
-            db.create_index(spec)?;
-        }
+) -> Result<(SystemResult, Option<MixedObs>), CliError> {
+    let name = spec.name().to_string();
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .map_err(|e| CliError::Other(format!("remove {}: {e}", dir.display())))?;
     }
-    progress(&format!(
-        "{}: loading {} records",
-        sys.name,
-        w.records.len()
-    ));
-    let t = Instant::now();
-    for (k, v) in &w.records {
-        db.put_opt(k, v, WriteOptions::default())?;
-    }
-    let ingest = t.elapsed();
-    let t = Instant::now();
-    db.flush()?;
-    db.wait_for_compactions()?;
-    let settle = t.elapsed();
-    let stats = db.stats();
-    let infos = db.indexes();
-    drop(db);
-
-    let t = Instant::now();
-    let db = Db::open(dir, options(args.direct_io))?;
-    let reopen = t.elapsed();
-
-    let mut queries = Vec::new();
-    if sys.strategy.is_some() {
-        for set in &w.sets {
-            for k in std::iter::once(None).chain(top_ks.iter().map(|k| Some(*k))) {
-                progress(&format!(
-                    "{}: {} {} top_k={k:?}",
-                    sys.name, set.attribute, set.class
-                ));
-                queries.push(run_set(&db, set, k)?);
-            }
-        }
-    }
-    let result = SystemResult {
-        system: sys.name.clone(),
-        ingest_seconds: ingest.as_secs_f64(),
-        settle_seconds: settle.as_secs_f64(),
-        reopen_seconds: reopen.as_secs_f64(),
-        db_bytes: stats.table_bytes,
-        index_bytes: infos.iter().map(|i| i.stats.disk_bytes).sum(),
-        index_memory_bytes: infos.iter().map(|i| i.stats.memory_bytes).sum(),
-        write_amplification: stats.write_amplification,
-        queries,
-        mixed: Vec::new(),
-        ops: Vec::new(),
+    let mut result = SystemResult {
+        system: name.clone(),
+        params: spec
+            .applied_params(&trace.indexes, &trace.gaps)
+            .map_err(sys_err)?,
+        ..SystemResult::default()
     };
-    drop(db);
+    let mut sys = spec
+        .open(dir, &trace.indexes, &trace.gaps, &exec.opts)
+        .map_err(sys_err)?;
+
+    let mut bar = Progress::new(format!("{name}: load"), trace.load.len() as u64);
+    let t = Instant::now();
+    for (i, p) in trace.load.iter().enumerate() {
+        sys.put(&p.key, &p.value).map_err(sys_err)?;
+        bar.tick(i as u64 + 1);
+    }
+    result.ingest_seconds = t.elapsed().as_secs_f64();
+    bar.finish();
+    let t = Instant::now();
+    sys.settle().map_err(sys_err)?;
+    result.settle_seconds = t.elapsed().as_secs_f64();
+    if trace.ops.is_empty() {
+        fill_sizes(&mut result, sys.sizes().map_err(sys_err)?);
+    }
+    let t = Instant::now();
+    sys.reopen().map_err(sys_err)?;
+    result.reopen_seconds = t.elapsed().as_secs_f64();
+
+    if sys.supports_queries() && !trace.sets.is_empty() {
+        for top_k in std::iter::once(None).chain(exec.top_ks.iter().map(|k| Some(*k))) {
+            let phase = match top_k {
+                Some(k) => format!("{name}: queries top-{k}"),
+                None => format!("{name}: queries"),
+            };
+            result.queries.extend(run_sets(
+                sys.as_mut(),
+                &trace.sets,
+                trace.interleave,
+                top_k,
+                &phase,
+            )?);
+        }
+    }
+    let obs = if trace.ops.is_empty() {
+        None
+    } else {
+        let obs = run_mixed(sys.as_mut(), trace, exec, &mut result)?;
+        sys.settle().map_err(sys_err)?;
+        fill_sizes(&mut result, sys.sizes().map_err(sys_err)?);
+        Some(obs)
+    };
+    drop(sys);
+    // Best effort: the next system needs the space, not this directory.
     let _ = std::fs::remove_dir_all(dir);
-    Ok(result)
+    Ok((result, obs))
 }
 
-fn run_set(db: &Db, set: &QuerySet, top_k: Option<usize>) -> Result<QueryResult, CliError> {
-    let opts = QueryOptions {
-        limit: top_k,
-        keys_only: false,
+/// Runs the static query sets once (full queries, or at most `top_k`
+/// results each), set after set or round-robin.
+fn run_sets(
+    sys: &mut dyn BenchSystem,
+    sets: &[QuerySet],
+    interleave: bool,
+    top_k: Option<usize>,
+    phase: &str,
+) -> Result<Vec<QueryResult>, CliError> {
+    let order: Vec<(usize, usize)> = if interleave {
+        let longest = sets.iter().map(|s| s.queries.len()).max().unwrap_or(0);
+        (0..longest)
+            .flat_map(|q| {
+                sets.iter()
+                    .enumerate()
+                    .filter(move |(_, s)| q < s.queries.len())
+                    .map(move |(i, _)| (i, q))
+            })
+            .collect()
+    } else {
+        sets.iter()
+            .enumerate()
+            .flat_map(|(i, s)| (0..s.queries.len()).map(move |q| (i, q)))
+            .collect()
     };
-    let mut lat = Vec::with_capacity(set.queries.len());
-    let (mut results, mut blocks, mut min_blocks, mut index_blocks, mut stale) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut mismatches = 0u64;
-    for (i, q) in set.queries.iter().enumerate() {
-        let pred = to_predicate(q);
+    let mut accs: Vec<SetAcc> = sets.iter().map(|_| SetAcc::default()).collect();
+    let mut bar = Progress::new(phase, order.len() as u64);
+    for (n, &(si, qi)) in order.iter().enumerate() {
+        let set = &sets[si];
         let t = Instant::now();
-        let (hits, p) = db.query_profiled(&set.attribute, &pred, opts)?;
-        lat.push(t.elapsed());
-        results += hits.len() as u64;
-        let want = set.expected_counts.get(i).copied();
-        let want = top_k.map_or(want, |k| want.map(|w| w.min(k as u64)));
-        if want != Some(hits.len() as u64) {
-            mismatches += 1;
+        let s = sys
+            .query(&set.attribute, &set.queries[qi], top_k)
+            .map_err(sys_err)?;
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        let want = set
+            .expected_counts
+            .get(qi)
+            .map(|&w| top_k.map_or(w, |k| w.min(k as u64)));
+        if want != Some(s.results) {
+            accs[si].mismatches += 1;
         }
-        blocks += p.data_blocks_read;
-        min_blocks += p.min_data_blocks;
-        index_blocks += p.index_blocks_read;
-        stale += p.stale;
+        accs[si].add(us, &s);
+        bar.tick(n as u64 + 1);
     }
-    let mut us: Vec<f64> = lat
-        .iter()
-        .map(|d: &Duration| d.as_secs_f64() * 1e6)
-        .collect();
-    us.sort_by(f64::total_cmp);
-    let n = set.queries.len().max(1) as f64;
-    Ok(QueryResult {
-        attribute: set.attribute.clone(),
-        class: set.class.clone(),
-        top_k,
-        count: set.queries.len(),
-        mean_us: us.iter().sum::<f64>() / n,
-        p50_us: percentile(&us, 0.5),
-        p95_us: percentile(&us, 0.95),
-        p99_us: percentile(&us, 0.99),
-        results_mean: results as f64 / n,
-        blocks_read_mean: blocks as f64 / n,
-        min_blocks_mean: min_blocks as f64 / n,
-        index_blocks_mean: index_blocks as f64 / n,
-        stale_mean: stale as f64 / n,
-        calibrated_mean: set.achieved_mean,
-        mismatches,
-    })
+    Ok(accs
+        .into_iter()
+        .zip(sets)
+        .map(|(a, s)| a.finish(&s.attribute, &s.class, top_k, s.achieved_mean))
+        .collect())
 }
 
-pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    let systems = parse_systems(&args.systems)?;
-    let top_ks: Vec<usize> = args
-        .top_k
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| {
-            s.trim()
-                .parse()
-                .map_err(|_| CliError::Other(format!("bad --top-k value {s:?}")))
-        })
-        .collect::<Result<_, _>>()?;
-    let w = match args.workload.as_str() {
-        "static-tweets" => static_tweets(args.records, args.queries, args.seed),
-        "static-buildings" => static_buildings(args.records, args.queries, args.seed),
-        other => {
-            return Err(CliError::Other(format!(
-                "unknown workload {other:?} (available: static-tweets, static-buildings)"
-            )))
-        }
+/// Runs the mixed sequence, filling `result.mixed`, `result.ops` and one
+/// `result.queries` entry per label; mismatches are filled in later by
+/// [`cross_check`].
+fn run_mixed(
+    sys: &mut dyn BenchSystem,
+    trace: &Trace,
+    exec: &Exec,
+    result: &mut SystemResult,
+) -> Result<MixedObs, CliError> {
+    let n = trace.ops.len();
+    let queries_ok = sys.supports_queries();
+    let mut obs = MixedObs {
+        counts: vec![None; n],
+        wrong: vec![false; n],
+        label_pos: vec![None; trace.labels.len()],
     };
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| CliError::Other(format!("create {}: {e}", args.out.display())))?;
-    let (_tmp, base) = match &args.work_dir {
-        Some(d) => (None, d.clone()),
+    let mut lat: [Vec<f64>; 4] = Default::default();
+    let mut labels: Vec<SetAcc> = trace.labels.iter().map(|_| SetAcc::default()).collect();
+    let mut iv_sum = [0f64; 4];
+    let mut iv_n = [0u64; 4];
+    let interval = exec.interval.max(1);
+    let mut bar = Progress::new(format!("{}: {}", result.system, trace.workload), n as u64);
+    let start = Instant::now();
+    for (i, op) in trace.ops.iter().enumerate() {
+        let kind = op.kind();
+        let mut stats: Option<(usize, QueryStats)> = None;
+        let t = Instant::now();
+        let ran = match op {
+            Op::Put(p) => {
+                sys.put(&p.key, &p.value).map_err(sys_err)?;
+                true
+            }
+            Op::Get { key, expect_found } => {
+                let found = sys.get(key).map_err(sys_err)?.is_some();
+                obs.counts[i] = Some(u64::from(found));
+                obs.wrong[i] = found != *expect_found;
+                true
+            }
+            Op::Query {
+                label,
+                query,
+                expected,
+            } if queries_ok => {
+                let index = &trace.labels[*label].index;
+                let s = sys.query(index, query, exec.limit).map_err(sys_err)?;
+                obs.counts[i] = Some(s.results);
+                let want = expected.map(|w| exec.limit.map_or(w, |k| w.min(k as u64)));
+                obs.wrong[i] = want.is_some_and(|w| w != s.results);
+                stats = Some((*label, s));
+                true
+            }
+            Op::Query { .. } => false,
+        };
+        if ran {
+            let us = t.elapsed().as_secs_f64() * 1e6;
+            if let Some((label, s)) = stats {
+                labels[label].add(us, &s);
+            }
+            let k = kind_index(kind);
+            lat[k].push(us);
+            iv_sum[k] += us;
+            iv_n[k] += 1;
+        }
+        if (i + 1) % interval as usize == 0 || i + 1 == n {
+            let total_n: u64 = iv_n.iter().sum();
+            let mean = |k: OpKind| {
+                let j = kind_index(k);
+                (iv_n[j] > 0).then(|| iv_sum[j] / iv_n[j] as f64)
+            };
+            result.mixed.push(MixedInterval {
+                ops_done: i as u64 + 1,
+                mean_us: if total_n > 0 {
+                    iv_sum.iter().sum::<f64>() / total_n as f64
+                } else {
+                    0.0
+                },
+                insert_mean_us: mean(OpKind::Insert),
+                update_mean_us: mean(OpKind::Update),
+                query_mean_us: mean(OpKind::Query),
+                get_mean_us: mean(OpKind::Get),
+            });
+            iv_sum = [0.0; 4];
+            iv_n = [0; 4];
+        }
+        bar.tick(i as u64 + 1);
+    }
+    result.mixed_seconds = start.elapsed().as_secs_f64();
+    for (k, l) in OpKind::ALL.iter().zip(lat.iter_mut()) {
+        if !l.is_empty() {
+            result.ops.push(op_summary(*k, l));
+        }
+    }
+    for (li, (acc, label)) in labels.into_iter().zip(&trace.labels).enumerate() {
+        if !acc.lat_us.is_empty() {
+            obs.label_pos[li] = Some(result.queries.len());
+            result.queries.push(acc.finish(
+                &label.index,
+                &label.class,
+                exec.limit,
+                label.calibrated_mean,
+            ));
+        }
+    }
+    Ok(obs)
+}
+
+/// Counts mismatches of the mixed sequence: an operation is wrong if its
+/// count differs from the trace's expectation or from the first system's
+/// (for queries: the first system that runs queries).
+fn cross_check(trace: &Trace, results: &mut [SystemResult], obs: &[MixedObs]) {
+    let reference_get = obs.first();
+    let reference_query = obs.iter().find(|o| o.label_pos.iter().any(Option::is_some));
+    for (r, o) in results.iter_mut().zip(obs) {
+        for (i, op) in trace.ops.iter().enumerate() {
+            let Some(got) = o.counts[i] else { continue };
+            let reference = match op {
+                Op::Query { .. } => reference_query,
+                _ => reference_get,
+            };
+            let disagrees = reference
+                .and_then(|x| x.counts[i])
+                .is_some_and(|want| want != got);
+            if !(o.wrong[i] || disagrees) {
+                continue;
+            }
+            let kind = op.kind().name();
+            if let Some(s) = r.ops.iter_mut().find(|s| s.op == kind) {
+                s.mismatches += 1;
+            }
+            if let Op::Query { label, .. } = op {
+                if let Some(p) = o.label_pos[*label] {
+                    r.queries[p].mismatches += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Runs `trace` on every system and writes the outputs; exits 1 (after
+/// writing them) if any result count was wrong.
+fn execute(
+    trace: &Trace,
+    systems: &[SystemSpec],
+    exec: &Exec,
+    out: &Path,
+    work_dir: Option<&Path>,
+    seed: u64,
+    direct_io: bool,
+) -> Result<(), CliError> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| CliError::Other(format!("create {}: {e}", out.display())))?;
+    let (_tmp, base) = match work_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| CliError::Other(format!("create {}: {e}", d.display())))?;
+            (None, d.to_path_buf())
+        }
         None => {
             let t = crate::bench::make_temp_dir()?;
             let p = t.0.clone();
             (Some(t), p)
         }
     };
-    let mut results = RunResults {
-        workload: args.workload.clone(),
-        records: args.records,
-        seed: args.seed,
-        direct_io: args.direct_io,
-        systems: Vec::new(),
-    };
-    for (i, sys) in systems.iter().enumerate() {
-        let dir = base.join(format!("sys{i}"));
-        results
-            .systems
-            .push(run_system(sys, &w, args, &dir, &top_ks)?);
+    let mut systems_out = Vec::new();
+    let mut obs = Vec::new();
+    for (i, spec) in systems.iter().enumerate() {
+        let (r, o) = run_system(spec, trace, exec, &base.join(format!("sys{i}")))?;
+        systems_out.push(r);
+        obs.extend(o);
     }
-    let json =
+    if obs.len() == systems_out.len() && !obs.is_empty() {
+        cross_check(trace, &mut systems_out, &obs);
+    }
+    let mut parameters = trace.parameters.clone();
+    parameters.insert("cache_bytes".into(), json!(exec.opts.cache_bytes));
+    if !exec.top_ks.is_empty() {
+        parameters.insert("top_k_variants".into(), json!(exec.top_ks));
+    }
+    if !trace.ops.is_empty() {
+        parameters.insert("top_k".into(), json!(exec.limit));
+        parameters.insert("interval".into(), json!(exec.interval));
+    }
+    parameters.insert(
+        "indexes".into(),
+        json!(trace.indexes.iter().map(|d| &d.name).collect::<Vec<_>>()),
+    );
+    let results = RunResults {
+        workload: trace.workload.clone(),
+        records: trace.records,
+        seed,
+        direct_io,
+        systems: systems_out,
+        parameters,
+    };
+    let text =
         serde_json::to_string_pretty(&results).map_err(|e| CliError::Other(e.to_string()))?;
-    let path = args.out.join("results.json");
-    std::fs::write(&path, json)
+    let path = out.join("results.json");
+    std::fs::write(&path, text)
         .map_err(|e| CliError::Other(format!("write {}: {e}", path.display())))?;
     print_table(&results)?;
-    let report = write_report(&results, &args.out)?;
+    if !trace.ops.is_empty() {
+        print_ops(&results)?;
+    }
+    let report = write_report(&results, out)?;
     crate::out(format_args!(
         "results: {}\nreport:  {}\n",
         path.display(),
         report.display()
+    ))?;
+    let bad: u64 = results
+        .systems
+        .iter()
+        .map(|s| {
+            s.queries.iter().map(|q| q.mismatches).sum::<u64>()
+                + s.ops
+                    .iter()
+                    .filter(|o| o.op != "query")
+                    .map(|o| o.mismatches)
+                    .sum::<u64>()
+        })
+        .sum();
+    if bad > 0 {
+        return Err(CliError::Failed(format!(
+            "error: {bad} operations returned a wrong result count (see `mismatches` in {})",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Per-operation summary of mixed and replayed runs on stdout.
+fn print_ops(r: &RunResults) -> Result<(), CliError> {
+    crate::out(format_args!(
+        "\n{:<26} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}\n",
+        "system", "op", "count", "ops/s", "mean us", "p50 us", "p99 us", "mismatch"
+    ))?;
+    for s in &r.systems {
+        for o in &s.ops {
+            crate::out(format_args!(
+                "{:<26} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}\n",
+                s.system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p99_us, o.mismatches
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+fn parse_top_ks(s: &str) -> Result<Vec<usize>, CliError> {
+    s.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| match s.trim().parse::<usize>() {
+            Ok(k) if k > 0 => Ok(k),
+            _ => Err(CliError::Other(format!(
+                "bad --top-k value {s:?} (a positive integer)"
+            ))),
+        })
+        .collect()
+}
+
+fn system_options(cache_mb: u64, direct_io: bool) -> SystemOptions {
+    SystemOptions {
+        cache_bytes: cache_mb.saturating_mul(1 << 20),
+        direct_io,
+        sync: false,
+    }
+}
+
+fn default_interval(ops: usize) -> u64 {
+    (ops as u64 / 50).max(1)
+}
+
+/// `strata bench run`.
+pub fn run(args: &RunArgs) -> Result<(), CliError> {
+    let w = args.workload.as_str();
+    if !WORKLOADS.contains(&w) {
+        return Err(CliError::Other(format!(
+            "unknown workload {w:?} (available: {})",
+            WORKLOADS.join(", ")
+        )));
+    }
+    let mixed = bench_trace::mixed_ratios(w).is_some();
+    let only_mixed = [
+        ("--ops", args.ops.is_some()),
+        ("--query-class", args.query_class.is_some()),
+        ("--get-fraction", args.get_fraction.is_some()),
+        ("--interval", args.interval.is_some()),
+    ];
+    if !mixed {
+        if let Some((flag, _)) = only_mixed.iter().find(|(_, given)| *given) {
+            return Err(CliError::Other(format!(
+                "{flag} applies to the mixed workloads only, not {w}"
+            )));
+        }
+    } else if args.update_fraction.is_some() {
+        return Err(CliError::Other(format!(
+            "--update-fraction applies to static workloads; {w} has its own update share"
+        )));
+    }
+    let update_fraction = args.update_fraction.unwrap_or(0.0);
+    if !(0.0..1.0).contains(&update_fraction) {
+        return Err(CliError::Other(format!(
+            "--update-fraction must be in [0, 1), got {update_fraction}"
+        )));
+    }
+    let get_fraction = args.get_fraction.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&get_fraction) {
+        return Err(CliError::Other(format!(
+            "--get-fraction must be in [0, 1], got {get_fraction}"
+        )));
+    }
+    let top_ks = parse_top_ks(&args.top_k)?;
+    let limit = if mixed {
+        match top_ks[..] {
+            [] => None,
+            [k] => Some(k),
+            _ => {
+                return Err(CliError::Other(
+                    "mixed workloads take one --top-k value (the limit of every query)".into(),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    let default_systems = if w == "delta-sweep" {
+        DELTA_SWEEP_SYSTEMS
+    } else {
+        DEFAULT_SYSTEMS
+    };
+    let systems = bench_systems::resolve_list(args.systems.as_deref().unwrap_or(default_systems))
+        .map_err(CliError::Other)?;
+
+    let scfg = StaticCfg {
+        records: args.records,
+        queries: args.queries,
+        seed: args.seed,
+        update_fraction,
+    };
+    let trace = match w {
+        "static-tweets" | "delta-sweep" => bench_trace::static_tweets(w, &scfg, false),
+        "multi-index" => bench_trace::static_tweets(w, &scfg, true),
+        "static-buildings" => bench_trace::static_buildings(&scfg),
+        "skew" => bench_trace::skew(&scfg),
+        _ => bench_trace::mixed(&MixedCfg {
+            workload: w.to_string(),
+            preload: args.records,
+            ops: args.ops.unwrap_or(args.records / 2),
+            seed: args.seed,
+            queries: args.queries,
+            class: args.query_class.clone().unwrap_or_else(|| "small".into()),
+            get_fraction,
+            style: Style::Native,
+        })
+        .map_err(CliError::Other)?,
+    };
+    let exec = Exec {
+        top_ks: if mixed { Vec::new() } else { top_ks },
+        limit,
+        interval: args
+            .interval
+            .unwrap_or_else(|| default_interval(trace.ops.len())),
+        opts: system_options(args.cache_mb, args.direct_io),
+    };
+    execute(
+        &trace,
+        &systems,
+        &exec,
+        &args.out,
+        args.work_dir.as_deref(),
+        args.seed,
+        args.direct_io,
+    )
+}
+
+/// `strata bench replay`.
+pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
+    let systems = bench_systems::resolve_list(&args.systems).map_err(CliError::Other)?;
+    if args.top_k == Some(0) {
+        return Err(CliError::Other("--top-k must be positive".into()));
+    }
+    let ops = match args.format {
+        TraceFormat::Chirp => chirp::read_trace(&args.file, &args.attribute),
+    }
+    .map_err(CliError::Other)?;
+    let mut trace = bench_trace::from_chirp(ops, &args.attribute);
+    trace
+        .parameters
+        .insert("trace".into(), json!(args.file.display().to_string()));
+    trace.parameters.insert("format".into(), json!("chirp"));
+    let exec = Exec {
+        top_ks: Vec::new(),
+        limit: args.top_k,
+        interval: args
+            .interval
+            .unwrap_or_else(|| default_interval(trace.ops.len())),
+        opts: system_options(args.cache_mb, args.direct_io),
+    };
+    execute(
+        &trace,
+        &systems,
+        &exec,
+        &args.out,
+        args.work_dir.as_deref(),
+        0,
+        args.direct_io,
+    )
+}
+
+/// `strata bench trace`: writes a mixed workload as a chirp trace.
+pub fn trace(args: &TraceArgs) -> Result<(), CliError> {
+    if bench_trace::mixed_ratios(&args.workload).is_none() {
+        return Err(CliError::Other(format!(
+            "bench trace writes mixed workloads (mixed-write-heavy, mixed-read-heavy, mixed-update-heavy), not {:?}",
+            args.workload
+        )));
+    }
+    if !(0.0..=1.0).contains(&args.get_fraction) {
+        return Err(CliError::Other(format!(
+            "--get-fraction must be in [0, 1], got {}",
+            args.get_fraction
+        )));
+    }
+    let t = bench_trace::mixed(&MixedCfg {
+        workload: args.workload.clone(),
+        preload: args.records,
+        ops: args.ops.unwrap_or(args.records / 2),
+        seed: args.seed,
+        queries: args.queries,
+        class: args.query_class.clone(),
+        get_fraction: args.get_fraction,
+        style: Style::Chirp,
+    })
+    .map_err(CliError::Other)?;
+    let TraceFormat::Chirp = args.format;
+    let f = std::fs::File::create(&args.out)
+        .map_err(|e| CliError::Other(format!("create {}: {e}", args.out.display())))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let lines = chirp::write_trace(&t, &mut w)
+        .map_err(|e| CliError::Other(format!("{}: {e}", args.out.display())))?;
+    std::io::Write::flush(&mut w)
+        .map_err(|e| CliError::Other(format!("write {}: {e}", args.out.display())))?;
+    let counts: BTreeMap<&str, usize> = OpKind::ALL
+        .iter()
+        .map(|k| (k.name(), t.ops.iter().filter(|o| o.kind() == *k).count()))
+        .collect();
+    crate::out(format_args!(
+        "wrote {lines} lines to {} ({} preload writes, then {} inserts, {} updates, {} rp, {} rs)\n",
+        args.out.display(),
+        t.load.len(),
+        counts["insert"],
+        counts["update"],
+        counts["get"],
+        counts["query"]
     ))
 }

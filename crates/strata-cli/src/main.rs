@@ -7,9 +7,14 @@
 
 mod bench;
 mod bench_run;
+mod bench_strata;
+mod bench_systems;
+mod bench_trace;
+mod chirp;
 mod gen;
 mod index_cmd;
 mod plot;
+mod progress;
 mod report;
 mod results;
 mod verify;
@@ -181,7 +186,8 @@ enum Command {
     /// directory must not already hold a database.
     #[command(args_conflicts_with_subcommands = true)]
     Bench {
-        /// `run`: the papers' experiments (see `strata bench run --help`).
+        /// `run`, `replay`, `trace`: the papers' experiments (see
+        /// `strata bench run --help`).
         #[command(subcommand)]
         sub: Option<BenchCommand>,
         /// Keys to fill.
@@ -216,9 +222,17 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
-    /// Load generated data into every system of --systems, run the
-    /// calibrated query sets, write DIR/results.json and print a table.
+    /// Run a workload on every system of --systems (static: load, then the
+    /// calibrated query sets; mixed: preload, then interleaved inserts,
+    /// updates, gets and queries); write DIR/results.json and report.md
+    /// and print a table. Exit 1 if any result count was wrong.
     Run(bench_run::RunArgs),
+    /// Replay a trace file (chirp) on every system of --systems; results
+    /// as for `run`.
+    Replay(bench_run::ReplayArgs),
+    /// Write a mixed workload of generated tweets as a chirp trace (fields
+    /// ID and UserID), for `bench replay`.
+    Trace(bench_run::TraceArgs),
 }
 
 /// Parameters of the deterministic stress workload.
@@ -324,6 +338,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             ..
         } => bench_run::run(&args)?,
         Command::Bench {
+            sub: Some(BenchCommand::Replay(args)),
+            ..
+        } => bench_run::replay(&args)?,
+        Command::Bench {
+            sub: Some(BenchCommand::Trace(args)),
+            ..
+        } => bench_run::trace(&args)?,
+        Command::Bench {
             sub: None,
             records,
             reads,
@@ -356,15 +378,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
                  calibrated to the NEXT paper's mean result counts), in full and top-10.\n\n"
             ))?;
             bench_run::run(&bench_run::RunArgs {
-                workload: "static-tweets".into(),
-                records,
                 queries,
-                systems: "strata:none,strata:next,strata:next[delta=off],strata:memory".into(),
+                systems: Some(
+                    "strata:none,strata:next,strata:next[delta=off],strata:memory".into(),
+                ),
                 top_k: "10".into(),
-                seed: 42,
-                direct_io: false,
-                out: dir,
-                work_dir: None,
+                ..bench_run::RunArgs::new("static-tweets", records, dir)
             })?;
         }
         Command::Index { cmd } => {

@@ -1378,6 +1378,7 @@ mod tests {
             stale_mean: 0.0,
             calibrated_mean: min * 1.1,
             mismatches: 0,
+            ..Default::default()
         }
     }
 
@@ -1401,6 +1402,7 @@ mod tests {
             queries,
             mixed: Vec::new(),
             ops: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -1424,6 +1426,7 @@ mod tests {
             p50_us: mean * 0.8,
             p95_us: mean * 2.0,
             p99_us: mean * 4.0,
+            ..Default::default()
         }
     }
 
@@ -1509,6 +1512,7 @@ mod tests {
                 off,
                 mem,
             ],
+            ..Default::default()
         }
     }
 

@@ -1,10 +1,14 @@
 //! The data model of `results.json` (a contract: other tools read it;
 //! fields may be added, the documented ones are kept).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 /// One query set's measurements (the `queries` entries of results.json).
-#[derive(Debug, Clone, Serialize)]
+/// Mixed and replay workloads have one entry per attribute and class of
+/// the queries in the sequence.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct QueryResult {
     pub attribute: String,
     pub class: String,
@@ -22,11 +26,17 @@ pub struct QueryResult {
     /// Mean result count the query set was calibrated to.
     pub calibrated_mean: f64,
     /// Queries whose result count differs from the exact count computed
-    /// over the generated data (full queries only; must be 0).
+    /// over the generated data (with a top-K: from min(exact, K)); in mixed
+    /// and replay workloads also those whose count differs from the first
+    /// system's for the same operation. Must be 0.
     pub mismatches: u64,
+    /// Counters the system could not report (their means above are 0):
+    /// names among `blocks_read_mean`, `min_blocks_mean`,
+    /// `index_blocks_mean`, `stale_mean`.
+    pub unknown: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SystemResult {
     pub system: String,
     pub ingest_seconds: f64,
@@ -41,21 +51,32 @@ pub struct SystemResult {
     pub mixed: Vec<MixedInterval>,
     /// Per operation kind (mixed and replay workloads).
     pub ops: Vec<OpSummary>,
+    /// Wall time of the mixed / replayed sequence (0 for static workloads).
+    pub mixed_seconds: f64,
+    /// Index parameters as applied, `index.key -> value` (Strata: after
+    /// `key@index` overrides and `delta=Nx` resolution).
+    pub params: BTreeMap<String, String>,
+    /// Size fields the system could not report (their values above are 0):
+    /// among `index_bytes`, `index_memory_bytes`, `write_amplification`.
+    pub unknown: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunResults {
     pub workload: String,
     pub records: u64,
     pub seed: u64,
     pub direct_io: bool,
     pub systems: Vec<SystemResult>,
+    /// Workload parameters (update fraction, operation mix, query class,
+    /// trace file, ...), as documented in docs/benchmarks.md.
+    pub parameters: BTreeMap<String, serde_json::Value>,
 }
 
 /// Mean latency over one interval of a mixed workload (`mixed` entries of
 /// results.json), in microseconds; per-kind means are `None` when the
 /// interval had no operation of that kind.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct MixedInterval {
     /// Operations done at the end of the interval.
     pub ops_done: u64,
@@ -67,7 +88,7 @@ pub struct MixedInterval {
 }
 
 /// Throughput and latency of one operation kind over a whole run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct OpSummary {
     /// `insert`, `update`, `delete`, `query`, `get`.
     pub op: String,
@@ -77,4 +98,7 @@ pub struct OpSummary {
     pub p50_us: f64,
     pub p95_us: f64,
     pub p99_us: f64,
+    /// Gets whose found / not-found differs from the expected state, or
+    /// queries counted as in [`QueryResult::mismatches`]. Must be 0.
+    pub mismatches: u64,
 }

@@ -1,0 +1,147 @@
+//! From a `--systems` entry to an open [`BenchSystem`]: `strata:...` names
+//! are Strata ([`crate::bench_strata`]); `rocksdb`, `sqlite` and `fjall` are
+//! the peers of the `strata-compare` crate, compiled in with
+//! `--features peers` (and `--features rocksdb` for RocksDB).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use strata_bench::system::{BenchSystem, IndexDecl, OpenFn, SysResult, SystemOptions};
+
+use crate::bench_strata::{StrataSpec, StrataSystem};
+
+/// Peer systems known to the harness (implemented in `strata-compare`).
+pub const PEERS: [&str; 3] = ["rocksdb", "sqlite", "fjall"];
+
+/// A resolved `--systems` entry.
+pub enum SystemSpec {
+    Strata(StrataSpec),
+    Peer { name: String, open: OpenFn },
+}
+
+impl SystemSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            SystemSpec::Strata(s) => &s.name,
+            SystemSpec::Peer { name, .. } => name,
+        }
+    }
+
+    /// Index parameters as applied (Strata: after `key@index` overrides and
+    /// `delta=Nx` resolution), as `index.key -> value`; empty for peers.
+    pub fn applied_params(
+        &self,
+        decls: &[IndexDecl],
+        gaps: &BTreeMap<String, f64>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        match self {
+            SystemSpec::Strata(s) => Ok(s
+                .index_params(decls, gaps)?
+                .into_iter()
+                .flat_map(|(i, m)| m.into_iter().map(move |(k, v)| (format!("{i}.{k}"), v)))
+                .collect()),
+            SystemSpec::Peer { .. } => Ok(BTreeMap::new()),
+        }
+    }
+
+    /// Opens the system on the empty directory `dir`.
+    pub fn open(
+        &self,
+        dir: &Path,
+        decls: &[IndexDecl],
+        gaps: &BTreeMap<String, f64>,
+        opts: &SystemOptions,
+    ) -> SysResult<Box<dyn BenchSystem>> {
+        match self {
+            SystemSpec::Strata(s) => {
+                let params = s.index_params(decls, gaps)?;
+                StrataSystem::open(s, dir, decls, &params, opts)
+            }
+            SystemSpec::Peer { open, .. } => open(dir, decls, opts),
+        }
+    }
+}
+
+/// Resolves one `--systems` entry.
+pub fn resolve(name: &str) -> Result<SystemSpec, String> {
+    if let Some(s) = StrataSpec::parse(name)? {
+        return Ok(SystemSpec::Strata(s));
+    }
+    match peer_open_fn(name) {
+        Some(open) => Ok(SystemSpec::Peer {
+            name: name.to_string(),
+            open,
+        }),
+        None => Err(peer_unavailable(name)),
+    }
+}
+
+/// Resolves a comma-separated `--systems` list (at least one entry, no
+/// duplicates).
+pub fn resolve_list(list: &str) -> Result<Vec<SystemSpec>, String> {
+    let mut out: Vec<SystemSpec> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if out.iter().any(|s| s.name() == item) {
+            return Err(format!("system {item:?} is listed twice in --systems"));
+        }
+        out.push(resolve(item)?);
+    }
+    if out.is_empty() {
+        return Err("--systems is empty".into());
+    }
+    Ok(out)
+}
+
+#[cfg(feature = "peers")]
+fn peer_open_fn(name: &str) -> Option<OpenFn> {
+    strata_compare::open_fn(name)
+}
+
+#[cfg(not(feature = "peers"))]
+fn peer_open_fn(_name: &str) -> Option<OpenFn> {
+    None
+}
+
+/// Why `name` cannot be opened in this build.
+fn peer_unavailable(name: &str) -> String {
+    let known = PEERS.contains(&name);
+    if known && cfg!(feature = "peers") {
+        format!(
+            "system {name:?} is not compiled in: rebuild with `--features {}` (see docs/benchmarks.md)",
+            if name == "rocksdb" { "rocksdb" } else { "peers" }
+        )
+    } else if known {
+        format!(
+            "system {name:?} is a peer: rebuild with `--features peers` (see docs/benchmarks.md)"
+        )
+    } else {
+        format!(
+            "unknown system {name:?} (Strata: strata:none, strata:<strategy>[key=value;...]; peers: {})",
+            PEERS.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_strata_and_explains_peers() {
+        let v = resolve_list("strata:none, strata:next[delta=off]").unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].name(), "strata:next[delta=off]");
+        let e = resolve_list("strata:next,strata:next").err().unwrap();
+        assert!(e.contains("twice"), "{e}");
+        assert!(resolve_list(" , ").is_err());
+        let e = resolve("foo").err().unwrap();
+        assert!(e.starts_with("unknown system \"foo\""), "{e}");
+        if !cfg!(feature = "peers") {
+            let e = resolve("sqlite").err().unwrap();
+            assert_eq!(
+                e,
+                "system \"sqlite\" is a peer: rebuild with `--features peers` (see docs/benchmarks.md)"
+            );
+        }
+    }
+}
