@@ -154,10 +154,10 @@ enum Command {
     /// report (results.json, report.md with PNG plots) to --out.
     Demo {
         /// Tweets to generate (the default finishes in about two minutes).
-        #[arg(long, default_value_t = 200_000)]
+        #[arg(long, default_value_t = 100_000)]
         records: u64,
         /// Queries per query set.
-        #[arg(long, default_value_t = 150)]
+        #[arg(long, default_value_t = 100)]
         queries: usize,
         /// Report directory.
         #[arg(long, default_value = "strata-demo")]
@@ -295,6 +295,10 @@ fn io_out(e: std::io::Error) -> CliError {
     }
 }
 
+/// Every strategy, side by side, in `strata demo`.
+const DEMO_SYSTEMS: &str = "strata:none,strata:next,strata:embedded,strata:memory,strata:composite,\
+strata:composite[mode=validation],strata:deli,strata:posting-eager,strata:posting-lazy";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -373,14 +377,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
         } => {
             out(format_args!(
                 "Strata demo: {records} generated tweets, secondary indexes on user_id (i64) and coordinates (point),\n\
-                 loaded without an index, with NEXT (value-aware splitting on and off) and with the in-RAM\n\
-                 Eager baseline (memory); then {queries} queries per selectivity class (small/medium/large,\n\
-                 calibrated to the NEXT paper's mean result counts), in full and top-10.\n\n"
+                 loaded without an index and with every index strategy in turn (NEXT, Embedded, the in-RAM\n\
+                 Eager baseline, composite sync and validation, DELI, posting lists eager and lazy); then\n\
+                 {queries} queries per selectivity class (small/medium/large, calibrated to the NEXT paper's\n\
+                 mean result counts), in full and top-10.\n\n"
             ))?;
             bench_run::run(&bench_run::RunArgs {
                 queries,
                 systems: Some(
-                    "strata:none,strata:next,strata:next[delta=off],strata:memory".into(),
+                    DEMO_SYSTEMS.into(),
                 ),
                 top_k: "10".into(),
                 ..bench_run::RunArgs::new("static-tweets", records, dir)
