@@ -124,8 +124,18 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                 out(format_args!("{s}\n"))?;
             } else {
                 out(format_args!(
-                    "{:<16} {:<24} {:<7} {:<9} {:<9} {:>12} {:>12} {:>12}\n",
-                    "name", "field", "type", "strategy", "state", "entries", "memory B", "disk B"
+                    "{:<16} {:<24} {:<7} {:<13} {:<9} {:>12} {:>12} {:>12} {:>11} {:>9} {:>9}\n",
+                    "name",
+                    "field",
+                    "type",
+                    "strategy",
+                    "state",
+                    "entries",
+                    "memory B",
+                    "disk B",
+                    "validations",
+                    "stale",
+                    "repaired"
                 ))?;
                 for i in infos {
                     let field = match &i.spec.extractor {
@@ -133,7 +143,7 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                         strata::Extractor::Custom(n) => format!("fn:{n}"),
                     };
                     out(format_args!(
-                        "{:<16} {:<24} {:<7} {:<9} {:<9} {:>12} {:>12} {:>12}\n",
+                        "{:<16} {:<24} {:<7} {:<13} {:<9} {:>12} {:>12} {:>12} {:>11} {:>9} {:>9}\n",
                         i.spec.name,
                         field,
                         i.spec.key_type.as_str(),
@@ -141,7 +151,10 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                         format!("{:?}", i.state).to_lowercase(),
                         i.stats.global_entries,
                         i.stats.memory_bytes,
-                        i.stats.disk_bytes
+                        i.stats.disk_bytes,
+                        i.stats.validations,
+                        i.stats.validations_failed,
+                        i.stats.repaired
                     ))?;
                 }
             }

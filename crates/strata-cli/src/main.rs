@@ -296,7 +296,8 @@ fn io_out(e: std::io::Error) -> CliError {
 }
 
 /// Every strategy, side by side, in `strata demo`.
-const DEMO_SYSTEMS: &str = "strata:none,strata:next,strata:embedded,strata:memory,strata:composite,\
+const DEMO_SYSTEMS: &str =
+    "strata:none,strata:next,strata:embedded,strata:memory,strata:composite,\
 strata:composite[mode=validation],strata:deli,strata:posting-eager,strata:posting-lazy";
 
 fn main() -> ExitCode {
@@ -384,9 +385,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             ))?;
             bench_run::run(&bench_run::RunArgs {
                 queries,
-                systems: Some(
-                    DEMO_SYSTEMS.into(),
-                ),
+                systems: Some(DEMO_SYSTEMS.into()),
                 top_k: "10".into(),
                 ..bench_run::RunArgs::new("static-tweets", records, dir)
             })?;
