@@ -81,6 +81,65 @@ fn is_spatial(ty: AttrType) -> bool {
     matches!(ty, AttrType::Point | AttrType::Rect)
 }
 
+/// The SQL and parameters of a query on index `i` of type `ty`.
+fn query_sql(i: usize, ty: AttrType, pred: Pred, top_k: Option<usize>) -> (String, Vec<Value>) {
+    let limit = match top_k {
+        Some(k) => i64::try_from(k).unwrap_or(i64::MAX),
+        None => -1,
+    };
+    // Equality is written as `=` (what a user writes for a lookup): the
+    // planner then walks idx<i> backwards in seq order and LIMIT stops
+    // early; a range needs a sort by seq.
+    let scalar = |eq: bool| {
+        if eq {
+            format!("SELECT pk, doc FROM records WHERE a{i} = ?1 ORDER BY seq DESC LIMIT ?3")
+        } else {
+            format!(
+                "SELECT pk, doc FROM records WHERE a{i} BETWEEN ?1 AND ?2 \
+                 ORDER BY seq DESC LIMIT ?3"
+            )
+        }
+    };
+    match pred {
+        Pred::I64Range(lo, hi) => (
+            scalar(lo == hi),
+            vec![
+                Value::Integer(lo),
+                Value::Integer(hi),
+                Value::Integer(limit),
+            ],
+        ),
+        Pred::F64Range(lo, hi) => (
+            scalar(lo == hi),
+            vec![Value::Real(lo), Value::Real(hi), Value::Integer(limit)],
+        ),
+        Pred::Window(w) => {
+            let exact = if ty == AttrType::Point {
+                format!("r.a{i}_x BETWEEN ?1 AND ?3 AND r.a{i}_y BETWEEN ?2 AND ?4")
+            } else {
+                format!(
+                    "r.a{i}_x0 <= ?3 AND r.a{i}_x1 >= ?1 AND r.a{i}_y0 <= ?4 AND r.a{i}_y1 >= ?2"
+                )
+            };
+            (
+                format!(
+                    "SELECT r.pk, r.doc FROM rt{i} AS t CROSS JOIN records AS r \
+                     ON r.rowid = t.id \
+                     WHERE t.minx <= ?3 AND t.maxx >= ?1 AND t.miny <= ?4 AND t.maxy >= ?2 \
+                     AND {exact} ORDER BY r.seq DESC LIMIT ?5"
+                ),
+                vec![
+                    Value::Real(w[0]),
+                    Value::Real(w[1]),
+                    Value::Real(w[2]),
+                    Value::Real(w[3]),
+                    Value::Integer(limit),
+                ],
+            )
+        }
+    }
+}
+
 /// SQLite with a B-tree or R*Tree index per declared index.
 pub struct SqlitePeer {
     dir: PathBuf,
@@ -282,54 +341,7 @@ impl SqlitePeer {
         if pred.is_empty() {
             return Ok((Vec::new(), QueryStats::default()));
         }
-        let limit = match top_k {
-            Some(k) => i64::try_from(k).unwrap_or(i64::MAX),
-            None => -1,
-        };
-        let (sql, args): (String, Vec<Value>) = match pred {
-            Pred::I64Range(lo, hi) => (
-                format!(
-                    "SELECT pk, doc FROM records WHERE a{i} BETWEEN ?1 AND ?2 \
-                     ORDER BY seq DESC LIMIT ?3"
-                ),
-                vec![
-                    Value::Integer(lo),
-                    Value::Integer(hi),
-                    Value::Integer(limit),
-                ],
-            ),
-            Pred::F64Range(lo, hi) => (
-                format!(
-                    "SELECT pk, doc FROM records WHERE a{i} BETWEEN ?1 AND ?2 \
-                     ORDER BY seq DESC LIMIT ?3"
-                ),
-                vec![Value::Real(lo), Value::Real(hi), Value::Integer(limit)],
-            ),
-            Pred::Window(w) => {
-                let exact = if ty == AttrType::Point {
-                    format!("r.a{i}_x BETWEEN ?1 AND ?3 AND r.a{i}_y BETWEEN ?2 AND ?4")
-                } else {
-                    format!(
-                        "r.a{i}_x0 <= ?3 AND r.a{i}_x1 >= ?1 AND r.a{i}_y0 <= ?4 AND r.a{i}_y1 >= ?2"
-                    )
-                };
-                (
-                    format!(
-                        "SELECT r.pk, r.doc FROM rt{i} AS t CROSS JOIN records AS r \
-                         ON r.rowid = t.id \
-                         WHERE t.minx <= ?3 AND t.maxx >= ?1 AND t.miny <= ?4 AND t.maxy >= ?2 \
-                         AND {exact} ORDER BY r.seq DESC LIMIT ?5"
-                    ),
-                    vec![
-                        Value::Real(w[0]),
-                        Value::Real(w[1]),
-                        Value::Real(w[2]),
-                        Value::Real(w[3]),
-                        Value::Integer(limit),
-                    ],
-                )
-            }
-        };
+        let (sql, args) = query_sql(i, ty, pred, top_k);
         let conn = self.conn()?;
         let mut st = conn
             .prepare_cached(&sql)
@@ -500,5 +512,64 @@ impl Drop for SqlitePeer {
             // Best effort: without the marker the next open scans.
             let _ = self.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plans a benchmark relies on: lookups walk idx<i> in seq order
+    /// (no sort, so LIMIT stops early), ranges search idx<i>, windows are
+    /// driven by the R*Tree and join records by rowid.
+    #[test]
+    fn query_plans_use_the_indexes() {
+        let dir = std::env::temp_dir().join(format!("strata-compare-plan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let decls = vec![
+            IndexDecl {
+                name: "n".into(),
+                field: "n".into(),
+                ty: AttrType::I64,
+            },
+            IndexDecl {
+                name: "p".into(),
+                field: "p".into(),
+                ty: AttrType::Point,
+            },
+        ];
+        let mut peer = match SqlitePeer::open(&dir, &decls, &SystemOptions::default()) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        let mut plan = |i: usize, ty: AttrType, pred: Pred| -> String {
+            let (sql, args) = query_sql(i, ty, pred, Some(10));
+            let conn = match peer.conn() {
+                Ok(c) => c,
+                Err(e) => panic!("{e}"),
+            };
+            let mut st = match conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")) {
+                Ok(s) => s,
+                Err(e) => panic!("{e}"),
+            };
+            let rows = st.query_map(params_from_iter(args), |r| r.get::<_, String>(3));
+            match rows.and_then(|r| r.collect::<Result<Vec<_>, _>>()) {
+                Ok(v) => v.join(" | "),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let lookup = plan(0, AttrType::I64, Pred::I64Range(3, 3));
+        assert!(lookup.contains("USING INDEX idx0 (a0=?)"), "{lookup}");
+        assert!(!lookup.contains("TEMP B-TREE"), "{lookup}");
+        let range = plan(0, AttrType::I64, Pred::I64Range(3, 9));
+        assert!(range.contains("USING INDEX idx0"), "{range}");
+        let window = plan(1, AttrType::Point, Pred::Window([0.0, 0.0, 1.0, 1.0]));
+        assert!(window.starts_with("SCAN t VIRTUAL TABLE"), "{window}");
+        assert!(
+            window.contains("SEARCH r USING INTEGER PRIMARY KEY"),
+            "{window}"
+        );
+        drop(peer);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
