@@ -712,13 +712,13 @@ fn execute(
 /// Per-operation summary of mixed and replayed runs on stdout.
 fn print_ops(r: &RunResults) -> Result<(), CliError> {
     crate::out(format_args!(
-        "\n{:<26} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}\n",
+        "\n{:<34} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}\n",
         "system", "op", "count", "ops/s", "mean us", "p50 us", "p99 us", "mismatch"
     ))?;
     for s in &r.systems {
         for o in &s.ops {
             crate::out(format_args!(
-                "{:<26} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}\n",
+                "{:<34} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}\n",
                 s.system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p99_us, o.mismatches
             ))?;
         }

@@ -18,12 +18,12 @@ use crate::CliError;
 
 pub fn print_table(r: &RunResults) -> Result<(), CliError> {
     crate::out(format_args!(
-        "{:<26} {:>9} {:>9} {:>12} {:>11} {:>11}\n",
+        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11}\n",
         "system", "ingest s", "reopen s", "db MB", "index MB", "index RAM KB"
     ))?;
     for s in &r.systems {
         crate::out(format_args!(
-            "{:<26} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}\n",
+            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}\n",
             s.system,
             s.ingest_seconds + s.settle_seconds,
             s.reopen_seconds,
@@ -34,7 +34,7 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
     }
     if r.systems.iter().any(|s| !s.queries.is_empty()) {
         crate::out(format_args!(
-            "\n{:<26} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}\n",
+            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}\n",
             "system",
             "attribute",
             "class",
@@ -50,7 +50,7 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
     for s in &r.systems {
         for q in &s.queries {
             crate::out(format_args!(
-                "{:<26} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}\n",
+                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}\n",
                 s.system,
                 q.attribute,
                 q.class,
@@ -66,13 +66,13 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
     }
     if r.systems.iter().any(|s| !s.ops.is_empty()) {
         crate::out(format_args!(
-            "\n{:<26} {:<7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+            "\n{:<34} {:<7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
             "system", "op", "count", "ops/s", "mean us", "p50 us", "p95 us", "p99 us"
         ))?;
         for s in &r.systems {
             for o in &s.ops {
                 crate::out(format_args!(
-                    "{:<26} {:<7} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
+                    "{:<34} {:<7} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
                     s.system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p95_us, o.p99_us
                 ))?;
             }

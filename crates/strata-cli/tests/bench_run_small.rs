@@ -85,7 +85,9 @@ fn demo_writes_a_report() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
-        stdout.contains("strata:next[delta=off]") && stdout.contains("report:"),
+        stdout.contains("strata:posting-lazy")
+            && stdout.contains("strata:embedded")
+            && stdout.contains("report:"),
         "{stdout}"
     );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
