@@ -197,26 +197,10 @@ impl Strategy for Composite {
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        if let Some(pk) = &self.pk {
-            pk.flush()?;
-        }
-        self.tree.flush()
-    }
-
-    fn wait_idle(&self) -> Result<()> {
-        if let Some(pk) = &self.pk {
-            pk.db.wait_for_compactions()?;
-        }
-        self.tree.db.wait_for_compactions()
-    }
-
-    fn pin(&self) -> Vec<Snapshot> {
-        let mut v = vec![self.tree.db.snapshot()];
-        if let Some(pk) = &self.pk {
-            v.push(pk.db.snapshot());
-        }
-        v
+    fn trees(&self) -> Vec<&IndexTree> {
+        let mut t = vec![&self.tree];
+        t.extend(self.pk.as_ref());
+        t
     }
 
     fn query(
@@ -225,9 +209,7 @@ impl Strategy for Composite {
         q: &Query<'_>,
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
-        let snap = pinned
-            .first()
-            .ok_or_else(|| Error::invalid("composite query without a pinned view"))?;
+        let snap = strategy::main_view(pinned, "composite")?;
         let (cands, _) = scan_entries(self.ty, &self.tree, snap, q, false, profile)?;
         let check = match (self.mode, pinned.get(1)) {
             (Mode::Sync, _) => Check::Exact,

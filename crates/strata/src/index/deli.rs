@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::db::Snapshot;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::options::Options;
 use crate::WriteBatch;
 
@@ -51,11 +51,7 @@ impl Deli {
         params: &[(String, String)],
         opts: &Options,
     ) -> Result<Deli> {
-        if let Some((k, _)) = params.first() {
-            return Err(Error::invalid(format!(
-                "unknown parameter {k:?} for strategy deli (it takes none)"
-            )));
-        }
+        strategy::no_params("deli", params)?;
         let tree = IndexTree::open(dir.join("tree"), opts.clone())?;
         let ts_last = match tree.db.get(TS_LAST_KEY)? {
             Some(b) => tree::read_seq(&b, false)?,
@@ -118,16 +114,8 @@ impl Strategy for Deli {
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        self.tree.flush()
-    }
-
-    fn wait_idle(&self) -> Result<()> {
-        self.tree.db.wait_for_compactions()
-    }
-
-    fn pin(&self) -> Vec<Snapshot> {
-        vec![self.tree.db.snapshot()]
+    fn trees(&self) -> Vec<&IndexTree> {
+        vec![&self.tree]
     }
 
     fn query(
@@ -136,9 +124,7 @@ impl Strategy for Deli {
         q: &Query<'_>,
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
-        let snap = pinned
-            .first()
-            .ok_or_else(|| Error::invalid("deli query without a pinned view"))?;
+        let snap = strategy::main_view(pinned, "deli")?;
         let (cands, keys) = scan_entries(self.ty, &self.tree, snap, q, true, profile)?;
         let entry_of: std::collections::HashMap<(Vec<u8>, u64), Vec<u8>> =
             cands.iter().cloned().zip(keys).collect();

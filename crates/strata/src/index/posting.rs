@@ -102,12 +102,14 @@ impl Posting {
         params: &[(String, String)],
         opts: &Options,
     ) -> Result<Posting> {
-        if let Some((k, _)) = params.first() {
-            return Err(Error::invalid(format!(
-                "unknown parameter {k:?} for strategy posting-{} (it takes none)",
-                if eager { "eager" } else { "lazy" }
-            )));
-        }
+        strategy::no_params(
+            if eager {
+                "posting-eager"
+            } else {
+                "posting-lazy"
+            },
+            params,
+        )?;
         Ok(Posting {
             ty,
             eager,
@@ -264,16 +266,8 @@ impl Strategy for Posting {
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        self.tree.flush()
-    }
-
-    fn wait_idle(&self) -> Result<()> {
-        self.tree.db.wait_for_compactions()
-    }
-
-    fn pin(&self) -> Vec<Snapshot> {
-        vec![self.tree.db.snapshot()]
+    fn trees(&self) -> Vec<&IndexTree> {
+        vec![&self.tree]
     }
 
     fn query(
@@ -282,9 +276,7 @@ impl Strategy for Posting {
         q: &Query<'_>,
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
-        let snap = pinned
-            .first()
-            .ok_or_else(|| Error::invalid("posting query without a pinned view"))?;
+        let snap = strategy::main_view(pinned, "posting")?;
         if self.eager {
             let (cands, _) = self.scan(snap, q, 0, None, profile)?;
             return Ok(strategy::resolve(cands, q, &Check::Exact, &self.counters, profile)?.0);

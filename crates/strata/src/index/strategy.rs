@@ -25,6 +25,7 @@ use crate::db::{Snapshot, Versioned};
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 
+use super::tree::IndexTree;
 use super::value::{IndexValue, Predicate};
 use super::{Hit, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView};
 
@@ -61,14 +62,26 @@ pub(crate) trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// The strategy's trees, the main one first.
+    fn trees(&self) -> Vec<&IndexTree>;
+
     /// Makes the structure durable (see the module contract).
-    fn flush(&self) -> Result<()>;
+    fn flush(&self) -> Result<()> {
+        self.trees().iter().try_for_each(|t| t.flush())
+    }
 
     /// Waits until the structure has no background work pending.
-    fn wait_idle(&self) -> Result<()>;
+    fn wait_idle(&self) -> Result<()> {
+        self.trees()
+            .iter()
+            .try_for_each(|t| t.db.wait_for_compactions())
+    }
 
-    /// Pins the structure's views for one query.
-    fn pin(&self) -> Vec<Snapshot>;
+    /// Pins the structure's views for one query: a snapshot of each tree,
+    /// in the order of [`Strategy::trees`].
+    fn pin(&self) -> Vec<Snapshot> {
+        self.trees().iter().map(|t| t.db.snapshot()).collect()
+    }
 
     /// Answers a query against the views `pinned` and the primary snapshot
     /// `snapshot` (see `index` for the result contract).
@@ -229,4 +242,21 @@ pub(crate) fn resolve(
     profile.stale = stale.len() as u64;
     profile.data_blocks_read += (q.view.data_blocks_read)().saturating_sub(before);
     Ok((hits, stale))
+}
+
+/// The pinned snapshot of the main tree.
+pub(crate) fn main_view<'a>(pinned: &'a [Snapshot], strategy: &str) -> Result<&'a Snapshot> {
+    pinned
+        .first()
+        .ok_or_else(|| Error::invalid(format!("{strategy} query without a pinned view")))
+}
+
+/// Refuses parameters for a strategy that takes none.
+pub(crate) fn no_params(strategy: &str, params: &[(String, String)]) -> Result<()> {
+    match params.first() {
+        Some((k, _)) => Err(Error::invalid(format!(
+            "unknown parameter {k:?} for strategy {strategy} (it takes none)"
+        ))),
+        None => Ok(()),
+    }
 }
