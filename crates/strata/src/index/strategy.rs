@@ -165,17 +165,20 @@ pub(crate) fn resolve(
     cands.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     cands.dedup();
     let limit = q.opts.limit.unwrap_or(usize::MAX);
-    let chunk = match q.opts.limit {
-        Some(k) => (2 * k).max(32),
+    // Chunks of K, then doubling while stale candidates leave the top K
+    // incomplete; everything at once without a limit.
+    let mut chunk = match q.opts.limit {
+        Some(k) => k.max(1),
         None => cands.len().max(1),
     };
     let mut hits = Vec::new();
     let mut stale = Vec::new();
     let before = (q.view.data_blocks_read)();
-    for part in cands.chunks(chunk) {
-        if hits.len() >= limit {
-            break;
-        }
+    let mut rest: &[Cand] = &cands;
+    while !rest.is_empty() && hits.len() < limit {
+        let (part, tail) = rest.split_at(chunk.min(rest.len()));
+        rest = tail;
+        chunk = chunk.saturating_mul(2);
         profile.candidates += part.len() as u64;
         let mut live: Vec<&(Vec<u8>, SeqNo)> = Vec::with_capacity(part.len());
         match check {
