@@ -83,6 +83,11 @@ pub struct Options {
     /// Run flushes and compactions on background threads. When false they
     /// run inline in the writing thread (deterministic tests).
     pub background_work: bool,
+    /// Write a WAL (default). Without it, writes not yet in a table are
+    /// lost on a crash or close: only for stores whose writes can be
+    /// recovered elsewhere, such as the secondary trees of stand-alone
+    /// indexes, which are rebuilt from the primary's WAL (`index::tree`).
+    pub wal: bool,
     /// Extensions (index strategies) that observe tables, compactions and
     /// version installs. See [`crate::hooks`].
     pub hooks: Vec<Arc<dyn EngineHooks>>,
@@ -113,6 +118,7 @@ impl Default for Options {
             direct_io: false,
             wal_recovery: WalRecovery::TolerateTornTail,
             background_work: true,
+            wal: true,
             hooks: Vec::new(),
             extractors: BTreeMap::new(),
         }
@@ -190,6 +196,7 @@ impl Options {
         direct_io: bool,
         wal_recovery: WalRecovery,
         background_work: bool,
+        wal: bool,
     }
 
     /// Registers an extension (see [`crate::hooks::EngineHooks`]).

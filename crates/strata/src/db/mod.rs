@@ -691,7 +691,9 @@ impl DbInner {
                         .take(1024)
                         .collect::<Result<_>>()?;
                 if chunk.is_empty() {
-                    return Ok(());
+                    // The build's entries come from tables, not from the
+                    // primary WAL: make them durable before `ready`.
+                    return self.index.flush_trees();
                 }
                 let ops: Vec<crate::index::OpRef<'_>> = chunk
                     .iter()

@@ -231,6 +231,9 @@ impl DbInner {
         drop(st);
 
         let result = (|| -> Result<()> {
+            if !self.opts.wal {
+                return Ok(());
+            }
             let mut log = lock(&self.log);
             let log = log.as_mut().ok_or(Error::Closed)?;
             let n = log.add_record(merged.data())?;

@@ -16,6 +16,8 @@
 //!   ([`IndexTree::flush`]): everything the retired WAL held is in durable
 //!   tree tables, and nothing durable in a tree is newer than the durable
 //!   primary WAL.
+//! * Trees write no WAL of their own: what their memtables hold is
+//!   recovered from the primary's.
 //! * At open, every batch replayed from the primary WAL is applied to the
 //!   trees again. Every tree operation is idempotent (entries are keyed by
 //!   the sequence number of the version they describe), so replaying an
@@ -274,6 +276,8 @@ pub fn tree_options(primary: &Options) -> Options {
         direct_io: primary.direct_io,
         wal_recovery: primary.wal_recovery,
         background_work: primary.background_work,
+        // The primary's WAL is the tree's: see the module doc.
+        wal: false,
         hooks: Vec::new(),
         extractors: Default::default(),
     }
