@@ -154,10 +154,11 @@ enum Command {
     /// report (results.json, report.md with PNG plots) to --out.
     Demo {
         /// Tweets to generate (the default finishes in about two minutes).
-        #[arg(long, default_value_t = 100_000)]
+        #[arg(long, default_value_t = 50_000)]
         records: u64,
-        /// Queries per query set.
-        #[arg(long, default_value_t = 100)]
+        /// Queries per query set (the Embedded index reads every block for
+        /// ranges and windows, which bounds the default).
+        #[arg(long, default_value_t = 30)]
         queries: usize,
         /// Report directory.
         #[arg(long, default_value = "strata-demo")]

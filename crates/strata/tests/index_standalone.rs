@@ -2,6 +2,8 @@
 //! validation and repair counters, DELI's compaction-coupled repair, read
 //! repair, directories removed with the index, bad parameters.
 
+mod common;
+
 use serde_json::json;
 use strata::{Db, IndexSpec, IndexValue, KeyType, Options, QueryOptions};
 
@@ -201,26 +203,11 @@ fn stand_alone_indexes_survive_a_crash_after_build_and_writes() {
         db.wait_for_compactions().unwrap();
         // Crash: the directory as it is, without a clean close.
         let copy = tempfile::tempdir().unwrap();
-        common_copy(dir.path(), copy.path());
+        common::copy_dir(dir.path(), copy.path());
         drop(db);
         let db = Db::open(copy.path(), opts()).unwrap();
         assert_eq!(count(&db, "u", 100), 50, "{strategy}");
         let c = db.check_index("u").unwrap();
         assert!(c.ok(), "{strategy}: {c:?}");
-    }
-}
-
-fn common_copy(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "LOCK" {
-            continue;
-        }
-        if e.path().is_dir() {
-            common_copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
     }
 }
