@@ -180,63 +180,66 @@ impl Posting {
         Ok(())
     }
 
-    /// Candidates of the tree's entries in the predicate's key ranges. For
-    /// a lazy lookup with a limit, scanning stops once `stop_after`
-    /// candidates are collected (fragments come newest first).
-    fn scan(
-        &self,
-        snap: &Snapshot,
-        q: &Query<'_>,
-        skip: usize,
-        stop_after: Option<usize>,
-        profile: &mut QueryProfile,
-    ) -> Result<(Vec<Cand>, bool)> {
-        let before = self.tree.blocks_read();
+    /// Eager: the candidates of every posting list in the predicate's key
+    /// ranges.
+    fn scan_lists(&self, snap: &Snapshot, q: &Query<'_>) -> Result<Vec<Cand>> {
         let glen = geometry_len(self.ty);
         let mut out = Vec::new();
-        let mut seen = 0usize;
-        let mut exhausted = true;
-        'ranges: for (from, to) in tree::key_ranges(q.pred, self.tree.extent()) {
+        for (from, to) in tree::key_ranges(q.pred, self.tree.extent()) {
             for kv in snap.iter(Some(&from), to.as_deref())? {
                 let (k, v) = kv?;
                 if tree::is_meta(&k) {
                     continue;
                 }
                 let sk = tree::sort_key_len(self.ty, &k)?;
-                if self.eager {
-                    if k.len() != sk + glen {
-                        return Err(Error::corruption("posting list key is malformed"));
-                    }
-                    if !tree::entry_matches(self.ty, q.pred, &k[sk..])? {
-                        continue;
-                    }
+                if k.len() != sk + glen {
+                    return Err(Error::corruption("posting list key is malformed"));
+                }
+                if tree::entry_matches(self.ty, q.pred, &k[sk..])? {
                     out.extend(
                         decode_list(&v)?
                             .into_iter()
                             .filter(|(_, s)| *s <= q.snapshot),
                     );
-                } else {
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Lazy: the matching fragments in key order (for one value, newest
+    /// first), read on demand so a top-K lookup stops early.
+    fn fragments<'a>(
+        &'a self,
+        snap: &'a Snapshot,
+        q: &'a Query<'_>,
+    ) -> impl Iterator<Item = Result<Cand>> + 'a {
+        tree::key_ranges(q.pred, self.tree.extent())
+            .into_iter()
+            .flat_map(
+                move |(from, to)| match snap.iter(Some(&from), to.as_deref()) {
+                    Ok(it) => Box::new(it) as Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>>,
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                },
+            )
+            .filter_map(move |kv| {
+                let fragment = || -> Result<Option<Cand>> {
+                    let (k, v) = kv?;
+                    if tree::is_meta(&k) {
+                        return Ok(None);
+                    }
+                    let sk = tree::sort_key_len(self.ty, &k)?;
                     if k.len() < sk + 8 {
                         return Err(Error::corruption("posting fragment key is malformed"));
                     }
                     let seq = tree::read_seq(&k[sk..sk + 8], true)?;
                     if seq > q.snapshot || !tree::entry_matches(self.ty, q.pred, &v)? {
-                        continue;
+                        return Ok(None);
                     }
-                    seen += 1;
-                    if seen <= skip {
-                        continue;
-                    }
-                    out.push((k[sk + 8..].to_vec(), seq));
-                    if stop_after.is_some_and(|n| out.len() >= n) {
-                        exhausted = false;
-                        break 'ranges;
-                    }
-                }
-            }
-        }
-        profile.index_blocks_read += self.tree.blocks_read().saturating_sub(before);
-        Ok((out, exhausted))
+                    Ok(Some((k[sk + 8..].to_vec(), seq)))
+                };
+                fragment().transpose()
+            })
     }
 }
 
@@ -277,41 +280,50 @@ impl Strategy for Posting {
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
         let snap = strategy::main_view(pinned, "posting")?;
-        if self.eager {
-            let (cands, _) = self.scan(snap, q, 0, None, profile)?;
-            return Ok(strategy::resolve(cands, q, &Check::Exact, &self.counters, profile)?.0);
-        }
-        // Lazy: a scalar lookup with a limit reads fragments newest first,
-        // in growing rounds, until K are valid.
-        let early = matches!(q.pred, Predicate::Eq(_)) && !self.ty.is_spatial();
-        match (early, q.opts.limit) {
-            (true, Some(k)) => {
-                let mut hits: Vec<Hit> = Vec::new();
-                let mut skip = 0;
-                let mut round = (2 * k).max(32);
-                loop {
-                    let (cands, exhausted) = self.scan(snap, q, skip, Some(round), profile)?;
-                    skip += cands.len();
-                    let sub = Query {
-                        pred: q.pred,
-                        opts: q.opts.limit(k - hits.len()),
-                        view: q.view,
-                        snapshot: q.snapshot,
-                    };
-                    let (more, _) =
-                        strategy::resolve(cands, &sub, &Check::Direct, &self.counters, profile)?;
-                    hits.extend(more);
-                    if hits.len() >= k || exhausted {
-                        return Ok(hits);
+        let before = self.tree.blocks_read();
+        let hits = if self.eager {
+            let cands = self.scan_lists(snap, q)?;
+            strategy::resolve(cands, q, &Check::Exact, &self.counters, profile)?.0
+        } else {
+            // A scalar lookup with a limit reads fragments (newest first)
+            // in growing rounds from one iterator, until K are valid.
+            let early = matches!(q.pred, Predicate::Eq(_)) && !self.ty.is_spatial();
+            let mut it = self.fragments(snap, q);
+            match (early, q.opts.limit) {
+                (true, Some(k)) => {
+                    let mut hits: Vec<Hit> = Vec::new();
+                    let mut round = (2 * k).max(32);
+                    loop {
+                        let cands: Vec<Cand> = it.by_ref().take(round).collect::<Result<_>>()?;
+                        let exhausted = cands.len() < round;
+                        let sub = Query {
+                            pred: q.pred,
+                            opts: q.opts.limit(k - hits.len()),
+                            view: q.view,
+                            snapshot: q.snapshot,
+                        };
+                        let (more, _) = strategy::resolve(
+                            cands,
+                            &sub,
+                            &Check::Direct,
+                            &self.counters,
+                            profile,
+                        )?;
+                        hits.extend(more);
+                        if hits.len() >= k || exhausted {
+                            break hits;
+                        }
+                        round *= 2;
                     }
-                    round *= 2;
+                }
+                _ => {
+                    let cands: Vec<Cand> = it.collect::<Result<_>>()?;
+                    strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?.0
                 }
             }
-            _ => {
-                let (cands, _) = self.scan(snap, q, 0, None, profile)?;
-                Ok(strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?.0)
-            }
-        }
+        };
+        profile.index_blocks_read += self.tree.blocks_read().saturating_sub(before);
+        Ok(hits)
     }
 
     fn clear(&self) -> Result<()> {
