@@ -51,6 +51,8 @@ pub struct TableContext {
     /// Level the table is written to (flushes write to L0).
     pub level: usize,
     pub reason: TableReason,
+    /// The compaction's input tables (empty for a flush).
+    pub input_files: Vec<u64>,
 }
 
 /// One entry as stored: user key, sequence number, kind and value.
@@ -73,6 +75,20 @@ pub trait TableObserver: Send {
     /// Returns named meta blocks to append to the table. Names must be
     /// unique within the table and must not start with `strata.`.
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>>;
+
+    /// Called once, after [`TableObserver::finish`]: entries of this table
+    /// that every reader must treat as absent, as (data block, ordinal of
+    /// the entry among the block's entries as delivered to `on_entry`).
+    /// They go to the table's immutable obsolete bitmap
+    /// (`sstable::obsolete`); reads skip them and the table's next
+    /// compaction drops them.
+    ///
+    /// Contract: mark an entry only if no reader, at any snapshot it can
+    /// still read at, needs it; skipping an entry exposes the next older
+    /// version of its user key, if any.
+    fn obsolete_entries(&mut self) -> Vec<(BlockHandle, u32)> {
+        Vec::new()
+    }
 }
 
 /// Describes one compaction.

@@ -24,6 +24,7 @@ const STRATEGIES: &[&str] = &[
     "composite",
     "composite[mode=validation]",
     "composite[mode=validation;validate=direct]",
+    "composite[mode=validation;repair=off]",
     "deli",
     "posting-eager",
     "posting-lazy",

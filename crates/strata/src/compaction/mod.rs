@@ -196,13 +196,20 @@ impl BuildEnv<'_> {
         }
     }
 
-    /// Starts a table at `level`, with one observer per extension that asks.
-    pub fn start_table(&self, level: usize, reason: TableReason) -> Result<(u64, TableBuilder)> {
+    /// Starts a table at `level`, with one observer per extension that
+    /// asks; `input_files` are the compaction's inputs (empty for a flush).
+    pub fn start_table(
+        &self,
+        level: usize,
+        reason: TableReason,
+        input_files: &[u64],
+    ) -> Result<(u64, TableBuilder)> {
         let number = (self.allocate_output)();
         let ctx = TableContext {
             file_number: number,
             level,
             reason,
+            input_files: input_files.to_vec(),
         };
         let observers = self
             .hooks
@@ -362,7 +369,8 @@ pub fn run(
                 }
             }
             if current.is_none() {
-                current = Some(env.start_table(out_level, TableReason::Compaction)?);
+                current =
+                    Some(env.start_table(out_level, TableReason::Compaction, &ctx.input_files)?);
             }
             if let Some((_, b)) = &mut current {
                 b.add(ikey, input.value())?;

@@ -70,11 +70,11 @@ pub(crate) struct DbInner {
     /// Signalled whenever writers, memtables or versions change.
     pub cv: Condvar,
     /// Highest sequence number visible to readers.
-    pub last_sequence: AtomicU64,
+    pub last_sequence: Arc<AtomicU64>,
     pub next_file: Arc<AtomicU64>,
     pub log: Mutex<Option<LogWriter>>,
     /// Live snapshots: sequence number → count.
-    pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
     /// The secondary-index extension.
@@ -262,15 +262,25 @@ impl Db {
                 pending_outputs: HashSet::new(),
             }),
             cv: Condvar::new(),
-            last_sequence: AtomicU64::new(last_seq),
+            last_sequence: Arc::new(AtomicU64::new(last_seq)),
             next_file,
             log: Mutex::new(Some(log)),
-            snapshots: Mutex::new(BTreeMap::new()),
+            snapshots: Arc::new(Mutex::new(BTreeMap::new())),
             compaction_lock: Mutex::new(()),
             index,
             hooks,
             _lock_file: lock_file,
         });
+        {
+            // Shares the two fields, not `inner`: a tree's compaction
+            // thread must never hold the last reference to the primary.
+            let (snaps, last) = (inner.snapshots.clone(), inner.last_sequence.clone());
+            inner.index.set_primary_clock(Box::new(move || {
+                let snaps = lock(&snaps);
+                let published = last.load(Ordering::SeqCst);
+                (snaps.keys().next().copied().unwrap_or(published), published)
+            }));
+        }
 
         // Recovered writes become L0 tables in one edit that also retires
         // the replayed WALs, so a crash here simply replays them again.
@@ -417,6 +427,42 @@ impl Db {
         }
     }
 
+    /// For each key: may it have changed after sequence number `after`?
+    /// True if it may have a version above `after`, or if no component
+    /// seems to hold it at all (a deletion whose tombstone compaction has
+    /// since dropped leaves no other trace). Exact for memtables; tables
+    /// are probed by key range and Bloom filter, reading no data block. A
+    /// `false` is certain. (Merge repair's component pruning,
+    /// `index::repair`.)
+    pub(crate) fn may_have_changed_since(&self, keys: &[&[u8]], after: SeqNo) -> Vec<bool> {
+        let (mems, version) = self.inner.read_view();
+        keys.iter()
+            .map(|key| {
+                for m in &mems {
+                    match m.get(key, crate::key::MAX_SEQ) {
+                        Some(MemGet::Value(s, _)) | Some(MemGet::Deleted(s)) => return s > after,
+                        None => {}
+                    }
+                }
+                let mut seen = false;
+                for f in version.levels.iter().flatten() {
+                    let in_range = crate::key::user_key(&f.smallest) <= *key
+                        && *key <= crate::key::user_key(&f.largest);
+                    let maybe = in_range
+                        && match self.inner.tables.get(f.number, f.file_size) {
+                            Ok(t) => t.key_may_match(key),
+                            Err(_) => true,
+                        };
+                    if maybe && f.largest_seq > after {
+                        return true;
+                    }
+                    seen |= maybe;
+                }
+                !seen
+            })
+            .collect()
+    }
+
     /// Highest sequence number assigned to an acknowledged write.
     pub fn last_sequence(&self) -> SeqNo {
         self.inner.last_sequence.load(Ordering::SeqCst)
@@ -445,7 +491,9 @@ impl Db {
     /// (`None` = open) into the next level, down to the deepest level
     /// holding data, which is finally rewritten in place. Afterwards the
     /// range sits in one sorted level with every version no snapshot needs
-    /// dropped (and reported to the dropped-versions stream).
+    /// dropped (and reported to the dropped-versions stream). A full
+    /// compaction (both bounds `None`) then compacts every stand-alone
+    /// index's trees the same way.
     pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
@@ -489,7 +537,11 @@ impl Db {
         })();
         lock(&inner.state).manual_compaction = false;
         inner.cv.notify_all();
-        result
+        result?;
+        if from.is_none() && to.is_none() {
+            self.inner.index.compact_trees()?;
+        }
+        Ok(())
     }
 
     /// Reads one data block of a live table by handle, through the block

@@ -20,13 +20,16 @@
 //!   primary-key index — a small LSM tree of primary key → sequence number
 //!   of the newest version, maintained by every write — and fetch only the
 //!   valid ones).
-//!
-//! Not implemented: §4.4's merge repair (bitmaps marking obsolete entries
-//! in the tree's merged tables). Stale entries of `mode=validation` stay
-//! in the tree until their key is written again; `deli` removes them.
+//! * `repair=merge` (default with `mode=validation`; §4.4) or `repair=off`:
+//!   merge repair ([`super::repair`]): each compaction of the index tree
+//!   validates the entries it writes against the primary-key index and
+//!   marks the obsolete ones in the new table's immutable bitmap, so
+//!   queries skip them and the next merge drops them. Needs the
+//!   primary-key index, which is then kept with either validation method.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Weak};
 
 use crate::db::Snapshot;
 use crate::error::{Error, Result};
@@ -34,10 +37,11 @@ use crate::key::SeqNo;
 use crate::options::Options;
 use crate::WriteBatch;
 
+use super::repair::{MergeRepair, RepairStats};
 use super::strategy::{self, Cand, Check, Counters, Current, Extract, Query, Strategy};
 use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType};
-use super::{Hit, IndexStats, OpRef, QueryProfile};
+use super::{Hit, IndexManager, IndexStats, OpRef, QueryProfile};
 
 /// The entry of version `seq` of `pk` whose attribute is `v`.
 pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
@@ -99,10 +103,15 @@ enum Mode {
 pub(crate) struct Composite {
     ty: KeyType,
     mode: Mode,
+    /// Validation by the primary-key index (else direct).
+    timestamp: bool,
     tree: IndexTree,
-    /// The primary-key index (timestamp validation only).
-    pk: Option<IndexTree>,
-    counters: Counters,
+    /// The primary-key index (validation mode with timestamp validation
+    /// or merge repair).
+    pk: Option<Arc<IndexTree>>,
+    counters: Arc<Counters>,
+    /// Merge repair's work counters (`repair=merge`).
+    repair: Option<Arc<RepairStats>>,
 }
 
 impl Composite {
@@ -113,39 +122,68 @@ impl Composite {
         ty: KeyType,
         params: &[(String, String)],
         opts: &Options,
+        mgr: Weak<IndexManager>,
     ) -> Result<Composite> {
         let mut mode = Mode::Sync;
         let mut timestamp = true;
+        let mut repair = None;
         for (k, v) in params {
             match (k.as_str(), v.as_str()) {
                 ("mode", "sync") => mode = Mode::Sync,
                 ("mode", "validation") => mode = Mode::Validation,
                 ("validate", "direct") => timestamp = false,
                 ("validate", "timestamp") => timestamp = true,
-                ("mode", _) | ("validate", _) => {
+                ("repair", "merge") => repair = Some(true),
+                ("repair", "off") => repair = Some(false),
+                ("mode", _) | ("validate", _) | ("repair", _) => {
                     return Err(Error::invalid(format!(
-                        "strategy composite: bad {k}={v:?} (mode: sync|validation; validate: direct|timestamp)"
+                        "strategy composite: bad {k}={v:?} (mode: sync|validation; validate: direct|timestamp; repair: merge|off)"
                     )))
                 }
                 _ => {
                     return Err(Error::invalid(format!(
-                        "unknown parameter {k:?} for strategy composite (known: mode, validate)"
+                        "unknown parameter {k:?} for strategy composite (known: mode, validate, repair)"
                     )))
                 }
             }
         }
-        let tree = IndexTree::open(dir.join("tree"), opts.clone())?;
-        let pk = if mode == Mode::Validation && timestamp {
-            Some(IndexTree::open(dir.join("pk"), opts.clone())?)
+        let repair = match (mode, repair) {
+            (Mode::Sync, Some(true)) => {
+                return Err(Error::invalid(
+                    "strategy composite: repair=merge needs mode=validation (mode=sync keeps no stale entries)",
+                ))
+            }
+            (Mode::Sync, _) => false,
+            (Mode::Validation, r) => r.unwrap_or(true),
+        };
+        let counters = Arc::new(Counters::default());
+        let pk = if mode == Mode::Validation && (timestamp || repair) {
+            Some(Arc::new(IndexTree::open(dir.join("pk"), opts.clone())?))
         } else {
             None
         };
+        let mut tree_opts = opts.clone();
+        let mut repair_stats = None;
+        if let (true, Some(pk)) = (repair, &pk) {
+            let stats = Arc::new(RepairStats::default());
+            tree_opts.hooks.push(Arc::new(MergeRepair::new(
+                ty,
+                mgr,
+                Arc::downgrade(pk),
+                counters.clone(),
+                stats.clone(),
+            )));
+            repair_stats = Some(stats);
+        }
+        let tree = IndexTree::open(dir.join("tree"), tree_opts)?;
         Ok(Composite {
             ty,
             mode,
+            timestamp,
             tree,
             pk,
-            counters: Counters::default(),
+            counters,
+            repair: repair_stats,
         })
     }
 }
@@ -199,7 +237,7 @@ impl Strategy for Composite {
 
     fn trees(&self) -> Vec<&IndexTree> {
         let mut t = vec![&self.tree];
-        t.extend(self.pk.as_ref());
+        t.extend(self.pk.as_deref());
         t
     }
 
@@ -213,8 +251,8 @@ impl Strategy for Composite {
         let (cands, _) = scan_entries(self.ty, &self.tree, snap, q, false, profile)?;
         let check = match (self.mode, pinned.get(1)) {
             (Mode::Sync, _) => Check::Exact,
-            (Mode::Validation, Some(pk)) => Check::Timestamp(pk),
-            (Mode::Validation, None) => Check::Direct,
+            (Mode::Validation, Some(pk)) if self.timestamp => Check::Timestamp(pk),
+            (Mode::Validation, _) => Check::Direct,
         };
         let before = self.pk.as_ref().map_or(0, |p| p.blocks_read());
         let (hits, _) = strategy::resolve(cands, q, &check, &self.counters, profile)?;
@@ -236,5 +274,11 @@ impl Strategy for Composite {
     fn stats(&self, s: &mut IndexStats) {
         self.counters.fill(s);
         s.disk_bytes = self.tree.disk_bytes() + self.pk.as_ref().map_or(0, |p| p.disk_bytes());
+        if let Some(r) = &self.repair {
+            s.repair_scanned = r.scanned.load(Relaxed);
+            s.repair_lookups = r.lookups.load(Relaxed);
+            s.repair_pruned = r.pruned.load(Relaxed);
+            s.repair_deferred = r.deferred.load(Relaxed);
+        }
     }
 }

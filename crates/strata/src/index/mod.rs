@@ -37,6 +37,7 @@ pub mod memo;
 pub(crate) mod memory;
 pub mod next;
 pub(crate) mod posting;
+pub(crate) mod repair;
 pub(crate) mod strategy;
 pub(crate) mod tree;
 pub mod value;
@@ -45,7 +46,7 @@ use std::any::Any;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -179,6 +180,19 @@ pub struct IndexStats {
     /// DELI: largest sequence number whose dropped versions are repaired.
     #[serde(default)]
     pub ts_last: Option<u64>,
+    /// Composite merge repair (Luo & Carey §4.4): entries that went through
+    /// a repair; of those, looked up in the primary-key index, and left
+    /// valid without a lookup (repaired-timestamp pruning and Bloom
+    /// filters); obsolete entries left for later because a snapshot may
+    /// still read them.
+    #[serde(default)]
+    pub repair_scanned: u64,
+    #[serde(default)]
+    pub repair_lookups: u64,
+    #[serde(default)]
+    pub repair_pruned: u64,
+    #[serde(default)]
+    pub repair_deferred: u64,
 }
 
 /// An index as listed by [`crate::Db::indexes`].
@@ -453,7 +467,13 @@ pub(crate) struct IndexManager {
     /// candidates. So a reader never sees a structure that is ahead of (or
     /// behind) the published sequence number.
     memory_guard: RwLock<()>,
+    /// The primary's (oldest live snapshot, last published sequence
+    /// number), set once the primary is open (merge repair).
+    primary_clock: OnceLock<PrimaryClock>,
 }
+
+/// See [`IndexManager::set_primary_clock`].
+pub(crate) type PrimaryClock = Box<dyn Fn() -> (SeqNo, SeqNo) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -489,6 +509,40 @@ impl IndexManager {
             live_states: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
             memory_guard: RwLock::new(()),
+            primary_clock: OnceLock::new(),
+        })
+    }
+
+    /// Gives the framework the primary's clock: (oldest sequence number a
+    /// reader may read at, last published sequence number).
+    pub fn set_primary_clock(&self, clock: PrimaryClock) {
+        let _ = self.primary_clock.set(clock);
+    }
+
+    /// Pins `pk` (a primary-key index) for a merge repair (see
+    /// `repair`'s snapshot rules). Takes the sync guard only if it is free
+    /// within a few milliseconds: the caller is a tree's compaction thread,
+    /// which a write leader holding the guard may be waiting for. `None`
+    /// before the primary is open.
+    pub(crate) fn pin_for_repair(&self, pk: &tree::IndexTree) -> Option<repair::RepairPin> {
+        let clock = self.primary_clock.get()?;
+        for _ in 0..20 {
+            if let Ok(_g) = self.memory_guard.try_read() {
+                let pinned = pk.db.snapshot();
+                let (horizon, published) = clock();
+                return Some(repair::RepairPin {
+                    pk: pinned,
+                    horizon,
+                    exact: Some(published),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (horizon, _) = clock();
+        Some(repair::RepairPin {
+            pk: pk.db.snapshot(),
+            horizon,
+            exact: None,
         })
     }
 
@@ -538,6 +592,7 @@ impl IndexManager {
                     ty,
                     &params,
                     &self.tree_opts,
+                    self.me.clone(),
                 )?))
             }
             "deli" => {
@@ -763,6 +818,21 @@ impl IndexManager {
         for d in self.defs() {
             if let Some(e) = &d.ext {
                 e.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts every secondary tree completely (a full
+    /// [`crate::Db::compact_range`]): each tree's merge drops what its
+    /// strategy's repair marked and, for `composite` with merge repair,
+    /// validates every entry.
+    pub fn compact_trees(&self) -> Result<()> {
+        for d in self.defs() {
+            if let Some(e) = &d.ext {
+                for t in e.trees() {
+                    t.db.compact_range(None, None)?;
+                }
             }
         }
         Ok(())
@@ -1166,8 +1236,7 @@ impl IndexManager {
                         validations: c.validations.load(Relaxed),
                         validations_failed: c.failed.load(Relaxed),
                         exact_checks: c.exact.load(Relaxed),
-                        repaired: 0,
-                        ts_last: None,
+                        ..IndexStats::default()
                     },
                 };
                 if let Some(e) = &d.ext {

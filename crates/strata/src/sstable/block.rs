@@ -23,6 +23,7 @@ use std::sync::Arc;
 use crate::coding::{decode_fixed32, get_varint32, put_fixed32, put_varint32};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
+use crate::sstable::obsolete::BlockMarks;
 
 /// Key comparator used by a block iterator.
 pub type KeyCmp = fn(&[u8], &[u8]) -> Ordering;
@@ -96,6 +97,9 @@ impl Block {
             value_start: 0,
             value_len: 0,
             valid: false,
+            ordinal: 0,
+            next_ordinal: 0,
+            marks: None,
         }
     }
 
@@ -133,9 +137,23 @@ pub struct BlockIter {
     value_start: usize,
     value_len: usize,
     valid: bool,
+    /// Ordinal of the current entry in the block, and of the entry at
+    /// `next_off`; maintained only with `marks` (restart point `i` holds
+    /// ordinal `i × restart_interval`).
+    ordinal: usize,
+    next_ordinal: usize,
+    /// Entries to skip (the table's obsolete bitmap for this block).
+    marks: Option<BlockMarks>,
 }
 
 impl BlockIter {
+    /// Makes the iterator skip the entries `marks` marks obsolete; call
+    /// before positioning it.
+    pub fn with_marks(mut self, marks: Option<BlockMarks>) -> BlockIter {
+        self.marks = marks;
+        self
+    }
+
     fn corrupt(&mut self, off: usize) -> Error {
         self.valid = false;
         self.key.clear();
@@ -144,10 +162,24 @@ impl BlockIter {
         Error::corruption(format!("block: malformed entry at offset {off}"))
     }
 
+    /// Moves to the next entry not marked obsolete (see [`Self::parse_raw`]).
+    fn parse_next(&mut self) -> Result<()> {
+        self.parse_raw()?;
+        while self.valid
+            && self
+                .marks
+                .as_ref()
+                .is_some_and(|m| m.is_marked(self.ordinal))
+        {
+            self.parse_raw()?;
+        }
+        Ok(())
+    }
+
     /// Decodes the entry at `self.next_off`, extending `self.key` (which
     /// must hold the previous key); at the end of the entries the iterator
     /// becomes invalid.
-    fn parse_next(&mut self) -> Result<()> {
+    fn parse_raw(&mut self) -> Result<()> {
         let off = self.next_off;
         if off >= self.block.restarts_off {
             self.valid = false;
@@ -167,6 +199,8 @@ impl BlockIter {
         self.value_start = delta + non_shared;
         self.value_len = value_len;
         self.next_off = self.value_start + value_len;
+        self.ordinal = self.next_ordinal;
+        self.next_ordinal += 1;
         self.valid = true;
         Ok(())
     }
@@ -174,6 +208,7 @@ impl BlockIter {
     fn seek_to_restart(&mut self, i: usize) -> Result<()> {
         self.key.clear();
         self.next_off = self.block.restart_point(i);
+        self.next_ordinal = i * self.marks.as_ref().map_or(1, |m| m.restart_interval);
         self.parse_next()
     }
 

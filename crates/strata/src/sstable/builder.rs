@@ -19,6 +19,7 @@ use crate::options::Compression;
 use crate::sstable::block::BlockBuilder;
 use crate::sstable::filter::BloomBuilder;
 use crate::sstable::format::{block_trailer, compress_block, Footer, BLOCK_TRAILER_LEN};
+use crate::sstable::obsolete::{ObsoleteMap, OBSOLETE_BLOCK_NAME};
 use crate::sstable::{BlockHandle, TableProperties};
 
 /// Metaindex name of the Bloom filter block.
@@ -194,6 +195,15 @@ impl TableBuilder {
                 named.push((name, bytes));
             }
         }
+        let mut marks: Vec<(u64, u32)> = Vec::new();
+        for obs in &mut self.observers {
+            marks.extend(
+                obs.obsolete_entries()
+                    .into_iter()
+                    .map(|(h, i)| (h.offset, i)),
+            );
+        }
+        let obsolete = ObsoleteMap::from_marks(self.opts.restart_interval, &marks);
 
         if self.props.num_entries == 0 {
             self.props.smallest_seq = 0;
@@ -209,6 +219,10 @@ impl TableBuilder {
         let props = self.props.encode();
         let h = self.write_block(&props, Compression::None)?;
         meta.push((PROPERTIES_BLOCK_NAME.to_string(), h));
+        if !obsolete.is_empty() {
+            let h = self.write_block(&obsolete.encode(), Compression::None)?;
+            meta.push((OBSOLETE_BLOCK_NAME.to_string(), h));
+        }
         for (name, bytes) in &named {
             if bytes.len() > u32::MAX as usize {
                 return Err(Error::invalid(format!(

@@ -4,12 +4,14 @@
 //! `builder` writes a table (calling [`crate::hooks::TableObserver`]s),
 //! `table` reads one, `block` is the prefix-compressed block with restart
 //! points, `filter` the cache-line-blocked Bloom filter on user keys,
-//! `format` the block handle, trailer and footer.
+//! `format` the block handle, trailer and footer, `obsolete` the
+//! immutable bitmaps of entries readers skip.
 
 pub mod block;
 pub mod builder;
 pub mod filter;
 pub mod format;
+pub mod obsolete;
 pub mod table;
 
 pub use builder::{BuiltTable, TableBuildOptions, TableBuilder};

@@ -25,6 +25,7 @@ use crate::sstable::block::{bytewise_cmp, Block, BlockIter};
 use crate::sstable::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RESERVED_META_PREFIX};
 use crate::sstable::filter::BloomFilter;
 use crate::sstable::format::{decode_block, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use crate::sstable::obsolete::{ObsoleteMap, OBSOLETE_BLOCK_NAME};
 use crate::sstable::BlockHandle;
 use crate::stats::{BlockKind, Counters, ReadPurpose};
 
@@ -156,6 +157,8 @@ pub struct Table {
     props: TableProperties,
     /// Metaindex entries, sorted bytewise by name.
     meta: Vec<(String, BlockHandle)>,
+    /// Entries every read skips (`sstable::obsolete`); loaded at open.
+    obsolete: Option<ObsoleteMap>,
 }
 
 /// Outcome of searching one data block for a key.
@@ -193,6 +196,7 @@ impl Table {
             filter: None,
             props: TableProperties::default(),
             meta: Vec::new(),
+            obsolete: None,
         };
 
         let metaindex = Arc::new(table.load_pinned(footer.metaindex, BlockKind::Meta)?);
@@ -209,6 +213,10 @@ impl Table {
             let bytes = table.read_contents(h, BlockKind::Filter, ReadPurpose::Query)?;
             table.filter = Some(BloomFilter::from_bytes(bytes).map_err(|e| table.wrap(e))?);
         }
+        if let Some(h) = table.meta_handle(OBSOLETE_BLOCK_NAME) {
+            let bytes = table.read_contents(h, BlockKind::Meta, ReadPurpose::Query)?;
+            table.obsolete = Some(ObsoleteMap::decode(&bytes).map_err(|e| table.wrap(e))?);
+        }
         Ok(table)
     }
 
@@ -218,6 +226,19 @@ impl Table {
 
     pub fn properties(&self) -> &TableProperties {
         &self.props
+    }
+
+    /// Number of entries marked obsolete by the table's bitmap (reads skip
+    /// them; see `sstable::obsolete`).
+    pub fn obsolete_entries(&self) -> u64 {
+        self.obsolete.as_ref().map_or(0, |m| m.marked())
+    }
+
+    /// A cursor over data block `block` read from `handle`, skipping the
+    /// entries the table's obsolete bitmap marks.
+    fn data_iter(&self, handle: BlockHandle, block: &Arc<Block>) -> BlockIter {
+        let marks = self.obsolete.as_ref().and_then(|m| m.block(handle.offset));
+        block.iter(compare_internal).with_marks(marks)
     }
 
     /// Bloom probe; counts a probe and, if false, a negative.
@@ -281,7 +302,7 @@ impl Table {
                     b
                 }
             };
-            match self.search_block(&block, &target, user_key, snapshot)? {
+            match self.search_block(handle, &block, &target, user_key, snapshot)? {
                 BlockSearch::Found(f) => out[i] = Some(f),
                 BlockSearch::Absent => {}
                 BlockSearch::Exhausted => {
@@ -342,7 +363,7 @@ impl Table {
         handle: BlockHandle,
     ) -> Result<Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>> {
         let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
-        let mut it = block.iter(compare_internal);
+        let mut it = self.data_iter(handle, &block);
         let mut out = Vec::new();
         it.seek_to_first().map_err(|e| self.wrap(e))?;
         while it.valid() {
@@ -509,7 +530,7 @@ impl Table {
         while index.valid() {
             let handle = self.index_handle(index)?;
             let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
-            match self.search_block(&block, target, user_key, snapshot)? {
+            match self.search_block(handle, &block, target, user_key, snapshot)? {
                 BlockSearch::Found(f) => return Ok(Some(f)),
                 BlockSearch::Absent => return Ok(None),
                 BlockSearch::Exhausted => index.next().map_err(|e| self.wrap(e))?,
@@ -520,12 +541,13 @@ impl Table {
 
     fn search_block(
         &self,
+        handle: BlockHandle,
         block: &Arc<Block>,
         target: &[u8],
         user_key: &[u8],
         snapshot: SeqNo,
     ) -> Result<BlockSearch> {
-        let mut it = block.iter(compare_internal);
+        let mut it = self.data_iter(handle, block);
         it.seek(target).map_err(|e| self.wrap(e))?;
         if !it.valid() {
             return Ok(BlockSearch::Exhausted);
@@ -579,7 +601,7 @@ impl TableIter {
         let block = self
             .table
             .read_block(handle, BlockKind::Data, self.purpose)?;
-        self.data = Some(block.iter(compare_internal));
+        self.data = Some(self.table.data_iter(handle, &block));
         self.data_handle = Some(handle);
         Ok(())
     }
@@ -1034,6 +1056,96 @@ mod tests {
         fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
             self.seen.lock().unwrap().finish_calls += 1;
             Ok(std::mem::take(&mut self.blocks))
+        }
+    }
+
+    /// Marks the entries whose position in the table satisfies `pick`.
+    struct Marker {
+        pick: fn(usize) -> bool,
+        n: usize,
+        block: Option<BlockHandle>,
+        in_block: u32,
+        marks: Vec<(BlockHandle, u32)>,
+    }
+
+    impl TableObserver for Marker {
+        fn on_entry(&mut self, _e: &EntryRef<'_>, block: BlockHandle) {
+            if self.block != Some(block) {
+                self.block = Some(block);
+                self.in_block = 0;
+            }
+            if (self.pick)(self.n) {
+                self.marks.push((block, self.in_block));
+            }
+            self.n += 1;
+            self.in_block += 1;
+        }
+        fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
+            Ok(Vec::new())
+        }
+        fn obsolete_entries(&mut self) -> Vec<(BlockHandle, u32)> {
+            std::mem::take(&mut self.marks)
+        }
+    }
+
+    #[test]
+    fn obsolete_bitmap_hides_marked_entries_from_every_read() {
+        let entries = dataset(300);
+        let picks: [fn(usize) -> bool; 3] = [|i| i % 3 == 0, |i| i % 7 < 5, |_| true];
+        for pick in picks {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.sst");
+            let marker = Marker {
+                pick,
+                n: 0,
+                block: None,
+                in_block: 0,
+                marks: Vec::new(),
+            };
+            let size = build(
+                &path,
+                &entries,
+                opts(Compression::Lz4, 10),
+                vec![Box::new(marker)],
+            );
+            let t = Arc::new(Table::open(&path, 1, size, read_opts(None)).unwrap());
+            let live: Vec<Entry> = entries
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !pick(*i))
+                .map(|(_, e)| e.clone())
+                .collect();
+            assert_eq!(t.obsolete_entries() as usize, entries.len() - live.len());
+            assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), live);
+            let users: Vec<Vec<u8>> = (0..610)
+                .map(|i| format!("user{i:05}").into_bytes())
+                .collect();
+            for snapshot in [MAX_SEQ, 400, 2] {
+                for u in &users {
+                    assert_eq!(
+                        t.get(u, snapshot).unwrap(),
+                        model_get(&live, u, snapshot),
+                        "get {:?} at {snapshot}",
+                        String::from_utf8_lossy(u)
+                    );
+                }
+                let keys: Vec<&[u8]> = users.iter().map(|u| u.as_slice()).collect();
+                let mut out = vec![None; keys.len()];
+                t.multi_get(&keys, snapshot, &mut out).unwrap();
+                for (u, f) in users.iter().zip(out) {
+                    assert_eq!(f, model_get(&live, u, snapshot));
+                }
+            }
+            // Seeks land on the first live entry at or after the target.
+            for (k, _) in entries.iter().step_by(5) {
+                let mut it = t.iter(ReadPurpose::Query);
+                it.seek(k).unwrap();
+                let want = live.iter().find(|(lk, _)| compare_internal(lk, k).is_ge());
+                assert_eq!(
+                    it.valid().then(|| it.key().to_vec()),
+                    want.map(|w| w.0.clone())
+                );
+            }
         }
     }
 
