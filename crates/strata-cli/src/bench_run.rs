@@ -94,6 +94,14 @@ pub struct RunArgs {
     /// Mixed workloads: operations per latency interval (default ops/50).
     #[arg(long)]
     pub interval: Option<u64>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Options of `bench run` and `bench replay`: the systems' cache and I/O
+/// mode, and where results and databases go.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
     /// Block / page cache of every system, in MiB (paper preset: 64).
     #[arg(long, default_value_t = 64)]
     pub cache_mb: u64,
@@ -106,6 +114,16 @@ pub struct RunArgs {
     /// Where the databases are built (default: a temporary directory).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    fn system_options(&self) -> SystemOptions {
+        SystemOptions {
+            cache_bytes: self.cache_mb.saturating_mul(1 << 20),
+            direct_io: self.direct_io,
+            sync: false,
+        }
+    }
 }
 
 impl RunArgs {
@@ -123,10 +141,12 @@ impl RunArgs {
             query_class: None,
             get_fraction: None,
             interval: None,
-            cache_mb: 64,
-            direct_io: false,
-            out,
-            work_dir: None,
+            output: OutputArgs {
+                cache_mb: 64,
+                direct_io: false,
+                out,
+                work_dir: None,
+            },
         }
     }
 }
@@ -156,17 +176,8 @@ pub struct ReplayArgs {
     /// Operations per latency interval (default: operations/50).
     #[arg(long)]
     pub interval: Option<u64>,
-    /// Block / page cache of every system, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub cache_mb: u64,
-    #[arg(long)]
-    pub direct_io: bool,
-    /// Output directory (created).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Where the databases are built (default: a temporary directory).
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -623,14 +634,13 @@ fn execute(
     trace: &Trace,
     systems: &[SystemSpec],
     exec: &Exec,
-    out: &Path,
-    work_dir: Option<&Path>,
+    output: &OutputArgs,
     seed: u64,
-    direct_io: bool,
 ) -> Result<(), CliError> {
+    let out = output.out.as_path();
     std::fs::create_dir_all(out)
         .map_err(|e| CliError::Other(format!("create {}: {e}", out.display())))?;
-    let (_tmp, base) = match work_dir {
+    let (_tmp, base) = match &output.work_dir {
         Some(d) => {
             std::fs::create_dir_all(d)
                 .map_err(|e| CliError::Other(format!("create {}: {e}", d.display())))?;
@@ -669,7 +679,7 @@ fn execute(
         workload: trace.workload.clone(),
         records: trace.records,
         seed,
-        direct_io,
+        direct_io: output.direct_io,
         systems: systems_out,
         parameters,
     };
@@ -736,14 +746,6 @@ fn parse_top_ks(s: &str) -> Result<Vec<usize>, CliError> {
             ))),
         })
         .collect()
-}
-
-fn system_options(cache_mb: u64, direct_io: bool) -> SystemOptions {
-    SystemOptions {
-        cache_bytes: cache_mb.saturating_mul(1 << 20),
-        direct_io,
-        sync: false,
-    }
 }
 
 fn default_interval(ops: usize) -> u64 {
@@ -840,17 +842,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         interval: args
             .interval
             .unwrap_or_else(|| default_interval(trace.ops.len())),
-        opts: system_options(args.cache_mb, args.direct_io),
+        opts: args.output.system_options(),
     };
-    execute(
-        &trace,
-        &systems,
-        &exec,
-        &args.out,
-        args.work_dir.as_deref(),
-        args.seed,
-        args.direct_io,
-    )
+    execute(&trace, &systems, &exec, &args.output, args.seed)
 }
 
 /// `strata bench replay`.
@@ -874,17 +868,9 @@ pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
         interval: args
             .interval
             .unwrap_or_else(|| default_interval(trace.ops.len())),
-        opts: system_options(args.cache_mb, args.direct_io),
+        opts: args.output.system_options(),
     };
-    execute(
-        &trace,
-        &systems,
-        &exec,
-        &args.out,
-        args.work_dir.as_deref(),
-        0,
-        args.direct_io,
-    )
+    execute(&trace, &systems, &exec, &args.output, 0)
 }
 
 /// `strata bench trace`: writes a mixed workload as a chirp trace.

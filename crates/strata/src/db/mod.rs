@@ -276,9 +276,10 @@ impl Db {
             // thread must never hold the last reference to the primary.
             let (snaps, last) = (inner.snapshots.clone(), inner.last_sequence.clone());
             inner.index.set_primary_clock(Box::new(move || {
-                let snaps = lock(&snaps);
-                let published = last.load(Ordering::SeqCst);
-                (snaps.keys().next().copied().unwrap_or(published), published)
+                (
+                    background::oldest_readable(&snaps, &last),
+                    last.load(Ordering::SeqCst),
+                )
             }));
         }
 
@@ -445,18 +446,13 @@ impl Db {
                     }
                 }
                 let mut seen = false;
-                for f in version.levels.iter().flatten() {
-                    let in_range = crate::key::user_key(&f.smallest) <= *key
-                        && *key <= crate::key::user_key(&f.largest);
-                    let maybe = in_range
-                        && match self.inner.tables.get(f.number, f.file_size) {
-                            Ok(t) => t.key_may_match(key),
-                            Err(_) => true,
-                        };
-                    if maybe && f.largest_seq > after {
-                        return true;
+                for f in version.files_for_key(key) {
+                    if write::bloom_may_match(&self.inner.tables, f, key) {
+                        if f.largest_seq > after {
+                            return true;
+                        }
+                        seen = true;
                     }
-                    seen |= maybe;
                 }
                 !seen
             })

@@ -157,21 +157,22 @@ pub(crate) fn may_exist(
     {
         return true;
     }
-    let probe = |f: &crate::version::FileMetaData| match tables.get(f.number, f.file_size) {
+    version
+        .files_for_key(key)
+        .any(|f| bloom_may_match(tables, f, key))
+}
+
+/// The Bloom probe of `key` in table `f` (true if the table cannot be
+/// opened: the caller then reads it and reports the error).
+pub(crate) fn bloom_may_match(
+    tables: &TableCache,
+    f: &crate::version::FileMetaData,
+    key: &[u8],
+) -> bool {
+    match tables.get(f.number, f.file_size) {
         Ok(t) => t.key_may_match(key),
         Err(_) => true,
-    };
-    let in_range = |f: &crate::version::FileMetaData| {
-        crate::key::user_key(&f.smallest) <= key && key <= crate::key::user_key(&f.largest)
-    };
-    if version.levels[0].iter().any(|f| in_range(f) && probe(f)) {
-        return true;
     }
-    (1..version.num_levels()).any(|l| {
-        version
-            .find_file(l, key)
-            .is_some_and(|i| probe(&version.levels[l][i]))
-    })
 }
 
 impl DbInner {

@@ -279,6 +279,7 @@ impl Strategy for Composite {
             s.repair_lookups = r.lookups.load(Relaxed);
             s.repair_pruned = r.pruned.load(Relaxed);
             s.repair_deferred = r.deferred.load(Relaxed);
+            s.repair_errors = r.errors.load(Relaxed);
         }
     }
 }

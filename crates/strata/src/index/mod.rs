@@ -184,7 +184,8 @@ pub struct IndexStats {
     /// a repair; of those, looked up in the primary-key index, and left
     /// valid without a lookup (repaired-timestamp pruning and Bloom
     /// filters); obsolete entries left for later because a snapshot may
-    /// still read them.
+    /// still read them; repairs abandoned on a read error (the merge went
+    /// on without marking anything).
     #[serde(default)]
     pub repair_scanned: u64,
     #[serde(default)]
@@ -193,6 +194,8 @@ pub struct IndexStats {
     pub repair_pruned: u64,
     #[serde(default)]
     pub repair_deferred: u64,
+    #[serde(default)]
+    pub repair_errors: u64,
 }
 
 /// An index as listed by [`crate::Db::indexes`].

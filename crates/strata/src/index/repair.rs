@@ -51,7 +51,7 @@ use super::composite::decode_entry;
 use super::strategy::Counters;
 use super::tree::{self, IndexTree};
 use super::value::KeyType;
-use super::IndexManager;
+use super::{lock, IndexManager};
 
 /// Keys validated per batched lookup.
 const LOOKUP_CHUNK: usize = 4096;
@@ -82,14 +82,19 @@ pub(crate) struct RepairStats {
 
 /// The hook installed in the index tree's options.
 pub(crate) struct MergeRepair {
+    shared: Arc<Shared>,
+}
+
+/// What the hook and the observers of its tables share.
+struct Shared {
     ty: KeyType,
     mgr: Weak<IndexManager>,
     pk: Weak<IndexTree>,
     counters: Arc<Counters>,
-    pub stats: Arc<RepairStats>,
+    stats: Arc<RepairStats>,
     /// Repaired timestamp (primary-key index sequence number) of each
     /// table this hook wrote.
-    repaired_ts: Arc<Mutex<HashMap<u64, SeqNo>>>,
+    repaired_ts: Mutex<HashMap<u64, SeqNo>>,
 }
 
 impl MergeRepair {
@@ -101,18 +106,16 @@ impl MergeRepair {
         stats: Arc<RepairStats>,
     ) -> MergeRepair {
         MergeRepair {
-            ty,
-            mgr,
-            pk,
-            counters,
-            stats,
-            repaired_ts: Arc::new(Mutex::new(HashMap::new())),
+            shared: Arc::new(Shared {
+                ty,
+                mgr,
+                pk,
+                counters,
+                stats,
+                repaired_ts: Mutex::new(HashMap::new()),
+            }),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl EngineHooks for MergeRepair {
@@ -126,7 +129,7 @@ impl EngineHooks for MergeRepair {
         }
         // The inputs are about to be deleted: their timestamps are consumed.
         let input_ts = {
-            let mut map = lock(&self.repaired_ts);
+            let mut map = lock(&self.shared.repaired_ts);
             let ts = ctx
                 .input_files
                 .iter()
@@ -139,12 +142,7 @@ impl EngineHooks for MergeRepair {
             ts
         };
         Some(Box::new(RepairObserver {
-            ty: self.ty,
-            mgr: self.mgr.clone(),
-            pk: self.pk.clone(),
-            counters: self.counters.clone(),
-            stats: self.stats.clone(),
-            repaired_ts: self.repaired_ts.clone(),
+            shared: self.shared.clone(),
             file: ctx.file_number,
             input_ts,
             entries: Vec::new(),
@@ -156,12 +154,7 @@ impl EngineHooks for MergeRepair {
 }
 
 struct RepairObserver {
-    ty: KeyType,
-    mgr: Weak<IndexManager>,
-    pk: Weak<IndexTree>,
-    counters: Arc<Counters>,
-    stats: Arc<RepairStats>,
-    repaired_ts: Arc<Mutex<HashMap<u64, SeqNo>>>,
+    shared: Arc<Shared>,
     file: u64,
     /// Smallest repaired timestamp among the compaction's inputs.
     input_ts: SeqNo,
@@ -184,7 +177,7 @@ impl TableObserver for RepairObserver {
             return;
         }
         // A key that does not decode is left alone (queries report it).
-        if let Ok((pk, seq)) = decode_entry(self.ty, e.user_key) {
+        if let Ok((pk, seq)) = decode_entry(self.shared.ty, e.user_key) {
             self.entries.push((pk, seq, block, ordinal));
         }
     }
@@ -192,14 +185,14 @@ impl TableObserver for RepairObserver {
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
         match self.repair() {
             Ok(Some(ts)) => {
-                lock(&self.repaired_ts).insert(self.file, ts);
+                lock(&self.shared.repaired_ts).insert(self.file, ts);
             }
             Ok(None) => {}
             Err(_) => {
                 // Repair only removes work for queries; a failed one leaves
                 // every entry in place, to be validated.
                 self.marks.clear();
-                self.stats.errors.fetch_add(1, Relaxed);
+                self.shared.stats.errors.fetch_add(1, Relaxed);
             }
         }
         Ok(Vec::new())
@@ -214,14 +207,15 @@ impl RepairObserver {
     /// Validates the entries and fills `marks`; returns the new table's
     /// repaired timestamp (`None`: no repair was possible).
     fn repair(&mut self) -> Result<Option<SeqNo>> {
-        let (Some(pk), Some(mgr)) = (self.pk.upgrade(), self.mgr.upgrade()) else {
+        let shared = self.shared.clone();
+        let (Some(pk), Some(mgr)) = (shared.pk.upgrade(), shared.mgr.upgrade()) else {
             return Ok(None);
         };
         let Some(pin) = mgr.pin_for_repair(&pk) else {
             return Ok(None);
         };
         let n = self.entries.len() as u64;
-        self.stats.scanned.fetch_add(n, Relaxed);
+        shared.stats.scanned.fetch_add(n, Relaxed);
         // Sort by primary key (Figure 7, line 9).
         let mut order: Vec<usize> = (0..self.entries.len()).collect();
         order.sort_unstable_by(|&a, &b| self.entries[a].0.cmp(&self.entries[b].0));
@@ -239,7 +233,8 @@ impl RepairObserver {
                 .zip(newer)
                 .filter_map(|(i, n)| n.then_some(i))
                 .collect();
-            self.stats
+            shared
+                .stats
                 .pruned
                 .fetch_add((before - order.len()) as u64, Relaxed);
         }
@@ -256,7 +251,7 @@ impl RepairObserver {
                 .zip(found)
                 .map(|(k, f)| Ok((*k, f.map(|b| tree::read_seq(&b, false)).transpose()?)))
                 .collect::<Result<_>>()?;
-            self.stats.lookups.fetch_add(chunk.len() as u64, Relaxed);
+            shared.stats.lookups.fetch_add(chunk.len() as u64, Relaxed);
             for &i in chunk {
                 let (key, s, block, ordinal) = &self.entries[i];
                 let obsolete = match newest.get(key.as_slice()).copied().flatten() {
@@ -271,11 +266,12 @@ impl RepairObserver {
                 }
             }
         }
-        self.stats.deferred.fetch_add(deferred, Relaxed);
-        self.counters
+        shared.stats.deferred.fetch_add(deferred, Relaxed);
+        shared
+            .counters
             .repaired
             .fetch_add(self.marks.len() as u64, Relaxed);
-        self.counters.add_entries(0, self.marks.len() as u64);
+        shared.counters.add_entries(0, self.marks.len() as u64);
         // Entries left undecided keep the inputs' timestamp, so the next
         // merge looks them up again.
         Ok(Some(if deferred == 0 {

@@ -116,6 +116,20 @@ impl Version {
         (i < files.len() && smallest_user(&files[i]) <= user_key).then_some(i)
     }
 
+    /// Every file whose user-key range may hold `user_key`: the L0 files
+    /// covering it, then at most one file per deeper level.
+    pub fn files_for_key<'a>(
+        &'a self,
+        user_key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<FileMetaData>> + 'a {
+        let l0 = self.levels[0]
+            .iter()
+            .filter(move |f| smallest_user(f) <= user_key && user_key <= largest_user(f));
+        let deeper = (1..self.num_levels())
+            .filter_map(move |l| self.find_file(l, user_key).map(|i| &self.levels[l][i]));
+        l0.chain(deeper)
+    }
+
     /// Files at `level` whose user-key range intersects `[lo, hi]` (`None`
     /// bounds are open).
     pub fn overlapping(
