@@ -467,8 +467,7 @@ impl Db {
     /// Writes the memtable to an L0 table and waits until no frozen
     /// memtable remains.
     pub fn flush(&self) -> Result<()> {
-        let st = lock(&self.inner.state);
-        let mut st = self.inner.make_room_for_write(st, true)?;
+        let mut st = self.inner.force_switch_memtable()?;
         if !self.inner.opts.background_work {
             drop(st);
             while self.inner.flush_one()? {}

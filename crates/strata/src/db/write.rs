@@ -343,6 +343,33 @@ impl DbInner {
     /// Takes the batches of the leader and the writers behind it. A writer
     /// that wants `sync` does not join a group led by one that does not
     /// (its fsync would be skipped).
+    /// Switches to a new memtable (and WAL) if the current one is not
+    /// empty, from the front of the writer queue: a write leader inserts
+    /// into the memtable after releasing the state lock, so switching
+    /// anywhere else could freeze (and flush) a memtable a leader is still
+    /// filling, losing its entries from reads. The queued barrier has no
+    /// batch, so no leader absorbs it into its group.
+    pub(crate) fn force_switch_memtable(&self) -> Result<MutexGuard<'_, State>> {
+        let w = Arc::new(Writer {
+            batch: Mutex::new(None),
+            sync: false,
+            result: Mutex::new(None),
+        });
+        let mut st = lock(&self.state);
+        st.writers.push_back(w.clone());
+        while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        let room = self.make_room_for_write(st, true);
+        let (mut st, result) = match room {
+            Ok(st) => (st, Ok(())),
+            Err(e) => (lock(&self.state), Err(e)),
+        };
+        st.writers.pop_front();
+        self.cv.notify_all();
+        result.map(|()| st)
+    }
+
     fn build_group(&self, st: &State) -> (Vec<Arc<Writer>>, WriteBatch, bool) {
         let mut group = Vec::new();
         let mut merged = WriteBatch::new();
