@@ -309,6 +309,20 @@ impl DbInner {
     /// it to scan the data and fill a structure that writers maintain from
     /// then on. The caller holds no lock the write path takes.
     pub(crate) fn pause_writes<T>(&self, f: impl FnOnce() -> T) -> T {
+        drop(self.take_queue_front());
+        let out = f();
+        let mut st = lock(&self.state);
+        st.writers.pop_front();
+        self.cv.notify_all();
+        drop(st);
+        out
+    }
+
+    /// Queues a placeholder writer and returns once it is at the front of
+    /// the writer queue (every group queued before it is published). It
+    /// has no batch, so no leader absorbs it into a group; the caller must
+    /// pop it from the front and notify when done.
+    fn take_queue_front(&self) -> MutexGuard<'_, State> {
         let w = Arc::new(Writer {
             batch: Mutex::new(None),
             sync: false,
@@ -319,14 +333,7 @@ impl DbInner {
         while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        drop(st);
-        let out = f();
-        let mut st = lock(&self.state);
-        let front = st.writers.pop_front();
-        debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, &w)));
-        self.cv.notify_all();
-        drop(st);
-        out
+        st
     }
 
     /// Update-memo maintenance for `batch` (see `index::memo`): called before
@@ -350,16 +357,7 @@ impl DbInner {
     /// filling, losing its entries from reads. The queued barrier has no
     /// batch, so no leader absorbs it into its group.
     pub(crate) fn force_switch_memtable(&self) -> Result<MutexGuard<'_, State>> {
-        let w = Arc::new(Writer {
-            batch: Mutex::new(None),
-            sync: false,
-            result: Mutex::new(None),
-        });
-        let mut st = lock(&self.state);
-        st.writers.push_back(w.clone());
-        while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
-            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
+        let st = self.take_queue_front();
         let room = self.make_room_for_write(st, true);
         let (mut st, result) = match room {
             Ok(st) => (st, Ok(())),
