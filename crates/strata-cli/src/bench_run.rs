@@ -628,6 +628,48 @@ fn cross_check(trace: &Trace, results: &mut [SystemResult], obs: &[MixedObs]) {
     }
 }
 
+/// The results document of `trace` run on `systems`.
+fn assemble(
+    trace: &Trace,
+    exec: &Exec,
+    output: &OutputArgs,
+    seed: u64,
+    systems: Vec<SystemResult>,
+) -> RunResults {
+    let mut parameters = trace.parameters.clone();
+    parameters.insert("cache_bytes".into(), json!(exec.opts.cache_bytes));
+    if !exec.top_ks.is_empty() {
+        parameters.insert("top_k_variants".into(), json!(exec.top_ks));
+    }
+    if !trace.ops.is_empty() {
+        parameters.insert("top_k".into(), json!(exec.limit));
+        parameters.insert("interval".into(), json!(exec.interval));
+    }
+    parameters.insert(
+        "indexes".into(),
+        json!(trace.indexes.iter().map(|d| &d.name).collect::<Vec<_>>()),
+    );
+    RunResults {
+        workload: trace.workload.clone(),
+        records: trace.records,
+        seed,
+        direct_io: output.direct_io,
+        systems,
+        parameters,
+    }
+}
+
+/// Writes `results` as pretty JSON to `path` (through a temporary file, so
+/// a reader never sees half a document).
+fn write_json(path: &Path, results: &RunResults) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| CliError::Other(e.to_string()))?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)
+        .map_err(|e| CliError::Other(format!("write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| CliError::Other(format!("rename to {}: {e}", path.display())))
+}
+
 /// Runs `trace` on every system and writes the outputs; exits 1 (after
 /// writing them) if any result count was wrong.
 fn execute(
@@ -654,40 +696,29 @@ fn execute(
     };
     let mut systems_out = Vec::new();
     let mut obs = Vec::new();
+    let partial = out.join("results.partial.json");
     for (i, spec) in systems.iter().enumerate() {
         let (r, o) = run_system(spec, trace, exec, &base.join(format!("sys{i}")))?;
         systems_out.push(r);
         obs.extend(o);
+        if i + 1 < systems.len() {
+            // A long run keeps what it has measured: the systems so far,
+            // not yet cross-checked, replaced after each system and
+            // removed once results.json is written.
+            let so_far = assemble(trace, exec, output, seed, systems_out.clone());
+            write_json(&partial, &so_far)?;
+        }
     }
     if obs.len() == systems_out.len() && !obs.is_empty() {
         cross_check(trace, &mut systems_out, &obs);
     }
-    let mut parameters = trace.parameters.clone();
-    parameters.insert("cache_bytes".into(), json!(exec.opts.cache_bytes));
-    if !exec.top_ks.is_empty() {
-        parameters.insert("top_k_variants".into(), json!(exec.top_ks));
-    }
-    if !trace.ops.is_empty() {
-        parameters.insert("top_k".into(), json!(exec.limit));
-        parameters.insert("interval".into(), json!(exec.interval));
-    }
-    parameters.insert(
-        "indexes".into(),
-        json!(trace.indexes.iter().map(|d| &d.name).collect::<Vec<_>>()),
-    );
-    let results = RunResults {
-        workload: trace.workload.clone(),
-        records: trace.records,
-        seed,
-        direct_io: output.direct_io,
-        systems: systems_out,
-        parameters,
-    };
-    let text =
-        serde_json::to_string_pretty(&results).map_err(|e| CliError::Other(e.to_string()))?;
+    let results = assemble(trace, exec, output, seed, systems_out);
     let path = out.join("results.json");
-    std::fs::write(&path, text)
-        .map_err(|e| CliError::Other(format!("write {}: {e}", path.display())))?;
+    write_json(&path, &results)?;
+    if partial.exists() {
+        std::fs::remove_file(&partial)
+            .map_err(|e| CliError::Other(format!("remove {}: {e}", partial.display())))?;
+    }
     print_table(&results)?;
     if !trace.ops.is_empty() {
         print_ops(&results)?;
