@@ -1,7 +1,8 @@
 //! Atomic batches of writes, and their encoding in the WAL.
 //!
 //! Encoding (`docs/format/wal.md`): `fixed64 seq ‖ fixed32 count ‖ records`,
-//! record = `kind u8 ‖ varint key_len ‖ key [‖ varint val_len ‖ val]`.
+//! record = `kind u8 ‖ varint key_len ‖ key [‖ varint val_len ‖ val]`
+//! (kind 0 delete, 1 put, 2 merge operand; the value is absent for deletes).
 //! Entry `i` of a batch gets sequence number `seq + i`.
 //!
 //! The batch *is* its encoding: operations are appended to one buffer whose
@@ -18,20 +19,31 @@ pub const BATCH_HEADER_SIZE: usize = 12;
 /// One operation of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchOp<'a> {
-    Put { key: &'a [u8], value: &'a [u8] },
-    Delete { key: &'a [u8] },
+    Put {
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    Delete {
+        key: &'a [u8],
+    },
+    /// A merge operand (see [`crate::merge`]).
+    Merge {
+        key: &'a [u8],
+        value: &'a [u8],
+    },
 }
 
 impl<'a> BatchOp<'a> {
     pub fn key(&self) -> &'a [u8] {
         match self {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => key,
         }
     }
     pub fn kind(&self) -> ValueKind {
         match self {
             BatchOp::Put { .. } => ValueKind::Value,
             BatchOp::Delete { .. } => ValueKind::Deletion,
+            BatchOp::Merge { .. } => ValueKind::Merge,
         }
     }
 }
@@ -82,6 +94,22 @@ impl WriteBatch {
         put_length_prefixed(&mut self.rep, key);
         self.set_count(self.count().wrapping_add(1));
         self
+    }
+
+    /// Appends a merge operand for `key`, combined with the key's value by
+    /// the database's merge operator (see [`crate::merge`]).
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) -> &mut Self {
+        self.rep.push(ValueKind::Merge as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_length_prefixed(&mut self.rep, operand);
+        self.set_count(self.count().wrapping_add(1));
+        self
+    }
+
+    /// True if some operation is a merge operand.
+    pub fn has_merge(&self) -> bool {
+        self.iter()
+            .any(|op| matches!(op, Ok(BatchOp::Merge { .. })))
     }
 
     /// Number of operations.
@@ -206,6 +234,11 @@ impl<'a> BatchIter<'a> {
                 BatchOp::Put { key, value }
             }
             Some(ValueKind::Deletion) => BatchOp::Delete { key },
+            Some(ValueKind::Merge) => {
+                let value =
+                    get_length_prefixed(&mut src).ok_or_else(|| bad("truncated operand"))?;
+                BatchOp::Merge { key, value }
+            }
             None => return Err(bad(&format!("unknown record kind {kind}"))),
         };
         self.rest = src;
@@ -255,7 +288,8 @@ mod tests {
         b.put(b"k1", b"v1")
             .delete(b"k2")
             .put(b"", b"")
-            .put(&[7u8; 300], &[9u8; 200]);
+            .put(&[7u8; 300], &[9u8; 200])
+            .merge(b"k3", b"operand");
         b.set_sequence(1234);
         b
     }
@@ -278,7 +312,7 @@ mod tests {
     #[test]
     fn roundtrip() {
         let b = sample();
-        assert_eq!(b.len(), 4);
+        assert_eq!(b.len(), 5);
         assert_eq!(b.sequence(), 1234);
         assert_eq!(b.encoded_len(), b.data().len());
         let expect = vec![
@@ -295,9 +329,15 @@ mod tests {
                 key: &[7u8; 300],
                 value: &[9u8; 200],
             },
+            BatchOp::Merge {
+                key: b"k3",
+                value: b"operand",
+            },
         ];
         assert_eq!(ops(&b), expect);
+        assert!(b.has_merge());
         assert_eq!(expect[1].kind(), ValueKind::Deletion);
+        assert_eq!(expect[4].kind(), ValueKind::Merge);
         assert_eq!(expect[0].key(), b"k1");
         let d = WriteBatch::from_data(b.data().to_vec()).unwrap();
         assert_eq!(ops(&d), expect);
@@ -306,10 +346,13 @@ mod tests {
         let mut small = WriteBatch::new();
         small.put(b"a", b"bc").delete(b"d");
         small.set_sequence(5);
+        assert!(!small.has_merge());
         assert_eq!(
             small.data(),
             &[5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 1, b'a', 2, b'b', b'c', 0, 1, b'd']
         );
+        small.merge(b"e", b"f");
+        assert_eq!(small.data()[21..], [2, 1, b'e', 1, b'f']);
     }
 
     #[test]
@@ -320,7 +363,7 @@ mod tests {
         let b = sample();
         a.append(&b);
         a.append(&WriteBatch::new());
-        assert_eq!(a.len(), 5);
+        assert_eq!(a.len(), 6);
         assert_eq!(a.sequence(), 10);
         let all = ops(&a);
         assert_eq!(
@@ -354,21 +397,21 @@ mod tests {
         d.push(0);
         assert!(corrupt(d));
         // Count too high and too low.
-        for count in [3u32, 5, u32::MAX] {
+        for count in [4u32, 6, u32::MAX] {
             let mut d = good.clone();
             d[8..12].copy_from_slice(&count.to_le_bytes());
             assert!(corrupt(d), "count {count}");
         }
         // Unknown kind.
         let mut d = good.clone();
-        d[BATCH_HEADER_SIZE] = 2;
+        d[BATCH_HEADER_SIZE] = 3;
         assert!(corrupt(d));
         // Sequence numbers beyond 56 bits.
         let mut d = good.clone();
-        d[..8].copy_from_slice(&(MAX_SEQ - 2).to_le_bytes());
+        d[..8].copy_from_slice(&(MAX_SEQ - 3).to_le_bytes());
         assert!(corrupt(d));
         let mut d = good;
-        d[..8].copy_from_slice(&(MAX_SEQ - 3).to_le_bytes());
+        d[..8].copy_from_slice(&(MAX_SEQ - 4).to_le_bytes());
         assert!(WriteBatch::from_data(d).is_ok());
     }
 

@@ -109,6 +109,9 @@ pub enum DropReason {
     Shadowed,
     /// A tombstone reached the bottom level with nothing older to hide.
     ObsoleteTombstone,
+    /// Combined by the merge operator into the newer operand of its key
+    /// that every live snapshot sees (see [`crate::merge`]).
+    Merged,
 }
 
 /// Receives the dropped-versions stream of one compaction.

@@ -28,6 +28,9 @@ pub enum ValueKind {
     Deletion = 0,
     /// A value.
     Value = 1,
+    /// A merge operand: combined with the older entries of its key by the
+    /// database's [`crate::merge::MergeOperator`].
+    Merge = 2,
 }
 
 impl ValueKind {
@@ -35,6 +38,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Merge),
             _ => None,
         }
     }
@@ -42,7 +46,7 @@ impl ValueKind {
 
 /// Kind used when building a seek key: sorts first among entries of the same
 /// (user key, seq) because the trailer is compared descending.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::Value;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
 pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
     debug_assert!(seq <= MAX_SEQ);

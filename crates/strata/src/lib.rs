@@ -27,6 +27,7 @@ pub mod io;
 pub mod iter;
 pub mod key;
 pub mod memtable;
+pub mod merge;
 pub mod options;
 pub mod sstable;
 pub mod stats;
@@ -35,6 +36,7 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use error::{Error, Result};
+pub use merge::MergeOperator;
 pub use options::{Compression, Options, WalRecovery, WriteOptions};
 pub use stats::{IoStats, Stats};
 

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use crate::error::{Error, Result};
 use crate::hooks::EngineHooks;
 use crate::index::ExtractorFn;
+use crate::merge::MergeOperator;
 
 /// Per-block compression of SSTable blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +94,10 @@ pub struct Options {
     pub hooks: Vec<Arc<dyn EngineHooks>>,
     /// Functions that [`crate::index::Extractor::Custom`] indexes name.
     pub extractors: BTreeMap<String, ExtractorFn>,
+    /// Combines merge operands ([`crate::WriteBatch::merge`]); writes of
+    /// merge operands are refused without one. A database written with
+    /// merge operands must be reopened with the same operator.
+    pub merge_operator: Option<Arc<dyn MergeOperator>>,
 }
 
 impl Default for Options {
@@ -121,6 +126,7 @@ impl Default for Options {
             wal: true,
             hooks: Vec::new(),
             extractors: BTreeMap::new(),
+            merge_operator: None,
         }
     }
 }
@@ -138,6 +144,10 @@ impl std::fmt::Debug for Options {
             .field("target_file_size", &self.target_file_size)
             .field("direct_io", &self.direct_io)
             .field("hooks", &self.hooks.len())
+            .field(
+                "merge_operator",
+                &self.merge_operator.as_ref().map(|m| m.name().to_string()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -197,6 +207,12 @@ impl Options {
         wal_recovery: WalRecovery,
         background_work: bool,
         wal: bool,
+    }
+
+    /// Sets the merge operator (see [`Options::merge_operator`] field).
+    pub fn merge_operator(mut self, m: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = Some(m);
+        self
     }
 
     /// Registers an extension (see [`crate::hooks::EngineHooks`]).

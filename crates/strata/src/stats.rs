@@ -193,6 +193,9 @@ pub struct LevelStats {
     pub level: usize,
     pub files: usize,
     pub bytes: u64,
+    /// Entries in the level's tables (values, tombstones, merge operands).
+    #[serde(default)]
+    pub entries: u64,
 }
 
 /// What [`crate::Db::stats`] returns.

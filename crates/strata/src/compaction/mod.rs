@@ -14,6 +14,12 @@
 //! entry is reported to the extensions' compaction observers (DELI's repair
 //! stream). Outputs are cut at user-key boundaries so a user key never spans
 //! two files of one level.
+//!
+//! Merge operands (see [`crate::merge`]): the newest operand of a key that
+//! every live snapshot sees is combined with the key's older entries —
+//! fully with the value or tombstone beneath it, or with nothing when no
+//! deeper level can hold the key, and otherwise partially among the
+//! operands — and the combined entries are dropped (`Merged`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +34,7 @@ use crate::hooks::{
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::merge;
 use crate::options::Options;
 use crate::sstable::{TableBuildOptions, TableBuilder};
 use crate::stats::ReadPurpose;
@@ -245,6 +252,37 @@ pub struct CompactionOutput {
     pub entries_dropped: u64,
 }
 
+/// Appends one entry to the compaction's current output, first finishing
+/// the output at a user-key boundary once it reached the target size.
+#[allow(clippy::too_many_arguments)]
+fn add_output(
+    env: &BuildEnv<'_>,
+    current: &mut Option<(u64, TableBuilder)>,
+    edit: &mut VersionEdit,
+    bytes_written: &mut u64,
+    (out_level, input_files): (usize, &[u64]),
+    first_of_key: bool,
+    ikey: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    // Cut outputs only between user keys.
+    if first_of_key {
+        let target = env.opts.target_file_size;
+        if let Some((n, b)) = current.take_if(|(_, b)| b.file_size() >= target) {
+            let meta = finish_table(n, b)?;
+            *bytes_written += meta.file_size;
+            edit.new_files.push((out_level, meta));
+        }
+    }
+    if current.is_none() {
+        *current = Some(env.start_table(out_level, TableReason::Compaction, input_files)?);
+    }
+    if let Some((_, b)) = current {
+        b.add(ikey, value)?;
+    }
+    Ok(())
+}
+
 /// Merges the inputs of `c` into new tables at `c.output_level()`.
 ///
 /// `smallest_snapshot` is the oldest sequence number any reader may still
@@ -358,23 +396,81 @@ pub fn run(
             for o in &mut observers {
                 o.on_dropped(&entry, reason);
             }
-        } else {
-            // Cut outputs only between user keys.
-            if first_of_key {
-                let target = env.opts.target_file_size;
-                if let Some((n, b)) = current.take_if(|(_, b)| b.file_size() >= target) {
-                    let meta = finish_table(n, b)?;
-                    bytes_written += meta.file_size;
-                    edit.new_files.push((out_level, meta));
+        } else if parsed.kind == ValueKind::Merge && parsed.seq <= smallest_snapshot {
+            // Every snapshot sees this operand: combine the key's older
+            // entries into it. Leaves `input` past the combined entries.
+            let op = merge::require(env.opts.merge_operator.as_ref())?;
+            let user_key = parsed.user_key.to_vec();
+            let seq = parsed.seq;
+            let mut operands = vec![input.value().to_vec()];
+            // `Some(None)`: a tombstone lies beneath the operands.
+            let mut base: Option<Option<Vec<u8>>> = None;
+            input.next()?;
+            while base.is_none() && input.valid() {
+                let p = key::parse_internal_key(input.key())?;
+                if p.user_key != user_key.as_slice() {
+                    break;
                 }
+                match p.kind {
+                    ValueKind::Merge => operands.push(input.value().to_vec()),
+                    ValueKind::Value => base = Some(Some(input.value().to_vec())),
+                    ValueKind::Deletion => base = Some(None),
+                }
+                dropped += 1;
+                let entry = EntryRef {
+                    user_key: p.user_key,
+                    seq: p.seq,
+                    kind: p.kind,
+                    value: input.value(),
+                };
+                for o in &mut observers {
+                    o.on_dropped(&entry, DropReason::Merged);
+                }
+                input.next()?;
             }
-            if current.is_none() {
-                current =
-                    Some(env.start_table(out_level, TableReason::Compaction, &ctx.input_files)?);
+            // Entries below a base are shadowed by it (`last_seq_for_key`).
+            let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+            let full = match base {
+                Some(b) => Some(b),
+                None if is_base_level_for(&user_key) => Some(None),
+                None => None,
+            };
+            let (kind, value) = match full {
+                Some(b) => match op.full_merge(&user_key, b.as_deref(), &refs)? {
+                    Some(v) => (ValueKind::Value, v),
+                    None => (ValueKind::Deletion, Vec::new()),
+                },
+                None if refs.len() == 1 => (ValueKind::Merge, operands[0].clone()),
+                None => (ValueKind::Merge, op.partial_merge(&user_key, &refs)?),
+            };
+            if kind == ValueKind::Deletion && is_base_level_for(&user_key) {
+                // Nothing older to hide.
+                dropped += 1;
+                continue;
             }
-            if let Some((_, b)) = &mut current {
-                b.add(ikey, input.value())?;
-            }
+            let ikey = key::make_internal_key(&user_key, seq, kind);
+            add_output(
+                env,
+                &mut current,
+                &mut edit,
+                &mut bytes_written,
+                (out_level, &ctx.input_files),
+                first_of_key,
+                &ikey,
+                &value,
+            )?;
+            continue;
+        } else {
+            add_output(
+                env,
+                &mut current,
+                &mut edit,
+                &mut bytes_written,
+                (out_level, &ctx.input_files),
+                first_of_key,
+                ikey,
+                input.value(),
+            )?;
         }
         input.next()?;
     }

@@ -54,7 +54,9 @@ impl DbInner {
         let (mems, version) = self.read_view();
         for m in &mems {
             match m.get(key, snapshot) {
-                Some(MemGet::Value(s, _)) | Some(MemGet::Deleted(s)) => return Ok(Some(s)),
+                Some(MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s)) => {
+                    return Ok(Some(s))
+                }
                 None => {}
             }
         }

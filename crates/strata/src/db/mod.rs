@@ -33,6 +33,7 @@ use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{SeqNo, ValueKind};
 use crate::memtable::{MemGet, MemTable};
+use crate::merge::{self, MergeOperator};
 use crate::options::{Options, WriteOptions};
 use crate::sstable::{BlockHandle, Found, TableReadOptions};
 use crate::stats::{Counters, LevelStats, ReadPurpose, Stats};
@@ -441,7 +442,9 @@ impl Db {
             .map(|key| {
                 for m in &mems {
                     match m.get(key, crate::key::MAX_SEQ) {
-                        Some(MemGet::Value(s, _)) | Some(MemGet::Deleted(s)) => return s > after,
+                        Some(MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s)) => {
+                            return s > after
+                        }
                         None => {}
                     }
                 }
@@ -584,6 +587,7 @@ impl Db {
                 level: l,
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
+                entries: v.levels[l].iter().map(|f| f.num_entries).sum(),
             })
             .collect();
         Stats {
@@ -653,6 +657,17 @@ impl Snapshot {
     pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
         self.inner.iter_at(from, to, self.seq)
     }
+
+    /// Visits the entries of `key` visible here, newest first, component by
+    /// component, merge operands uncombined; `f` returns false to stop
+    /// (see [`merge::for_each_version`]).
+    pub(crate) fn for_each_version(
+        &self,
+        key: &[u8],
+        f: &mut merge::VersionVisitor<'_>,
+    ) -> Result<()> {
+        self.inner.for_each_version_at(key, self.seq, f)
+    }
 }
 
 impl Drop for Snapshot {
@@ -683,17 +698,47 @@ impl DbInner {
             match m.get(key, seq) {
                 Some(MemGet::Value(_, v)) => return Ok(Some(v)),
                 Some(MemGet::Deleted(_)) => return Ok(None),
+                Some(MemGet::Merge(_)) => return self.merged_at(&mems, &version, key, seq),
                 None => {}
             }
         }
-        Ok(match version.get(&self.tables, key, seq)? {
+        match version.get(&self.tables, key, seq)? {
             Some(Found {
                 kind: ValueKind::Value,
                 value,
                 ..
-            }) => Some(value),
-            _ => None,
-        })
+            }) => Ok(Some(value)),
+            Some(Found {
+                kind: ValueKind::Merge,
+                ..
+            }) => self.merged_at(&mems, &version, key, seq),
+            _ => Ok(None),
+        }
+    }
+
+    /// The value of `key`, whose newest entry at `seq` is a merge operand.
+    fn merged_at(
+        &self,
+        mems: &[Arc<MemTable>],
+        version: &Version,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Vec<u8>>> {
+        let op = merge::require(self.opts.merge_operator.as_ref())?;
+        Ok(merge::resolve_at(op, &self.tables, mems, version, key, seq)?.map(|(_, v)| v))
+    }
+
+    /// Visits the entries of `key` at `seq` newest first, component by
+    /// component, without combining merge operands (see
+    /// [`merge::for_each_version`]); `f` returns false to stop.
+    pub(crate) fn for_each_version_at(
+        &self,
+        key: &[u8],
+        seq: SeqNo,
+        f: &mut merge::VersionVisitor<'_>,
+    ) -> Result<()> {
+        let (mems, version) = self.read_view();
+        merge::for_each_version(&self.tables, &mems, &version, key, seq, f)
     }
 
     fn multi_get_found(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Versioned>>> {
@@ -712,7 +757,14 @@ impl DbInner {
         keys: &[&[u8]],
         seq: SeqNo,
     ) -> Result<Vec<Option<Versioned>>> {
-        multi_get_components(&self.tables, mems, version, keys, seq)
+        multi_get_components(
+            &self.tables,
+            self.opts.merge_operator.as_ref(),
+            mems,
+            version,
+            keys,
+            seq,
+        )
     }
 
     fn multi_get_at(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Vec<u8>>>> {
@@ -740,7 +792,8 @@ impl DbInner {
                 if chunk.is_empty() {
                     // The build's entries come from tables, not from the
                     // primary WAL: make them durable before `ready`.
-                    return self.index.flush_trees();
+                    self.index.flush_trees()?;
+                    return def.ext.as_ref().map_or(Ok(()), |e| e.after_build());
                 }
                 let ops: Vec<crate::index::OpRef<'_>> = chunk
                     .iter()
@@ -781,6 +834,7 @@ impl DbInner {
             seq,
             from.map(<[u8]>::to_vec),
             to.map(<[u8]>::to_vec),
+            self.opts.merge_operator.clone(),
             Box::new(version),
         ))
     }
@@ -790,6 +844,7 @@ impl DbInner {
 /// replay).
 pub(crate) fn multi_get_components(
     tables: &TableCache,
+    merge_operator: Option<&Arc<dyn MergeOperator>>,
     mems: &[Arc<MemTable>],
     version: &Version,
     keys: &[&[u8]],
@@ -818,6 +873,13 @@ pub(crate) fn multi_get_components(
                         value: Vec::new(),
                     });
                 }
+                Some(MemGet::Merge(s)) => {
+                    out[i] = Some(Found {
+                        seq: s,
+                        kind: ValueKind::Merge,
+                        value: Vec::new(),
+                    });
+                }
                 None => continue,
             }
             done[i] = true;
@@ -825,6 +887,18 @@ pub(crate) fn multi_get_components(
         }
     }
     version.multi_get(tables, &sorted, seq, &mut out, &mut done)?;
+    // Keys whose newest entry is a merge operand read their older entries.
+    for (i, k) in sorted.iter().enumerate() {
+        if out[i].as_ref().is_some_and(|f| f.kind == ValueKind::Merge) {
+            let op = merge::require(merge_operator)?;
+            out[i] =
+                merge::resolve_at(op, tables, mems, version, k, seq)?.map(|(s, value)| Found {
+                    seq: s,
+                    kind: ValueKind::Value,
+                    value,
+                });
+        }
+    }
     let mut result = vec![None; keys.len()];
     let by_key: BTreeMap<&[u8], usize> = sorted.iter().enumerate().map(|(i, k)| (*k, i)).collect();
     for (i, k) in keys.iter().enumerate() {

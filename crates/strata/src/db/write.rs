@@ -29,8 +29,11 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::TableCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
+use crate::index::strategy::NeedsCurrent;
 use crate::index::{IndexManager, OpRef};
+use crate::key::SeqNo;
 use crate::memtable::MemTable;
+use crate::merge;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::stats::Counters;
 use crate::version::Version;
@@ -53,7 +56,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Rejects batches with oversized keys or values; nothing is written.
-pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<()> {
+/// Checks sizes; returns whether the batch holds merge operands.
+pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<bool> {
+    let mut merges = false;
     for op in batch.iter() {
         let op = op?;
         if op.key().len() > MAX_KEY_SIZE {
@@ -62,7 +67,7 @@ pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<()> {
                 op.key().len()
             )));
         }
-        if let BatchOp::Put { value, .. } = op {
+        if let BatchOp::Put { value, .. } | BatchOp::Merge { value, .. } = op {
             if value.len() > MAX_VALUE_SIZE {
                 return Err(Error::invalid(format!(
                     "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
@@ -70,9 +75,24 @@ pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<()> {
                 )));
             }
         }
+        merges |= matches!(op, BatchOp::Merge { .. });
     }
-    Ok(())
+    Ok(merges)
 }
+
+/// Operation `op` at sequence number `seq` as the index framework sees
+/// it: the new record, or `None` for a deletion. Merge operands have no
+/// record to index: `DbInner::write` refuses them when indexes exist.
+fn indexed_op(seq: SeqNo, op: BatchOp<'_>) -> Result<OpRef<'_>> {
+    match op {
+        BatchOp::Put { key, value } => Ok((seq, key, Some(value))),
+        BatchOp::Delete { key } => Ok((seq, key, None)),
+        BatchOp::Merge { .. } => Err(Error::invalid(MERGE_WITH_INDEXES)),
+    }
+}
+
+const MERGE_WITH_INDEXES: &str =
+    "merge operands are not supported on a database with secondary indexes";
 
 /// Inserts every operation of `batch` (sequence numbers from
 /// `batch.sequence()`) into `mem`; returns user bytes.
@@ -81,7 +101,7 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
     for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
         let op = op?;
         match op {
-            BatchOp::Put { key, value } => {
+            BatchOp::Put { key, value } | BatchOp::Merge { key, value } => {
                 mem.add(seq, op.kind(), key, value);
                 bytes += (key.len() + value.len()) as u64;
             }
@@ -117,7 +137,7 @@ pub(crate) fn note_memo_with(
 pub(crate) fn replay_into_trees(
     index: &IndexManager,
     defs: &[Arc<crate::index::IndexDef>],
-    need_current: bool,
+    need_current: NeedsCurrent,
     tables: &TableCache,
     batch: &WriteBatch,
     mems: &[Arc<MemTable>],
@@ -125,17 +145,14 @@ pub(crate) fn replay_into_trees(
 ) -> Result<()> {
     let ops: Vec<OpRef<'_>> = (batch.sequence()..)
         .zip(batch.iter())
-        .map(|(s, op)| {
-            op.map(|op| match op {
-                BatchOp::Put { key, value } => (s, key, Some(value)),
-                BatchOp::Delete { key } => (s, key, None),
-            })
-        })
+        .map(|(s, op)| op.and_then(|op| indexed_op(s, op)))
         .collect::<Result<_>>()?;
-    let current: HashMap<&[u8], Option<super::Versioned>> = if need_current {
-        let keys: Vec<&[u8]> = ops.iter().map(|(_, k, _)| *k).collect();
+    let keys = need_current.keys(&ops);
+    let current: HashMap<&[u8], Option<super::Versioned>> = if !keys.is_empty() {
         let found =
-            super::multi_get_components(tables, mems, version, &keys, batch.sequence() - 1)?;
+            // No merge operator: a database with indexes refuses merge
+            // operands (`DbInner::write`).
+            super::multi_get_components(tables, None, mems, version, &keys, batch.sequence() - 1)?;
         keys.into_iter().zip(found).collect()
     } else {
         HashMap::new()
@@ -177,7 +194,12 @@ pub(crate) fn bloom_may_match(
 
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
-        validate_batch(&batch)?;
+        if validate_batch(&batch)? {
+            merge::require(self.opts.merge_operator.as_ref())?;
+            if !self.index.defs().is_empty() {
+                return Err(Error::invalid(MERGE_WITH_INDEXES));
+            }
+        }
         if batch.is_empty() {
             return Ok(());
         }
@@ -251,17 +273,12 @@ impl DbInner {
             if let (false, Some((mems, version))) = (sync_defs.is_empty(), &view) {
                 let ops: Vec<OpRef<'_>> = (seq..)
                     .zip(merged.iter())
-                    .map(|(s, op)| {
-                        op.map(|op| match op {
-                            BatchOp::Put { key, value } => (s, key, Some(value)),
-                            BatchOp::Delete { key } => (s, key, None),
-                        })
-                    })
+                    .map(|(s, op)| op.and_then(|op| indexed_op(s, op)))
                     .collect::<Result<_>>()?;
                 // The Eager index's point lookups of the current records,
                 // done before the guard so readers wait only for the edits.
-                let current: HashMap<&[u8], Option<super::Versioned>> = if need_current {
-                    let keys: Vec<&[u8]> = ops.iter().map(|(_, k, _)| *k).collect();
+                let keys = need_current.keys(&ops);
+                let current: HashMap<&[u8], Option<super::Versioned>> = if !keys.is_empty() {
                     let found = self.multi_get_in(mems, version, &keys, seq - 1)?;
                     keys.into_iter().zip(found).collect()
                 } else {

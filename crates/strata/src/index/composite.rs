@@ -29,7 +29,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crate::db::Snapshot;
 use crate::error::{Error, Result};
@@ -38,10 +38,12 @@ use crate::options::Options;
 use crate::WriteBatch;
 
 use super::repair::{MergeRepair, RepairStats};
-use super::strategy::{self, Cand, Check, Counters, Current, Extract, Query, Strategy};
+use super::strategy::{
+    self, Cand, Check, Counters, Current, Extract, NeedsCurrent, Query, Strategy,
+};
 use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType};
-use super::{Hit, IndexManager, IndexStats, OpRef, QueryProfile};
+use super::{Hit, IndexStats, OpRef, QueryProfile, SyncGate};
 
 /// The entry of version `seq` of `pk` whose attribute is `v`.
 pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
@@ -122,7 +124,7 @@ impl Composite {
         ty: KeyType,
         params: &[(String, String)],
         opts: &Options,
-        mgr: Weak<IndexManager>,
+        gate: Arc<SyncGate>,
     ) -> Result<Composite> {
         let mut mode = Mode::Sync;
         let mut timestamp = true;
@@ -168,7 +170,7 @@ impl Composite {
             let stats = Arc::new(RepairStats::default());
             tree_opts.hooks.push(Arc::new(MergeRepair::new(
                 ty,
-                mgr,
+                gate,
                 Arc::downgrade(pk),
                 counters.clone(),
                 stats.clone(),
@@ -189,8 +191,12 @@ impl Composite {
 }
 
 impl Strategy for Composite {
-    fn needs_current(&self) -> bool {
-        self.mode == Mode::Sync
+    fn needs_current(&self) -> NeedsCurrent {
+        if self.mode == Mode::Sync {
+            NeedsCurrent::All
+        } else {
+            NeedsCurrent::No
+        }
     }
 
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()> {

@@ -29,7 +29,9 @@ use crate::options::Options;
 use crate::WriteBatch;
 
 use super::composite::{entry_key, scan_entries};
-use super::strategy::{self, Check, Counters, Current, DroppedEntry, Extract, Query, Strategy};
+use super::strategy::{
+    self, Check, Counters, Current, DroppedEntry, Extract, NeedsCurrent, Query, Strategy,
+};
 use super::tree::{self, IndexTree};
 use super::value::KeyType;
 use super::{Hit, IndexStats, OpRef, QueryProfile};
@@ -72,8 +74,8 @@ impl Deli {
 }
 
 impl Strategy for Deli {
-    fn needs_current(&self) -> bool {
-        false
+    fn needs_current(&self) -> NeedsCurrent {
+        NeedsCurrent::No
     }
 
     fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, extract: Extract<'_>) -> Result<()> {

@@ -24,7 +24,7 @@
 //! `posting-lazy` (LevelDB++'s Stand-Alone indexes); see [`tree`]. See `../shared/DESIGN.md` §4. NEXT
 //! indexes use the memtable side structures, the table observer, the memo
 //! and the per-version state; `memory` indexes use none of them, only their
-//! own structure and the memory guard ([`IndexManager::memory_guard`]).
+//! own structure and the sync guard ([`IndexManager::memory_guard`]).
 //! `embedded` (the Embedded Index of LevelDB++, SIGMOD 2018 §3: per-block
 //! zone maps and Bloom filters, GetLite validation, see [`embedded`]) uses
 //! the memtable side structures, the table observer and the per-version
@@ -64,7 +64,7 @@ use crate::version::{FileMetaData, Version};
 
 use memo::{Memo, Validity};
 use next::{Delta, NextGlobal, TableIndex};
-use strategy::Strategy;
+use strategy::{NeedsCurrent, Strategy};
 pub use value::{IndexValue, KeyType, Predicate, Skip};
 
 /// Every strategy name [`IndexSpec::strategy`] accepts.
@@ -463,16 +463,54 @@ pub(crate) struct IndexManager {
     /// States handed to versions, to find the oldest a reader may hold.
     live_states: Mutex<Vec<Weak<IndexVersionState>>>,
     generation: AtomicU64,
-    /// The memory guard: a write-group leader that maintains `memory`
-    /// indexes holds it for writing from before it edits them until after it
-    /// has published the batch's last sequence number; a `memory` query
-    /// holds it for reading while it pins its snapshot and collects
+    /// The memory guard and the primary's clock, shared with merge repair.
+    gate: Arc<SyncGate>,
+}
+
+/// What merge repair, running on an index tree's compaction thread, needs
+/// of the framework. Kept apart from [`IndexManager`] so that such a thread
+/// never holds the manager: the last reference to the manager would then
+/// drop the tree (and join that very thread) when the primary closes.
+pub(crate) struct SyncGate {
+    /// The memory guard: a write-group leader that maintains `memory` or
+    /// stand-alone indexes holds it for writing from before it edits them
+    /// until after it has published the batch's last sequence number; a
+    /// query holds it for reading while it pins its snapshot and collects
     /// candidates. So a reader never sees a structure that is ahead of (or
     /// behind) the published sequence number.
-    memory_guard: RwLock<()>,
+    guard: RwLock<()>,
     /// The primary's (oldest live snapshot, last published sequence
     /// number), set once the primary is open (merge repair).
     primary_clock: OnceLock<PrimaryClock>,
+}
+
+impl SyncGate {
+    /// Pins `pk` (a primary-key index) for a merge repair (see
+    /// `repair`'s snapshot rules). Takes the sync guard only if it is free
+    /// within a few milliseconds: the caller is a tree's compaction thread,
+    /// which a write leader holding the guard may be waiting for. `None`
+    /// before the primary is open.
+    pub(crate) fn pin_for_repair(&self, pk: &tree::IndexTree) -> Option<repair::RepairPin> {
+        let clock = self.primary_clock.get()?;
+        for _ in 0..20 {
+            if let Ok(_g) = self.guard.try_read() {
+                let pinned = pk.db.snapshot();
+                let (horizon, published) = clock();
+                return Some(repair::RepairPin {
+                    pk: pinned,
+                    horizon,
+                    exact: Some(published),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (horizon, _) = clock();
+        Some(repair::RepairPin {
+            pk: pk.db.snapshot(),
+            horizon,
+            exact: None,
+        })
+    }
 }
 
 /// See [`IndexManager::set_primary_clock`].
@@ -511,42 +549,17 @@ impl IndexManager {
             pending_drops: Mutex::new(Vec::new()),
             live_states: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
-            memory_guard: RwLock::new(()),
-            primary_clock: OnceLock::new(),
+            gate: Arc::new(SyncGate {
+                guard: RwLock::new(()),
+                primary_clock: OnceLock::new(),
+            }),
         })
     }
 
     /// Gives the framework the primary's clock: (oldest sequence number a
     /// reader may read at, last published sequence number).
     pub fn set_primary_clock(&self, clock: PrimaryClock) {
-        let _ = self.primary_clock.set(clock);
-    }
-
-    /// Pins `pk` (a primary-key index) for a merge repair (see
-    /// `repair`'s snapshot rules). Takes the sync guard only if it is free
-    /// within a few milliseconds: the caller is a tree's compaction thread,
-    /// which a write leader holding the guard may be waiting for. `None`
-    /// before the primary is open.
-    pub(crate) fn pin_for_repair(&self, pk: &tree::IndexTree) -> Option<repair::RepairPin> {
-        let clock = self.primary_clock.get()?;
-        for _ in 0..20 {
-            if let Ok(_g) = self.memory_guard.try_read() {
-                let pinned = pk.db.snapshot();
-                let (horizon, published) = clock();
-                return Some(repair::RepairPin {
-                    pk: pinned,
-                    horizon,
-                    exact: Some(published),
-                });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let (horizon, _) = clock();
-        Some(repair::RepairPin {
-            pk: pk.db.snapshot(),
-            horizon,
-            exact: None,
-        })
+        let _ = self.gate.primary_clock.set(clock);
     }
 
     pub fn defs(&self) -> Vec<Arc<IndexDef>> {
@@ -595,7 +608,7 @@ impl IndexManager {
                     ty,
                     &params,
                     &self.tree_opts,
-                    self.me.clone(),
+                    self.gate.clone(),
                 )?))
             }
             "deli" => {
@@ -784,16 +797,22 @@ impl IndexManager {
             .collect()
     }
 
-    /// True if some index of `defs` needs the records a batch overwrites.
-    pub fn needs_current(defs: &[Arc<IndexDef>]) -> bool {
+    /// Which records a batch overwrites the indexes `defs` need.
+    pub fn needs_current(defs: &[Arc<IndexDef>]) -> NeedsCurrent {
         defs.iter()
-            .any(|d| d.is_memory() || d.ext.as_ref().is_some_and(|e| e.needs_current()))
+            .map(|d| match &d.ext {
+                _ if d.is_memory() => NeedsCurrent::All,
+                Some(e) => e.needs_current(),
+                None => NeedsCurrent::No,
+            })
+            .max()
+            .unwrap_or(NeedsCurrent::No)
     }
 
     /// Synchronous maintenance of `defs` (see [`IndexManager::memory_apply`]
     /// and [`Strategy::apply`]) for one batch. The caller holds the memory
     /// guard for writing as `memory_apply` requires; `current` is filled
-    /// when [`IndexManager::needs_current`] says so.
+    /// for the keys [`IndexManager::needs_current`] asks for.
     pub fn sync_apply(
         &self,
         defs: &[Arc<IndexDef>],
@@ -870,7 +889,7 @@ impl IndexManager {
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
         let (snap, pinned) = {
-            let _g = read(&self.memory_guard);
+            let _g = read(&self.gate.guard);
             ((view.pin_latest)(), e.pin())
         };
         let q = strategy::Query {
@@ -884,7 +903,7 @@ impl IndexManager {
 
     /// Takes the memory guard for writing (see the field's contract).
     pub fn memory_guard(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
-        write(&self.memory_guard)
+        write(&self.gate.guard)
     }
 
     /// Synchronous maintenance of the `memory` indexes `defs` for a batch
@@ -1003,7 +1022,7 @@ impl IndexManager {
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
         let (snap, mut cands) = {
-            let _g = read(&self.memory_guard);
+            let _g = read(&self.gate.guard);
             let snap = (view.pin_latest)();
             let cands = mem.query(pred);
             (snap, cands)

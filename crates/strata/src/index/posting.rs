@@ -10,30 +10,39 @@
 //!   record's old and new values, edits them and writes them back (the old
 //!   record comes from the batched lookup of the write path). The index
 //!   holds exactly the live versions: no validation.
-//! * **Lazy** (§4.2): each write appends a one-element fragment, key
-//!   `sort_key(value) ‖ !seq ‖ primary key`, so a value's fragments are
-//!   adjacent and newest first, without reading anything. Queries read the
-//!   fragments newest first and validate each candidate against the
-//!   primary (batched fetch); a lookup with a limit stops as soon as K
-//!   candidates are valid.
+//! * **Lazy** (§4.1.2): each write merges a one-element fragment into
+//!   the list of its new value — an engine merge operand (`crate::merge`),
+//!   written without reading anything; a delete merges a *delete marker*
+//!   into the list of the record's old value (the only write that reads
+//!   the old record). The tree's compactions combine a list's fragments
+//!   ([`PostingMerge`]: newest entry per primary key wins, markers cancel
+//!   what they delete and vanish in a full merge), so a list has at most
+//!   one fragment per level. A lookup with a limit reads the list's
+//!   fragments component by component, newest first, validates each
+//!   component's candidates against the primary (batched fetch) and stops
+//!   at the first component after which K are valid; other queries read
+//!   the merged lists. Entries of records updated to another value stay
+//!   in their old list until validation filters them (as in the paper).
 //!
-//! Deviation: LevelDB++'s Lazy index merges a value's fragments into one
-//! list during compaction with a merge operator; our engine has no merge
-//! operator yet, so fragments stay separate entries (adjacent in key order,
-//! so a query reads the same blocks a merged list would occupy), and stale
-//! fragments are filtered by validation instead of delete markers.
+//! Lazy list encoding (`docs/format/index.md`): `varint count`, then per
+//! entry `varint pk_len ‖ pk ‖ fixed64_le(seq << 1 | is_marker)`, newest
+//! first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use crate::coding::{get_varint64, put_varint64};
 use crate::db::Snapshot;
 use crate::error::{Error, Result};
-use crate::key::SeqNo;
+use crate::key::{SeqNo, ValueKind};
+use crate::merge::MergeOperator;
 use crate::options::Options;
 use crate::WriteBatch;
 
-use super::strategy::{self, Cand, Check, Counters, Current, Extract, Query, Strategy};
+use super::strategy::{
+    self, Cand, Check, Counters, Current, Extract, NeedsCurrent, Query, Strategy,
+};
 use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType, Predicate};
 use super::{Hit, IndexStats, OpRef, QueryProfile};
@@ -87,6 +96,72 @@ fn geometry_len(ty: KeyType) -> usize {
     }
 }
 
+/// Layout version of a `posting-lazy` tree (lists as merge operands).
+const LAZY_LAYOUT: &[u8] = b"lazy-2";
+
+/// A Lazy list entry: primary key, sequence number, and whether it is a
+/// delete marker. Lists hold them newest first.
+type LazyEntry = (Vec<u8>, SeqNo, bool);
+
+fn encode_lazy(l: &[LazyEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_varint64(&mut out, l.len() as u64);
+    for (pk, seq, marker) in l {
+        put_varint64(&mut out, pk.len() as u64);
+        out.extend_from_slice(pk);
+        out.extend_from_slice(&(seq << 1 | u64::from(*marker)).to_le_bytes());
+    }
+    out
+}
+
+fn decode_lazy(b: &[u8]) -> Result<Vec<LazyEntry>> {
+    Ok(decode_list(b)
+        .map_err(|_| Error::corruption("posting-lazy list is malformed"))?
+        .into_iter()
+        .map(|(pk, x)| (pk, x >> 1, x & 1 == 1))
+        .collect())
+}
+
+/// The merge operator of `posting-lazy` trees: concatenates lists, orders
+/// the entries newest first by primary sequence number and keeps each
+/// primary key's newest entry (a replayed batch's duplicates collapse).
+/// A full merge also drops the delete markers, whose work is done; an empty
+/// list deletes its key.
+pub(crate) struct PostingMerge;
+
+impl PostingMerge {
+    fn combine(base: Option<&[u8]>, operands: &[&[u8]], full: bool) -> Result<Vec<LazyEntry>> {
+        let mut all = Vec::new();
+        for o in operands.iter().copied().chain(base) {
+            all.extend(decode_lazy(o)?);
+        }
+        all.sort_by_key(|e| std::cmp::Reverse(e.1));
+        let mut seen = std::collections::HashSet::new();
+        all.retain(|(pk, _, marker)| seen.insert(pk.clone()) && !(full && *marker));
+        Ok(all)
+    }
+}
+
+impl MergeOperator for PostingMerge {
+    fn name(&self) -> &str {
+        "strata.posting-lazy"
+    }
+
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        base: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Option<Vec<u8>>> {
+        let l = Self::combine(base, operands, true)?;
+        Ok((!l.is_empty()).then(|| encode_lazy(&l)))
+    }
+
+    fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Result<Vec<u8>> {
+        Ok(encode_lazy(&Self::combine(None, operands, false)?))
+    }
+}
+
 pub(crate) struct Posting {
     ty: KeyType,
     eager: bool,
@@ -110,10 +185,16 @@ impl Posting {
             },
             params,
         )?;
+        let tree = if eager {
+            IndexTree::open(dir.join("tree"), opts.clone())?
+        } else {
+            let opts = opts.clone().merge_operator(Arc::new(PostingMerge));
+            IndexTree::open_layout(dir.join("tree"), opts, LAZY_LAYOUT)?
+        };
         Ok(Posting {
             ty,
             eager,
-            tree: IndexTree::open(dir.join("tree"), opts.clone())?,
+            tree,
             counters: Counters::default(),
         })
     }
@@ -180,7 +261,7 @@ impl Posting {
         Ok(())
     }
 
-    /// Eager: the candidates of every posting list in the predicate's key
+    /// The candidates of every (merged) posting list in the predicate's key
     /// ranges.
     fn scan_lists(&self, snap: &Snapshot, q: &Query<'_>) -> Result<Vec<Cand>> {
         let glen = geometry_len(self.ty);
@@ -195,11 +276,22 @@ impl Posting {
                 if k.len() != sk + glen {
                     return Err(Error::corruption("posting list key is malformed"));
                 }
-                if tree::entry_matches(self.ty, q.pred, &k[sk..])? {
+                if !tree::entry_matches(self.ty, q.pred, &k[sk..])? {
+                    continue;
+                }
+                if self.eager {
                     out.extend(
                         decode_list(&v)?
                             .into_iter()
                             .filter(|(_, s)| *s <= q.snapshot),
+                    );
+                } else {
+                    // A merged list: markers are gone.
+                    out.extend(
+                        decode_lazy(&v)?
+                            .into_iter()
+                            .filter(|(_, s, marker)| *s <= q.snapshot && !marker)
+                            .map(|(pk, s, _)| (pk, s)),
                     );
                 }
             }
@@ -207,66 +299,108 @@ impl Posting {
         Ok(out)
     }
 
-    /// Lazy: the matching fragments in key order (for one value, newest
-    /// first), read on demand so a top-K lookup stops early.
-    fn fragments<'a>(
-        &'a self,
-        snap: &'a Snapshot,
-        q: &'a Query<'_>,
-    ) -> impl Iterator<Item = Result<Cand>> + 'a {
-        tree::key_ranges(q.pred, self.tree.extent())
-            .into_iter()
-            .flat_map(
-                move |(from, to)| match snap.iter(Some(&from), to.as_deref()) {
-                    Ok(it) => Box::new(it) as Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>>,
-                    Err(e) => Box::new(std::iter::once(Err(e))),
-                },
-            )
-            .filter_map(move |kv| {
-                let fragment = || -> Result<Option<Cand>> {
-                    let (k, v) = kv?;
-                    if tree::is_meta(&k) {
-                        return Ok(None);
+    /// Lazy, an equality lookup with limit `k`: reads the list of `v`
+    /// component by component (newest first), validating each component's
+    /// new candidates, and stops once `k` are valid. Components hold
+    /// newer primary versions than the components below them (the tree is
+    /// written in sequence order; a build ends with a full compaction), so
+    /// the first `k` valid are the `k` most recent.
+    fn lazy_top_k(
+        &self,
+        snap: &Snapshot,
+        q: &Query<'_>,
+        v: &IndexValue,
+        k: usize,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let mut hits: Vec<Hit> = Vec::new();
+        // Primary keys whose newest entry was seen (a newer entry or
+        // marker hides older ones).
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        snap.for_each_version(&list_key(v), &mut |_, kind, value| {
+            if kind == ValueKind::Deletion {
+                return Ok(false);
+            }
+            let mut cands: Vec<Cand> = Vec::new();
+            for (pk, seq, marker) in decode_lazy(value)? {
+                if seq > q.snapshot || !seen.insert(pk.clone()) || marker {
+                    continue;
+                }
+                cands.push((pk, seq));
+            }
+            let sub = Query {
+                pred: q.pred,
+                opts: q.opts.limit(k - hits.len()),
+                view: q.view,
+                snapshot: q.snapshot,
+            };
+            let (more, _) =
+                strategy::resolve(cands, &sub, &Check::Direct, &self.counters, profile)?;
+            hits.extend(more);
+            Ok(hits.len() < k && kind == ValueKind::Merge)
+        })?;
+        Ok(hits)
+    }
+
+    fn apply_lazy(
+        &self,
+        ops: &[OpRef<'_>],
+        current: &Current<'_>,
+        extract: Extract<'_>,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        let (mut added, mut removed) = (0, 0);
+        // Each key's attribute after the operations so far (a delete's old
+        // value may come from earlier in the batch).
+        let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
+        for &(seq, key, new) in ops {
+            match new {
+                Some(raw) => {
+                    let v = extract(raw);
+                    if let Some(v) = &v {
+                        self.tree.note_extent(v, &mut batch);
+                        batch.merge(&list_key(v), &encode_lazy(&[(key.to_vec(), seq, false)]));
+                        added += 1;
                     }
-                    let sk = tree::sort_key_len(self.ty, &k)?;
-                    if k.len() < sk + 8 {
-                        return Err(Error::corruption("posting fragment key is malformed"));
+                    latest.insert(key, v);
+                }
+                None => {
+                    let old = match latest.remove(key) {
+                        Some(o) => o,
+                        None => match current.get(key) {
+                            Some(Some((_, raw))) => extract(raw),
+                            _ => None,
+                        },
+                    };
+                    if let Some(v) = old {
+                        batch.merge(&list_key(&v), &encode_lazy(&[(key.to_vec(), seq, true)]));
+                        removed += 1;
                     }
-                    let seq = tree::read_seq(&k[sk..sk + 8], true)?;
-                    if seq > q.snapshot || !tree::entry_matches(self.ty, q.pred, &v)? {
-                        return Ok(None);
-                    }
-                    Ok(Some((k[sk + 8..].to_vec(), seq)))
-                };
-                fragment().transpose()
-            })
+                    latest.insert(key, None);
+                }
+            }
+        }
+        self.tree.write(batch)?;
+        self.counters.add_entries(added, removed);
+        Ok(())
     }
 }
 
 impl Strategy for Posting {
-    fn needs_current(&self) -> bool {
-        self.eager
+    fn needs_current(&self) -> NeedsCurrent {
+        if self.eager {
+            NeedsCurrent::All
+        } else {
+            NeedsCurrent::Deletes
+        }
     }
 
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()> {
         if self.eager {
-            return self.apply_eager(ops, current, extract);
+            self.apply_eager(ops, current, extract)
+        } else {
+            self.apply_lazy(ops, current, extract)
         }
-        let mut batch = WriteBatch::new();
-        let mut added = 0;
-        for &(seq, key, new) in ops {
-            if let Some(v) = new.and_then(extract) {
-                self.tree.note_extent(&v, &mut batch);
-                let mut k = tree::sort_key(&v);
-                k.extend_from_slice(&tree::seq_bytes(seq, true));
-                k.extend_from_slice(key);
-                batch.put(&k, &tree::geometry(&v));
-                added += 1;
-            }
-        }
-        self.tree.write(batch)?;
-        self.counters.add_entries(added, 0);
-        Ok(())
     }
 
     fn trees(&self) -> Vec<&IndexTree> {
@@ -281,49 +415,34 @@ impl Strategy for Posting {
     ) -> Result<Vec<Hit>> {
         let snap = strategy::main_view(pinned, "posting")?;
         let before = self.tree.blocks_read();
-        let hits = if self.eager {
-            let cands = self.scan_lists(snap, q)?;
-            strategy::resolve(cands, q, &Check::Exact, &self.counters, profile)?.0
-        } else {
-            // A scalar lookup with a limit reads fragments (newest first)
-            // in growing rounds from one iterator, until K are valid.
-            let early = matches!(q.pred, Predicate::Eq(_)) && !self.ty.is_spatial();
-            let mut it = self.fragments(snap, q);
-            match (early, q.opts.limit) {
-                (true, Some(k)) => {
-                    let mut hits: Vec<Hit> = Vec::new();
-                    let mut round = (2 * k).max(32);
-                    loop {
-                        let cands: Vec<Cand> = it.by_ref().take(round).collect::<Result<_>>()?;
-                        let exhausted = cands.len() < round;
-                        let sub = Query {
-                            pred: q.pred,
-                            opts: q.opts.limit(k - hits.len()),
-                            view: q.view,
-                            snapshot: q.snapshot,
-                        };
-                        let (more, _) = strategy::resolve(
-                            cands,
-                            &sub,
-                            &Check::Direct,
-                            &self.counters,
-                            profile,
-                        )?;
-                        hits.extend(more);
-                        if hits.len() >= k || exhausted {
-                            break hits;
-                        }
-                        round *= 2;
-                    }
-                }
-                _ => {
-                    let cands: Vec<Cand> = it.collect::<Result<_>>()?;
-                    strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?.0
-                }
+        let hits = match (q.pred, q.opts.limit) {
+            // A scalar lookup with a limit on a Lazy index reads the
+            // list's fragments level by level and stops early.
+            (Predicate::Eq(v), Some(k)) if !self.eager && !self.ty.is_spatial() => {
+                self.lazy_top_k(snap, q, v, k, profile)?
+            }
+            _ => {
+                let cands = self.scan_lists(snap, q)?;
+                let check = if self.eager {
+                    Check::Exact
+                } else {
+                    Check::Direct
+                };
+                strategy::resolve(cands, q, &check, &self.counters, profile)?.0
             }
         };
         profile.index_blocks_read += self.tree.blocks_read().saturating_sub(before);
         Ok(hits)
+    }
+
+    /// Lazy: the build wrote the lists' fragments in key order, not in
+    /// sequence order; a full compaction merges each list into one value,
+    /// so that later fragments are all newer (see `lazy_top_k`).
+    fn after_build(&self) -> Result<()> {
+        if !self.eager {
+            self.tree.db.compact_range(None, None)?;
+        }
+        Ok(())
     }
 
     fn clear(&self) -> Result<()> {
@@ -352,5 +471,59 @@ mod tests {
         let mut extra = b.clone();
         extra.push(0);
         assert!(decode_list(&extra).is_err());
+        let lazy: Vec<LazyEntry> = vec![(b"k1".to_vec(), 9, true), (b"k2".to_vec(), 1, false)];
+        assert_eq!(decode_lazy(&encode_lazy(&lazy)).unwrap(), lazy);
+    }
+
+    /// Fragments (one entry each, sequence order = write order) combined
+    /// in any grouping of partial merges give the same full merge, which
+    /// holds each key's newest entry unless that entry is a marker.
+    #[test]
+    fn lazy_merges_are_associative_and_apply_markers() {
+        let m = PostingMerge;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..200 {
+            let n = 1 + next(30) as usize;
+            // Newest first, as the engine hands operands over.
+            let frags: Vec<Vec<u8>> = (0..n as u64)
+                .rev()
+                .map(|seq| encode_lazy(&[(vec![b'a' + next(6) as u8], seq + 1, next(4) == 0)]))
+                .collect();
+            let refs: Vec<&[u8]> = frags.iter().map(Vec::as_slice).collect();
+            let whole = m.full_merge(b"v", None, &refs).unwrap();
+            // The model: each key's newest entry, markers removed.
+            let mut want: Vec<LazyEntry> = Vec::new();
+            let mut seen = HashSet::new();
+            for f in &frags {
+                let e = decode_lazy(f).unwrap().remove(0);
+                if seen.insert(e.0.clone()) && !e.2 {
+                    want.push(e);
+                }
+            }
+            let got = whole.map(|w| decode_lazy(&w).unwrap()).unwrap_or_default();
+            assert_eq!(got, want);
+            // Newer half partially merged, older half fully merged as base.
+            if n >= 4 {
+                let cut = 1 + next(n as u64 - 2) as usize;
+                let newer = m.partial_merge(b"v", &refs[..cut.max(2)]).unwrap();
+                let rest = &refs[cut.max(2)..];
+                let base = if rest.is_empty() {
+                    None
+                } else {
+                    m.full_merge(b"v", None, rest).unwrap()
+                };
+                let regrouped = m.full_merge(b"v", base.as_deref(), &[&newer]).unwrap();
+                let got = regrouped
+                    .map(|w| decode_lazy(&w).unwrap())
+                    .unwrap_or_default();
+                assert_eq!(got, want);
+            }
+        }
     }
 }

@@ -51,7 +51,7 @@ use super::composite::decode_entry;
 use super::strategy::Counters;
 use super::tree::{self, IndexTree};
 use super::value::KeyType;
-use super::{lock, IndexManager};
+use super::{lock, SyncGate};
 
 /// Keys validated per batched lookup.
 const LOOKUP_CHUNK: usize = 4096;
@@ -88,7 +88,7 @@ pub(crate) struct MergeRepair {
 /// What the hook and the observers of its tables share.
 struct Shared {
     ty: KeyType,
-    mgr: Weak<IndexManager>,
+    gate: Arc<SyncGate>,
     pk: Weak<IndexTree>,
     counters: Arc<Counters>,
     stats: Arc<RepairStats>,
@@ -100,7 +100,7 @@ struct Shared {
 impl MergeRepair {
     pub fn new(
         ty: KeyType,
-        mgr: Weak<IndexManager>,
+        gate: Arc<SyncGate>,
         pk: Weak<IndexTree>,
         counters: Arc<Counters>,
         stats: Arc<RepairStats>,
@@ -108,7 +108,7 @@ impl MergeRepair {
         MergeRepair {
             shared: Arc::new(Shared {
                 ty,
-                mgr,
+                gate,
                 pk,
                 counters,
                 stats,
@@ -208,10 +208,10 @@ impl RepairObserver {
     /// repaired timestamp (`None`: no repair was possible).
     fn repair(&mut self) -> Result<Option<SeqNo>> {
         let shared = self.shared.clone();
-        let (Some(pk), Some(mgr)) = (shared.pk.upgrade(), shared.mgr.upgrade()) else {
+        let Some(pk) = shared.pk.upgrade() else {
             return Ok(None);
         };
-        let Some(pin) = mgr.pin_for_repair(&pk) else {
+        let Some(pin) = shared.gate.pin_for_repair(&pk) else {
             return Ok(None);
         };
         let n = self.entries.len() as u64;

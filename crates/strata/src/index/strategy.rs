@@ -30,8 +30,34 @@ use super::value::{IndexValue, Predicate};
 use super::{Hit, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView};
 
 /// The record each key of a batch had before the batch (`None`: absent or
-/// deleted); filled only for strategies whose `needs_current` is true.
+/// deleted); filled for the keys [`NeedsCurrent`] asks for.
 pub(crate) type Current<'a> = HashMap<&'a [u8], Option<Versioned>>;
+
+/// Which keys of a batch a strategy needs the previous records of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum NeedsCurrent {
+    /// None: blind maintenance.
+    No,
+    /// The keys the batch deletes (`posting-lazy`'s delete markers).
+    Deletes,
+    /// Every key (synchronous maintenance).
+    All,
+}
+
+impl NeedsCurrent {
+    /// The keys of `ops` to look up.
+    pub fn keys<'a>(self, ops: &[OpRef<'a>]) -> Vec<&'a [u8]> {
+        match self {
+            NeedsCurrent::No => Vec::new(),
+            NeedsCurrent::Deletes => ops
+                .iter()
+                .filter(|(_, _, new)| new.is_none())
+                .map(|(_, k, _)| *k)
+                .collect(),
+            NeedsCurrent::All => ops.iter().map(|(_, k, _)| *k).collect(),
+        }
+    }
+}
 
 /// Extracts the index's attribute from a record (`None`: not indexed).
 pub(crate) type Extract<'a> = &'a dyn Fn(&[u8]) -> Option<IndexValue>;
@@ -44,9 +70,8 @@ pub(crate) type Cand = (Vec<u8>, SeqNo);
 pub(crate) type DroppedEntry = (Vec<u8>, SeqNo, IndexValue);
 
 pub(crate) trait Strategy: Send + Sync {
-    /// True if [`Strategy::apply`] needs the records the batch overwrites
-    /// (synchronous maintenance).
-    fn needs_current(&self) -> bool;
+    /// Which records the batch overwrites [`Strategy::apply`] needs.
+    fn needs_current(&self) -> NeedsCurrent;
 
     /// Maintains the structure for one batch (see the module contract).
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()>;
@@ -94,6 +119,12 @@ pub(crate) trait Strategy: Send + Sync {
 
     /// Empties the structure before a build over existing data.
     fn clear(&self) -> Result<()>;
+
+    /// Called once a build over existing data has written (and flushed)
+    /// every entry, while writes are still paused.
+    fn after_build(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Fills this strategy's fields of `s` (entries, sizes, validations).
     fn stats(&self, s: &mut IndexStats);

@@ -280,6 +280,8 @@ pub fn tree_options(primary: &Options) -> Options {
         wal: false,
         hooks: Vec::new(),
         extractors: Default::default(),
+        // Set by the strategies whose tree merges (`posting-lazy`).
+        merge_operator: None,
     }
 }
 
@@ -297,16 +299,23 @@ pub struct IndexTree {
 
 impl IndexTree {
     pub fn open(path: PathBuf, opts: Options) -> Result<IndexTree> {
+        Self::open_layout(path, opts, LAYOUT_VERSION)
+    }
+
+    /// Opens a tree whose strategy has its own layout version `layout`
+    /// (a tree of another version fails the open).
+    pub fn open_layout(path: PathBuf, opts: Options, layout: &[u8]) -> Result<IndexTree> {
         let db = Db::open(&path, opts)
             .map_err(|e| Error::Background(format!("open index tree {}: {e}", path.display())))?;
         match db.get(LAYOUT_KEY)? {
-            None => db.put(LAYOUT_KEY, LAYOUT_VERSION)?,
-            Some(v) if v == LAYOUT_VERSION => {}
+            None => db.put(LAYOUT_KEY, layout)?,
+            Some(v) if v == layout => {}
             Some(v) => {
                 return Err(Error::invalid(format!(
-                    "index tree {} has layout version {:?}; this build reads version 1",
+                    "index tree {} has layout version {:?}; this build reads version {:?}",
                     path.display(),
-                    String::from_utf8_lossy(&v)
+                    String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(layout)
                 )))
             }
         }

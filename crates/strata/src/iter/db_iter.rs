@@ -1,10 +1,14 @@
 //! The user's view of the merged internal stream at a snapshot: for each
 //! user key, its newest entry with `seq <= snapshot`; keys whose newest
-//! visible entry is a tombstone are skipped.
+//! visible entry is a tombstone are skipped, and merge operands are
+//! combined with the key's older entries (see [`crate::merge`]).
+
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::merge::{self, MergeOperator};
 
 /// A user key with the sequence number and value of its visible version.
 pub(crate) type VersionedEntry = (Vec<u8>, SeqNo, Vec<u8>);
@@ -20,6 +24,7 @@ pub struct DbIterator {
     started: bool,
     from: Option<Vec<u8>>,
     done: bool,
+    merge_operator: Option<Arc<dyn MergeOperator>>,
     /// Keeps the version (and so its files) alive while iterating.
     _pin: Box<dyn std::any::Any + Send>,
 }
@@ -30,6 +35,7 @@ impl DbIterator {
         snapshot: SeqNo,
         from: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
+        merge_operator: Option<Arc<dyn MergeOperator>>,
         pin: Box<dyn std::any::Any + Send>,
     ) -> Self {
         DbIterator {
@@ -39,6 +45,7 @@ impl DbIterator {
             started: false,
             from,
             done: false,
+            merge_operator,
             _pin: pin,
         }
     }
@@ -88,12 +95,20 @@ impl DbIterator {
             let user_key = parsed.user_key.to_vec();
             let result = match parsed.kind {
                 ValueKind::Value => {
-                    Some((user_key.clone(), parsed.seq, self.inner.value().to_vec()))
+                    let r = Some((user_key.clone(), parsed.seq, self.inner.value().to_vec()));
+                    self.inner.next()?;
+                    r
                 }
-                ValueKind::Deletion => None,
+                ValueKind::Deletion => {
+                    self.inner.next()?;
+                    None
+                }
+                ValueKind::Merge => {
+                    let seq = parsed.seq;
+                    self.merged(&user_key)?.map(|v| (user_key.clone(), seq, v))
+                }
             };
             // Skip the older versions of the same key.
-            self.inner.next()?;
             while self.inner.valid() && key::user_key(self.inner.key()) == user_key.as_slice() {
                 self.inner.next()?;
             }
@@ -102,6 +117,35 @@ impl DbIterator {
             }
         }
         Ok(None)
+    }
+}
+
+impl DbIterator {
+    /// At a merge operand of `user_key` (its newest visible entry): reads
+    /// the key's older entries down to a value or tombstone, leaving the
+    /// cursor on that entry (or past the key), and returns the full merge.
+    fn merged(&mut self, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let op = merge::require(self.merge_operator.as_ref())?;
+        let mut operands = vec![self.inner.value().to_vec()];
+        let mut base = None;
+        self.inner.next()?;
+        while self.inner.valid() {
+            let p = key::parse_internal_key(self.inner.key())?;
+            if p.user_key != user_key {
+                break;
+            }
+            match p.kind {
+                ValueKind::Merge => operands.push(self.inner.value().to_vec()),
+                ValueKind::Value => {
+                    base = Some(self.inner.value().to_vec());
+                    break;
+                }
+                ValueKind::Deletion => break,
+            }
+            self.inner.next()?;
+        }
+        let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        op.full_merge(user_key, base.as_deref(), &refs)
     }
 }
 

@@ -48,6 +48,9 @@ pub trait MemSide: Send + Sync {
 pub enum MemGet {
     Value(SeqNo, Vec<u8>),
     Deleted(SeqNo),
+    /// The newest entry is a merge operand: the value needs the key's
+    /// older entries too (see [`crate::merge::resolve_at`]).
+    Merge(SeqNo),
 }
 
 impl MemTable {
@@ -107,6 +110,7 @@ impl MemTable {
         Some(match parsed.kind {
             ValueKind::Value => MemGet::Value(parsed.seq, entry.value().clone()),
             ValueKind::Deletion => MemGet::Deleted(parsed.seq),
+            ValueKind::Merge => MemGet::Merge(parsed.seq),
         })
     }
 

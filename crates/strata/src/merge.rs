@@ -1,0 +1,166 @@
+//! Merge operands: read-modify-write without the read.
+//!
+//! A merge operand (`ValueKind::Merge`, written by
+//! [`crate::WriteBatch::merge`]) records a change to a key's value that the
+//! database's [`MergeOperator`] applies later:
+//!
+//! * **on read** — a point lookup or an iterator that meets operands as the
+//!   newest visible entries of a key keeps reading that key's older entries,
+//!   component by component, down to the newest value or tombstone (or the
+//!   end of the tree), and combines them with a *full merge*;
+//! * **in compaction** — the operands of a key that every live snapshot
+//!   sees are combined: with the value or tombstone beneath them when the
+//!   compaction holds it, or when no deeper level can hold the key (a full
+//!   merge, output as a value); otherwise among themselves (a *partial
+//!   merge*, output as one operand), so that the key's history shrinks to one
+//!   entry per level and the older entries are dropped.
+//!
+//! LevelDB++'s Lazy stand-alone index (Qader et al., SIGMOD 2018, §4.1.2)
+//! appends posting-list fragments this way: `index::posting`.
+//!
+//! Contract for implementations: both merges must be deterministic and
+//! associative — a full merge over a partial merge of some operands equals
+//! the full merge over all of them.
+
+use std::sync::Arc;
+
+use crate::cache::TableCache;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind};
+use crate::memtable::MemTable;
+use crate::stats::ReadPurpose;
+use crate::version::Version;
+
+/// Combines a key's merge operands (see the module documentation).
+pub trait MergeOperator: Send + Sync {
+    /// Names the operator in errors and in `Options`' debug output.
+    fn name(&self) -> &str;
+
+    /// The value of `key` after applying `operands` (newest first, at least
+    /// one) in order to `base` (`None`: the key was absent or deleted).
+    /// Returns `None` to leave the key deleted.
+    fn full_merge(
+        &self,
+        key: &[u8],
+        base: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Option<Vec<u8>>>;
+
+    /// One operand equivalent to `operands` (newest first, at least two)
+    /// applied in order, for a base not known yet.
+    fn partial_merge(&self, key: &[u8], operands: &[&[u8]]) -> Result<Vec<u8>>;
+}
+
+/// The operator of `opts`, or the error for operands met without one.
+pub(crate) fn require(op: Option<&Arc<dyn MergeOperator>>) -> Result<&dyn MergeOperator> {
+    op.map(|m| m.as_ref()).ok_or_else(|| {
+        Error::invalid(
+            "the database holds merge operands but was opened without a merge operator \
+             (Options::merge_operator)",
+        )
+    })
+}
+
+/// Receives a key's entries (sequence number, kind, value), newest first;
+/// returns false to stop the visit.
+pub(crate) type VersionVisitor<'a> = dyn FnMut(SeqNo, ValueKind, &[u8]) -> Result<bool> + 'a;
+
+/// Visits the entries of `user_key` with `seq <= snapshot`, newest first,
+/// one component at a time: memtables (newest first), then the tables that
+/// may hold the key (L0 newest first, then one per level, each skipped when
+/// its Bloom filter rules the key out). A component is read only when the
+/// visit reaches it; `f` returns `false` to stop.
+pub(crate) fn for_each_version(
+    tables: &TableCache,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    user_key: &[u8],
+    snapshot: SeqNo,
+    f: &mut VersionVisitor<'_>,
+) -> Result<()> {
+    let target = key::seek_key(user_key, snapshot);
+    // Visits the key's entries at `it`; false if `f` asked to stop.
+    let visit = |it: &mut dyn InternalIterator, f: &mut VersionVisitor<'_>| -> Result<bool> {
+        it.seek(&target)?;
+        while it.valid() {
+            let p = key::parse_internal_key(it.key())?;
+            if p.user_key != user_key {
+                break;
+            }
+            if !f(p.seq, p.kind, it.value())? {
+                return Ok(false);
+            }
+            it.next()?;
+        }
+        Ok(true)
+    };
+    for m in mems {
+        if !visit(&mut m.iter(), f)? {
+            return Ok(());
+        }
+    }
+    for file in version.files_for_key(user_key) {
+        if file.smallest_seq > snapshot {
+            continue;
+        }
+        let t = tables.get(file.number, file.file_size)?;
+        if !t.key_may_match(user_key) {
+            continue;
+        }
+        if !visit(&mut t.iter(ReadPurpose::Query), f)? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The value of `user_key` at `snapshot` whose newest visible entry is a
+/// merge operand: its operands and the value or tombstone beneath them,
+/// combined. Returns the newest operand's sequence number with the value
+/// (`None`: the merge left the key deleted).
+pub(crate) fn resolve_at(
+    op: &dyn MergeOperator,
+    tables: &TableCache,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    user_key: &[u8],
+    snapshot: SeqNo,
+) -> Result<Option<(SeqNo, Vec<u8>)>> {
+    let mut operands: Vec<Vec<u8>> = Vec::new();
+    let mut newest = None;
+    let mut base: Option<Vec<u8>> = None;
+    for_each_version(
+        tables,
+        mems,
+        version,
+        user_key,
+        snapshot,
+        &mut |seq, kind, value| {
+            newest.get_or_insert(seq);
+            Ok(match kind {
+                ValueKind::Merge => {
+                    operands.push(value.to_vec());
+                    true
+                }
+                ValueKind::Value => {
+                    base = Some(value.to_vec());
+                    false
+                }
+                ValueKind::Deletion => false,
+            })
+        },
+    )?;
+    let Some(seq) = newest else {
+        return Ok(None);
+    };
+    if operands.is_empty() {
+        // The newest entry is not an operand (the caller looked at
+        // another view): nothing to combine.
+        return Ok(base.map(|b| (seq, b)));
+    }
+    let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+    Ok(op
+        .full_merge(user_key, base.as_deref(), &refs)?
+        .map(|v| (seq, v)))
+}
