@@ -30,7 +30,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
 use crate::stats::ReadPurpose;
-use crate::version::Version;
+use crate::version::{LevelIter, Version};
 
 /// Combines a key's merge operands (see the module documentation).
 pub trait MergeOperator: Send + Sync {
@@ -163,4 +163,93 @@ pub(crate) fn resolve_at(
     Ok(op
         .full_merge(user_key, base.as_deref(), &refs)?
         .map(|v| (seq, v)))
+}
+
+/// What [`for_each_in_ranges_by_component`] reports.
+pub(crate) enum ComponentEvent<'a> {
+    /// One entry (any version, operands uncombined) of the component.
+    Entry {
+        user_key: &'a [u8],
+        kind: ValueKind,
+        value: &'a [u8],
+    },
+    /// The component's entries in every range have been reported.
+    End,
+}
+
+/// Receives [`ComponentEvent`]s; returns false to stop the visit.
+pub(crate) type ComponentVisitor<'a> = dyn FnMut(ComponentEvent<'_>) -> Result<bool> + 'a;
+
+/// Visits the entries with `seq <= snapshot` in the user-key ranges
+/// `[from, to)` (`None`: unbounded), one component at a time, newest
+/// component first: each memtable, each L0 table, then each level. Within
+/// a component, entries come in internal-key order; after each component,
+/// `End`. A component is read only when the visit reaches it (LevelDB++'s
+/// level-by-level RANGELOOKUP on a Lazy index, Algorithm 6).
+pub(crate) fn for_each_in_ranges_by_component(
+    tables: &Arc<TableCache>,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    ranges: &[(Vec<u8>, Option<Vec<u8>>)],
+    snapshot: SeqNo,
+    f: &mut ComponentVisitor<'_>,
+) -> Result<()> {
+    // Visits one component; false if `f` asked to stop.
+    let visit = |it: &mut dyn InternalIterator, f: &mut ComponentVisitor<'_>| -> Result<bool> {
+        for (from, to) in ranges {
+            it.seek(&key::seek_key(from, key::MAX_SEQ))?;
+            while it.valid() {
+                let p = key::parse_internal_key(it.key())?;
+                if to.as_deref().is_some_and(|t| p.user_key >= t) {
+                    break;
+                }
+                if p.seq <= snapshot {
+                    let e = ComponentEvent::Entry {
+                        user_key: p.user_key,
+                        kind: p.kind,
+                        value: it.value(),
+                    };
+                    if !f(e)? {
+                        return Ok(false);
+                    }
+                }
+                it.next()?;
+            }
+        }
+        f(ComponentEvent::End)
+    };
+    // The smallest and largest user keys the ranges may touch.
+    let lo = ranges.iter().map(|(f, _)| f.as_slice()).min();
+    let hi = if ranges.iter().any(|(_, t)| t.is_none()) {
+        None
+    } else {
+        ranges.iter().filter_map(|(_, t)| t.as_deref()).max()
+    };
+    for m in mems {
+        if !visit(&mut m.iter(), f)? {
+            return Ok(());
+        }
+    }
+    for file in &version.levels[0] {
+        let below = lo.is_some_and(|lo| key::user_key(&file.largest) < lo);
+        let above = hi.is_some_and(|hi| key::user_key(&file.smallest) > hi);
+        if file.smallest_seq > snapshot || below || above {
+            continue;
+        }
+        let t = tables.get(file.number, file.file_size)?;
+        if !visit(&mut t.iter(ReadPurpose::Query), f)? {
+            return Ok(());
+        }
+    }
+    for level in 1..version.num_levels() {
+        let files = version.overlapping(level, lo, hi);
+        if files.is_empty() {
+            continue;
+        }
+        let mut it = LevelIter::new(tables.clone(), files, ReadPurpose::Query);
+        if !visit(&mut it, f)? {
+            return Ok(());
+        }
+    }
+    Ok(())
 }

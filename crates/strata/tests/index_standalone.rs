@@ -352,6 +352,21 @@ fn posting_lazy_merges_fragments_applies_delete_markers_and_stops_early() {
         p_top.index_blocks_read < p_all.index_blocks_read,
         "top-10 {p_top:?}, all {p_all:?}"
     );
+    // A range top-10 reads the lists level by level too (Algorithm 6).
+    let users = strata::Predicate::Range(IndexValue::I64(0), IndexValue::I64(2));
+    let (rtop, pr_top) = db
+        .query_profiled("u", &users, QueryOptions::default().limit(10))
+        .unwrap();
+    assert_eq!(rtop.iter().map(|h| h.key.clone()).collect::<Vec<_>>(), want);
+    let (rall, pr_all) = db
+        .query_profiled("u", &users, QueryOptions::default())
+        .unwrap();
+    assert_eq!(rall.len(), 320);
+    assert_eq!(pr_top.candidates, 10, "{pr_top:?}");
+    assert!(
+        pr_top.index_blocks_read < pr_all.index_blocks_read,
+        "range top-10 {pr_top:?}, all {pr_all:?}"
+    );
 
     // Deletes merge markers into the old value's list; updates to another
     // value leave a stale entry behind (validation filters it).

@@ -668,6 +668,25 @@ impl Snapshot {
     ) -> Result<()> {
         self.inner.for_each_version_at(key, self.seq, f)
     }
+
+    /// Visits the entries visible here in the key ranges `[from, to)`,
+    /// component by component, newest first (see
+    /// [`merge::for_each_in_ranges_by_component`]).
+    pub(crate) fn for_each_in_ranges_by_component(
+        &self,
+        ranges: &[(Vec<u8>, Option<Vec<u8>>)],
+        f: &mut merge::ComponentVisitor<'_>,
+    ) -> Result<()> {
+        let (mems, version) = self.inner.read_view();
+        merge::for_each_in_ranges_by_component(
+            &self.inner.tables,
+            &mems,
+            &version,
+            ranges,
+            self.seq,
+            f,
+        )
+    }
 }
 
 impl Drop for Snapshot {

@@ -20,8 +20,9 @@
 //!   one fragment per level. A lookup with a limit reads the list's
 //!   fragments component by component, newest first, validates each
 //!   component's candidates against the primary (batched fetch) and stops
-//!   at the first component after which K are valid; other queries read
-//!   the merged lists. Entries of records updated to another value stay
+//!   at the first component after which K are valid; a range or window
+//!   query with a limit reads all its lists the same way, level by level
+//!   (Algorithm 6); queries without a limit read the merged lists. Entries of records updated to another value stay
 //!   in their old list until validation filters them (as in the paper).
 //!
 //! Lazy list encoding (`docs/format/index.md`): `varint count`, then per
@@ -36,7 +37,7 @@ use crate::coding::{get_varint64, put_varint64};
 use crate::db::Snapshot;
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
-use crate::merge::MergeOperator;
+use crate::merge::{ComponentEvent, MergeOperator};
 use crate::options::Options;
 use crate::WriteBatch;
 
@@ -342,6 +343,73 @@ impl Posting {
         Ok(hits)
     }
 
+    /// Lazy, any other query with limit `k` (RANGELOOKUP, Algorithm 6):
+    /// reads the matching lists' entries component by component, newest
+    /// first, validates each component's new candidates, and stops after
+    /// the first component with which `k` are valid (same ordering argument
+    /// as [`Posting::lazy_top_k`]). A list whose merged value or deletion
+    /// was met hides its entries in older components.
+    fn lazy_top_k_ranges(
+        &self,
+        snap: &Snapshot,
+        q: &Query<'_>,
+        k: usize,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let glen = geometry_len(self.ty);
+        let ranges = tree::key_ranges(q.pred, self.tree.extent());
+        let mut hits: Vec<Hit> = Vec::new();
+        // (list key, primary key) pairs whose newest entry was seen.
+        let mut seen: HashSet<(Vec<u8>, Vec<u8>)> = HashSet::new();
+        // Lists whose base (merged value or deletion) was met.
+        let mut closed: HashSet<Vec<u8>> = HashSet::new();
+        let mut cands: Vec<Cand> = Vec::new();
+        snap.for_each_in_ranges_by_component(&ranges, &mut |ev| match ev {
+            ComponentEvent::Entry {
+                user_key,
+                kind,
+                value,
+            } => {
+                if tree::is_meta(user_key) || closed.contains(user_key) {
+                    return Ok(true);
+                }
+                if kind != ValueKind::Deletion {
+                    let sk = tree::sort_key_len(self.ty, user_key)?;
+                    if user_key.len() != sk + glen {
+                        return Err(Error::corruption("posting list key is malformed"));
+                    }
+                    let matches = tree::entry_matches(self.ty, q.pred, &user_key[sk..])?;
+                    for (pk, seq, marker) in decode_lazy(value)? {
+                        if seq > q.snapshot || !seen.insert((user_key.to_vec(), pk.clone())) {
+                            continue;
+                        }
+                        if matches && !marker {
+                            cands.push((pk, seq));
+                        }
+                    }
+                }
+                if kind != ValueKind::Merge {
+                    closed.insert(user_key.to_vec());
+                }
+                Ok(true)
+            }
+            ComponentEvent::End => {
+                let sub = Query {
+                    pred: q.pred,
+                    opts: q.opts.limit(k - hits.len()),
+                    view: q.view,
+                    snapshot: q.snapshot,
+                };
+                let found = std::mem::take(&mut cands);
+                let (more, _) =
+                    strategy::resolve(found, &sub, &Check::Direct, &self.counters, profile)?;
+                hits.extend(more);
+                Ok(hits.len() < k)
+            }
+        })?;
+        Ok(hits)
+    }
+
     fn apply_lazy(
         &self,
         ops: &[OpRef<'_>],
@@ -421,6 +489,7 @@ impl Strategy for Posting {
             (Predicate::Eq(v), Some(k)) if !self.eager && !self.ty.is_spatial() => {
                 self.lazy_top_k(snap, q, v, k, profile)?
             }
+            (_, Some(k)) if !self.eager => self.lazy_top_k_ranges(snap, q, k, profile)?,
             _ => {
                 let cands = self.scan_lists(snap, q)?;
                 let check = if self.eager {
