@@ -218,24 +218,13 @@ pub(crate) fn for_each_in_ranges_by_component(
         }
         f(ComponentEvent::End)
     };
-    // The smallest and largest user keys the ranges may touch.
-    let lo = ranges.iter().map(|(f, _)| f.as_slice()).min();
-    let hi = if ranges.iter().any(|(_, t)| t.is_none()) {
-        None
-    } else {
-        ranges.iter().filter_map(|(_, t)| t.as_deref()).max()
-    };
+    let (lo, hi) = span(ranges);
     for m in mems {
         if !visit(&mut m.iter(), f)? {
             return Ok(());
         }
     }
-    for file in &version.levels[0] {
-        let below = lo.is_some_and(|lo| key::user_key(&file.largest) < lo);
-        let above = hi.is_some_and(|hi| key::user_key(&file.smallest) > hi);
-        if file.smallest_seq > snapshot || below || above {
-            continue;
-        }
+    for file in l0_files(version, lo, hi, snapshot) {
         let t = tables.get(file.number, file.file_size)?;
         if !visit(&mut t.iter(ReadPurpose::Query), f)? {
             return Ok(());
@@ -252,4 +241,48 @@ pub(crate) fn for_each_in_ranges_by_component(
         }
     }
     Ok(())
+}
+
+/// The smallest and largest user keys `ranges` may touch (`None`: open).
+fn span(ranges: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Option<&[u8]>, Option<&[u8]>) {
+    let lo = ranges.iter().map(|(f, _)| f.as_slice()).min();
+    let hi = if ranges.iter().any(|(_, t)| t.is_none()) {
+        None
+    } else {
+        ranges.iter().filter_map(|(_, t)| t.as_deref()).max()
+    };
+    (lo, hi)
+}
+
+/// The L0 tables whose key range meets `[lo, hi]` and that hold entries
+/// visible at `snapshot`, newest first.
+fn l0_files<'a>(
+    version: &'a Version,
+    lo: Option<&'a [u8]>,
+    hi: Option<&'a [u8]>,
+    snapshot: SeqNo,
+) -> impl Iterator<Item = &'a Arc<crate::version::FileMetaData>> + 'a {
+    version.levels[0].iter().filter(move |file| {
+        let below = lo.is_some_and(|lo| key::user_key(&file.largest) < lo);
+        let above = hi.is_some_and(|hi| key::user_key(&file.smallest) > hi);
+        file.smallest_seq <= snapshot && !below && !above
+    })
+}
+
+/// How many components [`for_each_in_ranges_by_component`] would read for
+/// `ranges`, counting non-empty memtables whole (no data block is read).
+/// With one, reading level by level cannot stop any earlier than a plain
+/// scan.
+pub(crate) fn components_in_ranges(
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    ranges: &[(Vec<u8>, Option<Vec<u8>>)],
+    snapshot: SeqNo,
+) -> usize {
+    let (lo, hi) = span(ranges);
+    mems.iter().filter(|m| !m.is_empty()).count()
+        + l0_files(version, lo, hi, snapshot).count()
+        + (1..version.num_levels())
+            .filter(|&l| !version.overlapping(l, lo, hi).is_empty())
+            .count()
 }

@@ -669,6 +669,12 @@ impl Snapshot {
         self.inner.for_each_version_at(key, self.seq, f)
     }
 
+    /// See [`merge::components_in_ranges`].
+    pub(crate) fn components_in_ranges(&self, ranges: &[(Vec<u8>, Option<Vec<u8>>)]) -> usize {
+        let (mems, version) = self.inner.read_view();
+        merge::components_in_ranges(&mems, &version, ranges, self.seq)
+    }
+
     /// Visits the entries visible here in the key ranges `[from, to)`,
     /// component by component, newest first (see
     /// [`merge::for_each_in_ranges_by_component`]).

@@ -489,7 +489,15 @@ impl Strategy for Posting {
             (Predicate::Eq(v), Some(k)) if !self.eager && !self.ty.is_spatial() => {
                 self.lazy_top_k(snap, q, v, k, profile)?
             }
-            (_, Some(k)) if !self.eager => self.lazy_top_k_ranges(snap, q, k, profile)?,
+            // Level by level only where there are levels to skip: with one
+            // component it reads the same blocks as a scan, at more cost.
+            (_, Some(k))
+                if !self.eager
+                    && snap.components_in_ranges(&tree::key_ranges(q.pred, self.tree.extent()))
+                        > 1 =>
+            {
+                self.lazy_top_k_ranges(snap, q, k, profile)?
+            }
             _ => {
                 let cands = self.scan_lists(snap, q)?;
                 let check = if self.eager {
