@@ -127,9 +127,8 @@ pub(crate) fn resolve_at(
     user_key: &[u8],
     snapshot: SeqNo,
 ) -> Result<Option<(SeqNo, Vec<u8>)>> {
-    let mut operands: Vec<Vec<u8>> = Vec::new();
+    let mut history = History::default();
     let mut newest = None;
-    let mut base: Option<Vec<u8>> = None;
     for_each_version(
         tables,
         mems,
@@ -138,31 +137,45 @@ pub(crate) fn resolve_at(
         snapshot,
         &mut |seq, kind, value| {
             newest.get_or_insert(seq);
-            Ok(match kind {
-                ValueKind::Merge => {
-                    operands.push(value.to_vec());
-                    true
-                }
-                ValueKind::Value => {
-                    base = Some(value.to_vec());
-                    false
-                }
-                ValueKind::Deletion => false,
-            })
+            Ok(history.push(kind, value))
         },
     )?;
     let Some(seq) = newest else {
         return Ok(None);
     };
-    if operands.is_empty() {
-        // The newest entry is not an operand (the caller looked at
-        // another view): nothing to combine.
-        return Ok(base.map(|b| (seq, b)));
+    Ok(history.full_merge(op, user_key)?.map(|v| (seq, v)))
+}
+
+/// A key's entries, newest first, up to its base: the operands and then
+/// the value or tombstone beneath them (if one was met).
+#[derive(Default)]
+pub(crate) struct History {
+    pub operands: Vec<Vec<u8>>,
+    /// `Some(None)`: a tombstone; `None`: no base met (yet).
+    pub base: Option<Option<Vec<u8>>>,
+}
+
+impl History {
+    /// Takes the key's next older entry; false once the base is known.
+    pub fn push(&mut self, kind: ValueKind, value: &[u8]) -> bool {
+        match kind {
+            ValueKind::Merge => self.operands.push(value.to_vec()),
+            ValueKind::Value => self.base = Some(Some(value.to_vec())),
+            ValueKind::Deletion => self.base = Some(None),
+        }
+        self.base.is_none()
     }
-    let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-    Ok(op
-        .full_merge(user_key, base.as_deref(), &refs)?
-        .map(|v| (seq, v)))
+
+    /// The key's value: the operands applied to the base (none met: the
+    /// key had no value). Without operands, the base itself.
+    pub fn full_merge(&self, op: &dyn MergeOperator, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let base = self.base.as_ref().and_then(|b| b.as_deref());
+        if self.operands.is_empty() {
+            return Ok(base.map(<[u8]>::to_vec));
+        }
+        let refs: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
+        op.full_merge(key, base, &refs)
+    }
 }
 
 /// What [`for_each_in_ranges_by_component`] reports.

@@ -402,20 +402,15 @@ pub fn run(
             let op = merge::require(env.opts.merge_operator.as_ref())?;
             let user_key = parsed.user_key.to_vec();
             let seq = parsed.seq;
-            let mut operands = vec![input.value().to_vec()];
-            // `Some(None)`: a tombstone lies beneath the operands.
-            let mut base: Option<Option<Vec<u8>>> = None;
+            let mut history = merge::History::default();
+            history.push(ValueKind::Merge, input.value());
             input.next()?;
-            while base.is_none() && input.valid() {
+            while history.base.is_none() && input.valid() {
                 let p = key::parse_internal_key(input.key())?;
                 if p.user_key != user_key.as_slice() {
                     break;
                 }
-                match p.kind {
-                    ValueKind::Merge => operands.push(input.value().to_vec()),
-                    ValueKind::Value => base = Some(Some(input.value().to_vec())),
-                    ValueKind::Deletion => base = Some(None),
-                }
+                history.push(p.kind, input.value());
                 dropped += 1;
                 let entry = EntryRef {
                     user_key: p.user_key,
@@ -429,19 +424,18 @@ pub fn run(
                 input.next()?;
             }
             // Entries below a base are shadowed by it (`last_seq_for_key`).
-            let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-            let full = match base {
-                Some(b) => Some(b),
-                None if is_base_level_for(&user_key) => Some(None),
-                None => None,
-            };
-            let (kind, value) = match full {
-                Some(b) => match op.full_merge(&user_key, b.as_deref(), &refs)? {
+            // Without one, a full merge needs the key absent deeper down.
+            let operands = &history.operands;
+            let (kind, value) = if history.base.is_some() || is_base_level_for(&user_key) {
+                match history.full_merge(op, &user_key)? {
                     Some(v) => (ValueKind::Value, v),
                     None => (ValueKind::Deletion, Vec::new()),
-                },
-                None if refs.len() == 1 => (ValueKind::Merge, operands[0].clone()),
-                None => (ValueKind::Merge, op.partial_merge(&user_key, &refs)?),
+                }
+            } else if operands.len() == 1 {
+                (ValueKind::Merge, operands[0].clone())
+            } else {
+                let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+                (ValueKind::Merge, op.partial_merge(&user_key, &refs)?)
             };
             if kind == ValueKind::Deletion && is_base_level_for(&user_key) {
                 // Nothing older to hide.

@@ -126,26 +126,17 @@ impl DbIterator {
     /// cursor on that entry (or past the key), and returns the full merge.
     fn merged(&mut self, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let op = merge::require(self.merge_operator.as_ref())?;
-        let mut operands = vec![self.inner.value().to_vec()];
-        let mut base = None;
+        let mut history = merge::History::default();
+        history.push(ValueKind::Merge, self.inner.value());
         self.inner.next()?;
         while self.inner.valid() {
             let p = key::parse_internal_key(self.inner.key())?;
-            if p.user_key != user_key {
+            if p.user_key != user_key || !history.push(p.kind, self.inner.value()) {
                 break;
-            }
-            match p.kind {
-                ValueKind::Merge => operands.push(self.inner.value().to_vec()),
-                ValueKind::Value => {
-                    base = Some(self.inner.value().to_vec());
-                    break;
-                }
-                ValueKind::Deletion => break,
             }
             self.inner.next()?;
         }
-        let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-        op.full_merge(user_key, base.as_deref(), &refs)
+        history.full_merge(op, user_key)
     }
 }
 
