@@ -252,6 +252,24 @@ pub struct CompactionOutput {
     pub entries_dropped: u64,
 }
 
+/// Reports a dropped entry to every compaction observer.
+fn report_dropped(
+    observers: &mut [Box<dyn CompactionObserver>],
+    p: &key::ParsedKey<'_>,
+    value: &[u8],
+    reason: DropReason,
+) {
+    let entry = EntryRef {
+        user_key: p.user_key,
+        seq: p.seq,
+        kind: p.kind,
+        value,
+    };
+    for o in observers {
+        o.on_dropped(&entry, reason);
+    }
+}
+
 /// Appends one entry to the compaction's current output, first finishing
 /// the output at a user-key boundary once it reached the target size.
 #[allow(clippy::too_many_arguments)]
@@ -387,15 +405,7 @@ pub fn run(
         last_seq_for_key = parsed.seq;
         if let Some(reason) = reason {
             dropped += 1;
-            let entry = EntryRef {
-                user_key: parsed.user_key,
-                seq: parsed.seq,
-                kind: parsed.kind,
-                value: input.value(),
-            };
-            for o in &mut observers {
-                o.on_dropped(&entry, reason);
-            }
+            report_dropped(&mut observers, &parsed, input.value(), reason);
         } else if parsed.kind == ValueKind::Merge && parsed.seq <= smallest_snapshot {
             // Every snapshot sees this operand: combine the key's older
             // entries into it. Leaves `input` past the combined entries.
@@ -412,15 +422,7 @@ pub fn run(
                 }
                 history.push(p.kind, input.value());
                 dropped += 1;
-                let entry = EntryRef {
-                    user_key: p.user_key,
-                    seq: p.seq,
-                    kind: p.kind,
-                    value: input.value(),
-                };
-                for o in &mut observers {
-                    o.on_dropped(&entry, DropReason::Merged);
-                }
+                report_dropped(&mut observers, &p, input.value(), DropReason::Merged);
                 input.next()?;
             }
             // Entries below a base are shadowed by it (`last_seq_for_key`).

@@ -329,12 +329,7 @@ impl Posting {
                 }
                 cands.push((pk, seq));
             }
-            let sub = Query {
-                pred: q.pred,
-                opts: q.opts.limit(k - hits.len()),
-                view: q.view,
-                snapshot: q.snapshot,
-            };
+            let sub = q.limited(k - hits.len());
             let (more, _) =
                 strategy::resolve(cands, &sub, &Check::Direct, &self.counters, profile)?;
             hits.extend(more);
@@ -394,12 +389,7 @@ impl Posting {
                 Ok(true)
             }
             ComponentEvent::End => {
-                let sub = Query {
-                    pred: q.pred,
-                    opts: q.opts.limit(k - hits.len()),
-                    view: q.view,
-                    snapshot: q.snapshot,
-                };
+                let sub = q.limited(k - hits.len());
                 let found = std::mem::take(&mut cands);
                 let (more, _) =
                     strategy::resolve(found, &sub, &Check::Direct, &self.counters, profile)?;

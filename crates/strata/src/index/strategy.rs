@@ -139,6 +139,18 @@ pub(crate) struct Query<'a> {
     pub snapshot: SeqNo,
 }
 
+impl<'a> Query<'a> {
+    /// The same query with at most `n` results.
+    pub fn limited(&self, n: usize) -> Query<'a> {
+        Query {
+            pred: self.pred,
+            opts: self.opts.limit(n),
+            view: self.view,
+            snapshot: self.snapshot,
+        }
+    }
+}
+
 /// Validation and repair counters of one index (since open).
 #[derive(Default)]
 pub(crate) struct Counters {
