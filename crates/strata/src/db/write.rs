@@ -55,8 +55,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Rejects batches with oversized keys or values; nothing is written.
-/// Checks sizes; returns whether the batch holds merge operands.
+/// Rejects batches with oversized keys or values (nothing is written);
+/// returns whether the batch holds merge operands.
 pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<bool> {
     let mut merges = false;
     for op in batch.iter() {

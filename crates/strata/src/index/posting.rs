@@ -262,22 +262,29 @@ impl Posting {
         Ok(())
     }
 
-    /// The candidates of every (merged) posting list in the predicate's key
-    /// ranges.
-    fn scan_lists(&self, snap: &Snapshot, q: &Query<'_>) -> Result<Vec<Cand>> {
-        let glen = geometry_len(self.ty);
+    /// True if list key `k` (not a metadata key) holds a value matching
+    /// the query's predicate.
+    fn list_matches(&self, q: &Query<'_>, k: &[u8]) -> Result<bool> {
+        let sk = tree::sort_key_len(self.ty, k)?;
+        if k.len() != sk + geometry_len(self.ty) {
+            return Err(Error::corruption("posting list key is malformed"));
+        }
+        tree::entry_matches(self.ty, q.pred, &k[sk..])
+    }
+
+    /// The candidates of every (merged) posting list in the key `ranges`
+    /// of the query's predicate.
+    fn scan_lists(
+        &self,
+        snap: &Snapshot,
+        q: &Query<'_>,
+        ranges: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> Result<Vec<Cand>> {
         let mut out = Vec::new();
-        for (from, to) in tree::key_ranges(q.pred, self.tree.extent()) {
-            for kv in snap.iter(Some(&from), to.as_deref())? {
+        for (from, to) in ranges {
+            for kv in snap.iter(Some(from), to.as_deref())? {
                 let (k, v) = kv?;
-                if tree::is_meta(&k) {
-                    continue;
-                }
-                let sk = tree::sort_key_len(self.ty, &k)?;
-                if k.len() != sk + glen {
-                    return Err(Error::corruption("posting list key is malformed"));
-                }
-                if !tree::entry_matches(self.ty, q.pred, &k[sk..])? {
+                if tree::is_meta(&k) || !self.list_matches(q, &k)? {
                     continue;
                 }
                 if self.eager {
@@ -348,18 +355,17 @@ impl Posting {
         &self,
         snap: &Snapshot,
         q: &Query<'_>,
+        ranges: &[(Vec<u8>, Option<Vec<u8>>)],
         k: usize,
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
-        let glen = geometry_len(self.ty);
-        let ranges = tree::key_ranges(q.pred, self.tree.extent());
         let mut hits: Vec<Hit> = Vec::new();
         // (list key, primary key) pairs whose newest entry was seen.
         let mut seen: HashSet<(Vec<u8>, Vec<u8>)> = HashSet::new();
         // Lists whose base (merged value or deletion) was met.
         let mut closed: HashSet<Vec<u8>> = HashSet::new();
         let mut cands: Vec<Cand> = Vec::new();
-        snap.for_each_in_ranges_by_component(&ranges, &mut |ev| match ev {
+        snap.for_each_in_ranges_by_component(ranges, &mut |ev| match ev {
             ComponentEvent::Entry {
                 user_key,
                 kind,
@@ -369,11 +375,7 @@ impl Posting {
                     return Ok(true);
                 }
                 if kind != ValueKind::Deletion {
-                    let sk = tree::sort_key_len(self.ty, user_key)?;
-                    if user_key.len() != sk + glen {
-                        return Err(Error::corruption("posting list key is malformed"));
-                    }
-                    let matches = tree::entry_matches(self.ty, q.pred, &user_key[sk..])?;
+                    let matches = self.list_matches(q, user_key)?;
                     for (pk, seq, marker) in decode_lazy(value)? {
                         if seq > q.snapshot || !seen.insert((user_key.to_vec(), pk.clone())) {
                             continue;
@@ -473,6 +475,7 @@ impl Strategy for Posting {
     ) -> Result<Vec<Hit>> {
         let snap = strategy::main_view(pinned, "posting")?;
         let before = self.tree.blocks_read();
+        let ranges = tree::key_ranges(q.pred, self.tree.extent());
         let hits = match (q.pred, q.opts.limit) {
             // A scalar lookup with a limit on a Lazy index reads the
             // list's fragments level by level and stops early.
@@ -481,15 +484,11 @@ impl Strategy for Posting {
             }
             // Level by level only where there are levels to skip: with one
             // component it reads the same blocks as a scan, at more cost.
-            (_, Some(k))
-                if !self.eager
-                    && snap.components_in_ranges(&tree::key_ranges(q.pred, self.tree.extent()))
-                        > 1 =>
-            {
-                self.lazy_top_k_ranges(snap, q, k, profile)?
+            (_, Some(k)) if !self.eager && snap.components_in_ranges(&ranges) > 1 => {
+                self.lazy_top_k_ranges(snap, q, &ranges, k, profile)?
             }
             _ => {
-                let cands = self.scan_lists(snap, q)?;
+                let cands = self.scan_lists(snap, q, &ranges)?;
                 let check = if self.eager {
                     Check::Exact
                 } else {
