@@ -12,25 +12,12 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{attr, copy_dir, Rng};
+use common::{attr, copy_dir, spec_for, Rng, STRATEGIES};
 use serde_json::{json, Value};
 use strata::{
     Db, Hit, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteBatch,
     WriteOptions,
 };
-
-const STRATEGIES: &[&str] = &[
-    "next",
-    "memory",
-    "embedded",
-    "composite",
-    "composite[mode=validation]",
-    "composite[mode=validation;validate=direct]",
-    "composite[mode=validation;repair=off]",
-    "deli",
-    "posting-eager",
-    "posting-lazy",
-];
 
 /// `STRATEGIES` (index, name), filtered by `STRATA_ORACLE_ONLY`.
 fn strategies() -> Vec<(usize, &'static str)> {
@@ -211,20 +198,6 @@ fn check_queries(db: &Db, model: &Model, rng: &mut Rng, step: usize, n: usize, a
                 .collect::<Vec<_>>()
         );
     }
-}
-
-/// `name` or `name[k=v;k=v]`.
-fn spec_for(strategy: &str, name: &str, path: &str, ty: KeyType) -> IndexSpec {
-    let (s, params) = match strategy.split_once('[') {
-        Some((s, p)) => (s, p.trim_end_matches(']')),
-        None => (strategy, ""),
-    };
-    let mut spec = IndexSpec::field(name, path, ty).strategy(s);
-    for kv in params.split(';').filter(|kv| !kv.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap();
-        spec = spec.param(k, v);
-    }
-    spec
 }
 
 fn create_indexes(db: &Db, strategy: &str, which: &[usize]) {

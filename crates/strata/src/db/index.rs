@@ -2,7 +2,6 @@
 //! queries, and checking an index against a full scan.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +11,6 @@ use crate::index::{
     self, Hit, IndexInfo, IndexSpec, IndexValue, Predicate, QueryOptions, QueryProfile, QueryView,
 };
 use crate::key::SeqNo;
-use crate::memtable::MemGet;
 use crate::version::VersionEdit;
 
 use super::{lock, Db, DbInner};
@@ -46,21 +44,6 @@ impl DbInner {
         };
         self.install(edit, InstallReason::External, |_| {})?;
         Ok(())
-    }
-
-    /// Sequence number of the newest entry (value or tombstone) of `key` at
-    /// `snapshot`.
-    fn newest_seq_at(&self, key: &[u8], snapshot: SeqNo) -> Result<Option<SeqNo>> {
-        let (mems, version) = self.read_view();
-        for m in &mems {
-            match m.get(key, snapshot) {
-                Some(MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s)) => {
-                    return Ok(Some(s))
-                }
-                None => {}
-            }
-        }
-        Ok(version.get(&self.tables, key, snapshot)?.map(|f| f.seq))
     }
 }
 
@@ -166,9 +149,12 @@ impl Db {
         opts: QueryOptions,
     ) -> Result<(Vec<Hit>, QueryProfile)> {
         let inner = &self.inner;
-        let snapshot = inner.last_sequence.load(Ordering::SeqCst);
+        // Pinned first, then the components: every version the snapshot
+        // sees is in them, and no compaction drops one until `pinned` goes.
+        let pinned = self.snapshot();
+        let snapshot = pinned.sequence();
         let (mems, version) = inner.read_view();
-        let newest = |k: &[u8]| inner.newest_seq_at(k, snapshot);
+        let pause = lock(&inner.query_pause).clone();
         let pin_latest = || self.snapshot();
         let fetch = |keys: &[&[u8]], at: SeqNo| inner.multi_get_found(keys, at);
         let data_blocks_read = || {
@@ -180,14 +166,24 @@ impl Db {
             version,
             snapshot,
             tables: &inner.tables,
-            newest_seq: &newest,
             pin_latest: &pin_latest,
             fetch: &fetch,
             data_blocks_read: &data_blocks_read,
+            pause: pause.as_deref(),
         };
         let mut profile = QueryProfile::default();
         let hits = inner.index.query(index, pred, opts, &view, &mut profile)?;
+        drop(pinned);
         Ok((hits, profile))
+    }
+
+    /// Installs (or with `None` removes) a hook that every index query runs
+    /// once it has pinned what it reads and before it validates a
+    /// candidate: tests use it to write, flush and compact in the middle
+    /// of a query. The hook runs on the querying thread with no lock held.
+    #[cfg(feature = "testing")]
+    pub fn set_query_pause_hook(&self, hook: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {
+        *lock(&self.inner.query_pause) = hook;
     }
 
     /// Records whose attribute equals `value`.

@@ -82,6 +82,9 @@ pub(crate) struct DbInner {
     pub index: Arc<IndexManager>,
     /// User hooks followed by `index`.
     pub hooks: Vec<Arc<dyn EngineHooks>>,
+    /// Test hook run in the middle of every index query
+    /// (`Db::set_query_pause_hook`, feature `testing`).
+    pub query_pause: Mutex<Option<QueryPause>>,
     _lock_file: File,
 }
 
@@ -98,6 +101,9 @@ pub struct Snapshot {
     inner: Arc<DbInner>,
     seq: SeqNo,
 }
+
+/// See [`DbInner::query_pause`].
+pub(crate) type QueryPause = Arc<dyn Fn() + Send + Sync>;
 
 /// A value with the sequence number of the write that stored it.
 pub type Versioned = (SeqNo, Vec<u8>);
@@ -270,6 +276,7 @@ impl Db {
             compaction_lock: Mutex::new(()),
             index,
             hooks,
+            query_pause: Mutex::new(None),
             _lock_file: lock_file,
         });
         {
@@ -540,6 +547,37 @@ impl Db {
             self.inner.index.compact_trees()?;
         }
         Ok(())
+    }
+
+    /// Flushes, then compacts every file of `level` with the overlapping
+    /// files of `level + 1` into `level + 1`, as one compaction (what the
+    /// leveled picker would do for those files). Tests use it to build an
+    /// exact tree shape.
+    #[cfg(feature = "testing")]
+    pub fn compact_level(&self, level: usize) -> Result<()> {
+        self.flush()?;
+        let inner = &self.inner;
+        let _g = lock(&inner.compaction_lock);
+        let v = lock(&inner.versions).current();
+        if level + 1 >= v.num_levels() {
+            return Err(Error::invalid(format!(
+                "compact_level({level}): the last level is {}",
+                v.num_levels() - 1
+            )));
+        }
+        let inputs0 = v.levels[level].clone();
+        if inputs0.is_empty() {
+            return Ok(());
+        }
+        let (lo, hi) = key_range(&inputs0);
+        let inputs1 = v.overlapping(level + 1, Some(&lo), Some(&hi));
+        let mut c = Compaction::new(level, inputs0, inputs1);
+        c.allow_trivial_move = false;
+        lock(&inner.state).manual_compaction = true;
+        let result = inner.run_compaction(&c, &v);
+        lock(&inner.state).manual_compaction = false;
+        inner.cv.notify_all();
+        result
     }
 
     /// Reads one data block of a live table by handle, through the block

@@ -414,13 +414,13 @@ pub(crate) struct QueryView<'a> {
     /// Newest first.
     pub mems: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
-    /// The snapshot of NEXT queries (`memory` queries choose their own, see
-    /// `pin_latest`).
+    /// The snapshot of NEXT and `embedded` queries, registered with the
+    /// engine for the whole query (so no compaction drops a version it can
+    /// see) and taken before `mems` and `version`, which therefore hold
+    /// every version it sees. `memory` and stand-alone queries pin their
+    /// own, see `pin_latest`.
     pub snapshot: SeqNo,
     pub tables: &'a TableCache,
-    /// Sequence number of the newest entry (value or tombstone) of a key at
-    /// the snapshot.
-    pub newest_seq: &'a dyn Fn(&[u8]) -> Result<Option<SeqNo>>,
     /// Registers a snapshot at the latest published sequence number
     /// (compaction keeps what it sees until it is dropped). `memory`
     /// queries call it while holding the memory guard.
@@ -431,6 +431,37 @@ pub(crate) struct QueryView<'a> {
     pub fetch: &'a FetchFn<'a>,
     /// Data blocks fetched so far by the engine (cache hits and disk reads).
     pub data_blocks_read: &'a dyn Fn() -> u64,
+    /// Test hook run once a query has pinned what it reads and before it
+    /// validates a candidate (see `Db::set_query_pause_hook`).
+    pub pause: Option<&'a (dyn Fn() + Send + Sync)>,
+}
+
+impl QueryView<'_> {
+    /// Sequence number of the newest entry (value, tombstone or operand)
+    /// of `key` at the snapshot, looked up in this view's components only:
+    /// a fresh read view could miss versions that a compaction finished
+    /// during the query has dropped.
+    pub fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
+        for m in &self.mems {
+            match m.get(key, self.snapshot) {
+                Some(MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s)) => {
+                    return Ok(Some(s))
+                }
+                None => {}
+            }
+        }
+        Ok(self
+            .version
+            .get(self.tables, key, self.snapshot)?
+            .map(|f| f.seq))
+    }
+
+    /// Runs the test hook, if any (see `pause`).
+    pub fn pause(&self) {
+        if let Some(f) = self.pause {
+            f();
+        }
+    }
 }
 
 /// A dropped version: key, sequence number, whether it was a tombstone
@@ -892,6 +923,7 @@ impl IndexManager {
             let _g = read(&self.gate.guard);
             ((view.pin_latest)(), e.pin())
         };
+        view.pause();
         let q = strategy::Query {
             pred,
             opts,
@@ -1027,6 +1059,7 @@ impl IndexManager {
             let cands = mem.query(pred);
             (snap, cands)
         };
+        view.pause();
         let at = snap.sequence();
         // Defensive: a failed write (database now read-only) may have
         // edited the structure without publishing its sequence numbers.
@@ -1114,8 +1147,10 @@ impl IndexManager {
             return self.query_ext(e, pred, opts, view, profile);
         }
         if def.spec.strategy == "embedded" {
+            view.pause();
             return embedded::query(&def, pred, opts, view, profile);
         }
+        view.pause();
         let empty = IndexVersionState::default();
         let state = Self::state_of(&view.version).unwrap_or(&empty);
         let generation = state.generation;
@@ -1133,7 +1168,7 @@ impl IndexManager {
                 Validity::Stale => false,
                 Validity::Check => {
                     def.counters.exact.fetch_add(1, Relaxed);
-                    (view.newest_seq)(key)? == Some(seq)
+                    view.newest_seq(key)? == Some(seq)
                 }
             };
             if !ok {

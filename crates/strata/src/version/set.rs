@@ -89,8 +89,7 @@ impl VersionSet {
         };
         let path = dir.join(name);
         let file = File::open(&path).path_ctx("open manifest", &path)?;
-        let mut reader =
-            LogReader::new(file, path.clone(), WalRecovery::TolerateTornTail).strict_checksums();
+        let mut reader = LogReader::new(file, path.clone(), WalRecovery::TolerateTornTail);
         let mut version = Version::new(num_levels);
         let mut log_number = None;
         let mut next_file = None;

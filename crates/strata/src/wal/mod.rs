@@ -270,22 +270,29 @@ mod tests {
         }
     }
 
+    /// Regression: a complete last record that fails its checksum was
+    /// taken for a torn write, silently losing an acknowledged, synced
+    /// write. Every single-bit flip in it is now reported.
     #[test]
-    fn flipped_byte_in_last_record_is_a_torn_tail() {
+    fn flipped_bit_in_last_record_is_corruption() {
         let (_d, p) = tmp();
         let recs: Vec<Vec<u8>> = (0..4).map(|i| payload(i, 30 + i as usize)).collect();
         let ends = write_log(&p, &recs);
         let full = std::fs::read(&p).unwrap();
         for i in ends[2] as usize..full.len() {
-            let mut bad = full.clone();
-            bad[i] ^= 0x40;
-            std::fs::write(&p, &bad).unwrap();
-            for mode in [TolerateTornTail, BestEffort] {
-                let out = read_all(&p, mode);
+            for bit in 0..8 {
+                let mut bad = full.clone();
+                bad[i] ^= 1 << bit;
+                std::fs::write(&p, &bad).unwrap();
+                let out = read_all(&p, TolerateTornTail);
+                assert_corruption_at(&out.result, &p, ends[2]);
+                assert_eq!(out.records, recs[..3], "byte {i} bit {bit}");
+
+                let out = read_all(&p, BestEffort);
                 out.result.unwrap();
-                assert_eq!(out.records, recs[..3], "byte {i}");
-                assert_eq!(out.report.torn_tail_bytes, full.len() as u64 - ends[2]);
-                assert_eq!(out.report.corrupted_bytes, 0);
+                assert_eq!(out.records, recs[..3], "byte {i} bit {bit}");
+                assert_eq!(out.report.corrupted_bytes, full.len() as u64 - ends[2]);
+                assert_eq!(out.report.torn_tail_bytes, 0);
             }
         }
     }
@@ -335,12 +342,22 @@ mod tests {
         assert_eq!(out.records, vec![recs[0].clone(), recs[2].clone()]);
         assert_eq!(out.report.corrupted_bytes, ends[1] - ends[0]);
 
-        // The same damage with nothing after the spanning record: torn tail.
+        // The same damage with nothing after the spanning record: still
+        // corruption (a complete fragment failing its checksum is no torn
+        // write); cut inside that fragment instead, a torn tail.
         std::fs::write(&p, &bad[..ends[1] as usize]).unwrap();
+        let out = read_all(&p, TolerateTornTail);
+        assert_corruption_at(&out.result, &p, ends[0]);
+        assert_eq!(out.records, recs[..1]);
+        let out = read_all(&p, BestEffort);
+        out.result.unwrap();
+        assert_eq!(out.records, recs[..1]);
+        assert_eq!(out.report.corrupted_bytes, ends[1] - ends[0]);
+        std::fs::write(&p, &full[..BLOCK_SIZE + 50]).unwrap();
         let out = read_all(&p, TolerateTornTail);
         out.result.unwrap();
         assert_eq!(out.records, recs[..1]);
-        assert_eq!(out.report.torn_tail_bytes, ends[1] - ends[0]);
+        assert_eq!(out.report.torn_tail_bytes, BLOCK_SIZE as u64 + 50 - ends[0]);
     }
 
     #[test]

@@ -51,6 +51,12 @@ enum State {
 /// genuinely torn write has nothing valid after it, while a damaged length
 /// field that points past the end must not hide the records it covers.
 ///
+/// Damage that no torn write can leave (see `certain_damage`: a complete
+/// record failing its checksum, a bad type, a length the writer never
+/// writes) is corruption even at the end of the log: the record may be an
+/// acknowledged, synced write. Only bytes cut off by the end of the file
+/// (or zero-filled) are a torn tail.
+///
 /// Memory is bounded by one block plus the logical record being assembled,
 /// which only grows from fragments whose checksums match.
 pub struct LogReader {
@@ -67,8 +73,6 @@ pub struct LogReader {
     eof: bool,
     state: State,
     report: ReadReport,
-    /// See [`LogReader::strict_checksums`].
-    strict: bool,
 }
 
 impl LogReader {
@@ -83,19 +87,7 @@ impl LogReader {
             eof: false,
             state: State::Reading,
             report: ReadReport::default(),
-            strict: false,
         }
-    }
-
-    /// A complete record (header and full payload present) that fails its
-    /// checksum or has an unknown type is `Error::Corruption` even at the
-    /// tail; only a record cut off by the end of the file (or a zero-filled
-    /// tail) is a torn write. For the MANIFEST, whose records are fsynced
-    /// before anything depends on them, so that bit rot in its last record
-    /// is never mistaken for an unfinished write.
-    pub fn strict_checksums(mut self) -> LogReader {
-        self.strict = true;
-        self
     }
 
     /// Next logical record, `None` at the end of the log (or of its valid
@@ -142,7 +134,7 @@ impl LogReader {
                     }
                     RecordType::Middle | RecordType::Last => {
                         if frag_start.is_none() {
-                            if !self.skip_damage(start, start, "fragment without FIRST")? {
+                            if !self.skip_damage(start, start, "fragment without FIRST", false)? {
                                 return Ok(None);
                             }
                             continue;
@@ -160,15 +152,17 @@ impl LogReader {
                     return Ok(None);
                 }
                 Phys::Bad { start, reason } => {
-                    if self.strict && self.strict_damage(start, reason) {
+                    let certain = self.certain_damage(start, reason);
+                    let damage_start = frag_start.take().unwrap_or(start);
+                    rec.clear();
+                    if certain && self.mode == WalRecovery::TolerateTornTail {
                         return Err(Error::corruption(format!(
-                            "{}: damaged log record at offset {start} ({reason})",
+                            "{}: damaged log record at offset {damage_start} ({reason}), \
+                             not a torn write",
                             self.path.display()
                         )));
                     }
-                    let damage_start = frag_start.take().unwrap_or(start);
-                    rec.clear();
-                    if !self.skip_damage(damage_start, start, reason)? {
+                    if !self.skip_damage(damage_start, start, reason, certain)? {
                         return Ok(None);
                     }
                 }
@@ -177,10 +171,22 @@ impl LogReader {
     }
 
     /// Handles damage spanning from `damage_start` to at least `at` (an
-    /// offset in the current block). Returns false if it is a torn tail (the
-    /// log ends), true if parsing resumes at a later FULL/FIRST record.
-    fn skip_damage(&mut self, damage_start: u64, at: u64, reason: &str) -> Result<bool> {
+    /// offset in the current block). Returns false if the log ends there
+    /// (a torn tail, or with `certain` damage that `BestEffort` skips),
+    /// true if parsing resumes at a later FULL/FIRST record.
+    fn skip_damage(
+        &mut self,
+        damage_start: u64,
+        at: u64,
+        reason: &str,
+        certain: bool,
+    ) -> Result<bool> {
         match self.scan_for_record_start(at + 1)? {
+            None if certain => {
+                let end = self.buf_start + self.buf.len() as u64;
+                self.report.corrupted_bytes += end.saturating_sub(damage_start);
+                Ok(false)
+            }
             None => {
                 self.torn_from(damage_start);
                 Ok(false)
@@ -208,12 +214,11 @@ impl LogReader {
         }
     }
 
-    /// In strict mode: is the damage at `start` certainly not a torn write?
-    /// True for a complete record with a bad checksum or type, a length
+    /// Is the damage at `start` certainly not a torn write? True for a complete record with a bad checksum or type, a length
     /// crossing the block end (the writer never does that), and a record
     /// "cut off" by the end of the file whose available bytes pass the
     /// stored checksum (its length field, not the write, is damaged).
-    fn strict_damage(&self, start: u64, reason: &str) -> bool {
+    fn certain_damage(&self, start: u64, reason: &str) -> bool {
         match reason {
             "checksum mismatch" | "bad record type" | "record length crosses the block end" => true,
             "record cut off by the end of the file" => {

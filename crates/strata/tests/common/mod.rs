@@ -60,3 +60,33 @@ pub fn attr(value: &[u8], path: &str, ty: strata::KeyType) -> Option<strata::Ind
     let path = strata::index::value::parse_path(path).ok()?;
     strata::index::value::extract(&doc, &path, ty).ok()
 }
+
+/// Every strategy variant the behaviour tests cover, as `name` or
+/// `name[k=v;k=v]` (see [`spec_for`]). A new strategy joins by adding its
+/// name here.
+pub const STRATEGIES: &[&str] = &[
+    "next",
+    "memory",
+    "embedded",
+    "composite",
+    "composite[mode=validation]",
+    "composite[mode=validation;validate=direct]",
+    "composite[mode=validation;repair=off]",
+    "deli",
+    "posting-eager",
+    "posting-lazy",
+];
+
+/// The index spec of a [`STRATEGIES`] entry: `name` or `name[k=v;k=v]`.
+pub fn spec_for(strategy: &str, name: &str, path: &str, ty: strata::KeyType) -> strata::IndexSpec {
+    let (s, params) = match strategy.split_once('[') {
+        Some((s, p)) => (s, p.trim_end_matches(']')),
+        None => (strategy, ""),
+    };
+    let mut spec = strata::IndexSpec::field(name, path, ty).strategy(s);
+    for kv in params.split(';').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap();
+        spec = spec.param(k, v);
+    }
+    spec
+}
