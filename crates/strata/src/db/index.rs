@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::hooks::InstallReason;
+use crate::index::strategy::BuildMethod;
 use crate::index::{
     self, Hit, IndexInfo, IndexSpec, IndexValue, Predicate, QueryOptions, QueryProfile, QueryView,
 };
@@ -90,17 +91,16 @@ impl Db {
         if def.is_ready() {
             return Ok(());
         }
-        if def.is_memory() {
-            inner.rebuild_memory_indexes(std::slice::from_ref(&def))?;
-        } else if def.ext.is_some() {
-            inner.rebuild_ext_index(&def)?;
-        } else {
-            self.compact_range(None, None)?;
-            let v = lock(&inner.versions).current();
-            if !inner.index.covers(def.id, &v) {
-                return Err(Error::Background(format!(
-                    "index {name:?} does not cover every table after its build"
-                )));
+        match def.strategy.build_method() {
+            BuildMethod::Scan => inner.scan_build(std::slice::from_ref(&def))?,
+            BuildMethod::RewriteTables => {
+                self.compact_range(None, None)?;
+                let v = lock(&inner.versions).current();
+                if !inner.index.covers(&def, &v) {
+                    return Err(Error::Background(format!(
+                        "index {name:?} does not cover every table after its build"
+                    )));
+                }
             }
         }
         inner.log_index_payload(index::IndexManager::ready_payload(&def))?;

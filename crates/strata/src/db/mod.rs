@@ -203,7 +203,7 @@ impl Db {
         let tree_defs: Vec<_> = index
             .sync_defs()
             .into_iter()
-            .filter(|d| d.ext.is_some())
+            .filter(|d| !d.strategy.rebuilt_at_open())
             .collect();
         let tree_current = IndexManager::needs_current(&tree_defs);
         for &n in &logs {
@@ -331,7 +331,7 @@ impl Db {
         }
         // `memory` indexes live only in RAM: rebuild them from the recovered
         // data before the first write or query (none can run yet).
-        inner.rebuild_memory_indexes(&inner.index.memory_defs())?;
+        inner.scan_build(&inner.index.rebuilt_at_open())?;
         db.resume_index_builds()?;
         Ok(db)
     }
@@ -838,14 +838,25 @@ impl DbInner {
             .collect())
     }
 
-    /// Fills stand-alone index `def` from scratch with one scan of the
-    /// latest data, while writes are paused (as for `memory` indexes).
-    pub(crate) fn rebuild_ext_index(&self, def: &Arc<crate::index::IndexDef>) -> Result<()> {
+    /// Builds the indexes `defs` (all [`BuildMethod::Scan`]) from scratch
+    /// with one scan of the latest data, while writes are paused (so the
+    /// scan sees every published write and every later write maintains the
+    /// result): each structure is cleared, every live record is applied as
+    /// a put, then each structure is flushed (the build's entries come from
+    /// tables, not from the primary WAL: durable before `ready`) and
+    /// finished ([`crate::index::strategy::IndexStrategy::after_build`]).
+    ///
+    /// [`BuildMethod::Scan`]: crate::index::strategy::BuildMethod::Scan
+    pub(crate) fn scan_build(&self, defs: &[Arc<crate::index::IndexDef>]) -> Result<()> {
+        if defs.is_empty() {
+            return Ok(());
+        }
         self.pause_writes(|| {
-            self.index.clear_ext(def)?;
+            for d in defs {
+                d.strategy.clear()?;
+            }
             let seq = self.last_sequence.load(Ordering::SeqCst);
             let mut it = self.iter_at(None, None, seq)?;
-            let defs = std::slice::from_ref(def);
             let none = std::collections::HashMap::new();
             loop {
                 let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> =
@@ -853,35 +864,19 @@ impl DbInner {
                         .take(1024)
                         .collect::<Result<_>>()?;
                 if chunk.is_empty() {
-                    // The build's entries come from tables, not from the
-                    // primary WAL: make them durable before `ready`.
-                    self.index.flush_trees()?;
-                    return def.ext.as_ref().map_or(Ok(()), |e| e.after_build());
+                    break;
                 }
                 let ops: Vec<crate::index::OpRef<'_>> = chunk
                     .iter()
                     .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
                     .collect();
-                self.index.sync_apply(defs, &ops, &none)?;
+                self.index.sync_apply(defs, &ops, &none, false)?;
             }
-        })
-    }
-
-    /// Fills the `memory` indexes `defs` from scratch with one scan of the
-    /// latest data, while writes are paused (so the scan sees every
-    /// published write and every later write maintains the result).
-    pub(crate) fn rebuild_memory_indexes(
-        &self,
-        defs: &[Arc<crate::index::IndexDef>],
-    ) -> Result<()> {
-        if defs.is_empty() {
-            return Ok(());
-        }
-        self.pause_writes(|| {
-            let seq = self.last_sequence.load(Ordering::SeqCst);
-            let mut it = self.iter_at(None, None, seq)?;
-            self.index
-                .memory_rebuild(defs, std::iter::from_fn(|| it.next_versioned()))
+            for d in defs {
+                d.strategy.flush()?;
+                d.strategy.after_build()?;
+            }
+            Ok(())
         })
     }
 

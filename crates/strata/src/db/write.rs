@@ -157,7 +157,7 @@ pub(crate) fn replay_into_trees(
     } else {
         HashMap::new()
     };
-    index.sync_apply(defs, &ops, &current)
+    index.sync_apply(defs, &ops, &current, true)
 }
 
 /// May `key` have a version in `mems` or `version`? Exact for memtables;
@@ -285,7 +285,7 @@ impl DbInner {
                     HashMap::new()
                 };
                 memory_guard = Some(self.index.memory_guard());
-                self.index.sync_apply(&sync_defs, &ops, &current)?;
+                self.index.sync_apply(&sync_defs, &ops, &current, true)?;
             }
             if let (true, Some((mems, version))) = (use_memo, &view) {
                 self.note_memo(&merged, mems, version)?;

@@ -34,16 +34,17 @@ use std::sync::Arc;
 use crate::db::Snapshot;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
-use crate::options::Options;
 use crate::WriteBatch;
 
+use super::def::Attrs;
 use super::repair::{MergeRepair, RepairStats};
 use super::strategy::{
-    self, Cand, Check, Counters, Current, Extract, NeedsCurrent, Query, Strategy,
+    self, BuildMethod, Cand, Check, Counters, Current, IndexStrategy, NeedsCurrent, OpenCx, Query,
+    QueryCx, StrategyKind, VersionSlot, WritePath,
 };
 use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType};
-use super::{Hit, IndexStats, OpRef, QueryProfile, SyncGate};
+use super::{Hit, IndexStats, OpRef, QueryProfile};
 
 /// The entry of version `seq` of `pk` whose attribute is `v`.
 pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
@@ -119,13 +120,9 @@ pub(crate) struct Composite {
 impl Composite {
     /// Opens (creating if needed) index `id`'s trees under `dir` with the
     /// parameters of its spec.
-    pub fn open(
-        dir: &std::path::Path,
-        ty: KeyType,
-        params: &[(String, String)],
-        opts: &Options,
-        gate: Arc<SyncGate>,
-    ) -> Result<Composite> {
+    pub fn open(cx: &OpenCx<'_>) -> Result<Composite> {
+        let (dir, ty, params, opts) = (cx.dir, cx.spec.key_type, cx.params, cx.tree_opts);
+        let gate = cx.gate.clone();
         let mut mode = Mode::Sync;
         let mut timestamp = true;
         let mut repair = None;
@@ -190,7 +187,45 @@ impl Composite {
     }
 }
 
-impl Strategy for Composite {
+impl Composite {
+    fn trees(&self) -> Vec<&IndexTree> {
+        let mut t = vec![&self.tree];
+        t.extend(self.pk.as_deref());
+        t
+    }
+
+    fn query_pinned(
+        &self,
+        pinned: &[Snapshot],
+        q: &Query<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let snap = strategy::main_view(pinned, StrategyKind::Composite.name())?;
+        let (cands, _) = scan_entries(self.ty, &self.tree, snap, q, false, profile)?;
+        let check = match (self.mode, pinned.get(1)) {
+            (Mode::Sync, _) => Check::Exact,
+            (Mode::Validation, Some(pk)) if self.timestamp => Check::Timestamp(pk),
+            (Mode::Validation, _) => Check::Direct,
+        };
+        let before = self.pk.as_ref().map_or(0, |p| p.blocks_read());
+        let (hits, _) = strategy::resolve(cands, q, &check, &self.counters, profile)?;
+        profile.index_blocks_read += self
+            .pk
+            .as_ref()
+            .map_or(0, |p| p.blocks_read().saturating_sub(before));
+        Ok(hits)
+    }
+}
+
+impl IndexStrategy for Composite {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Composite
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Sync
+    }
+
     fn needs_current(&self) -> NeedsCurrent {
         if self.mode == Mode::Sync {
             NeedsCurrent::All
@@ -199,19 +234,19 @@ impl Strategy for Composite {
         }
     }
 
-    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()> {
+    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
         let mut batch = WriteBatch::new();
         let mut pk_batch = WriteBatch::new();
         // Each key's (seq, attribute) after the operations so far.
         let mut latest: HashMap<&[u8], Option<(SeqNo, Option<IndexValue>)>> = HashMap::new();
         let (mut added, mut removed) = (0, 0);
         for &(seq, key, new) in ops {
-            let new_attr = new.and_then(extract);
+            let new_attr = new.and_then(|raw| attrs.counted(raw));
             if self.mode == Mode::Sync {
                 let old = match latest.remove(key) {
                     Some(o) => o,
                     None => match current.get(key) {
-                        Some(Some((s, raw))) => Some((*s, extract(raw))),
+                        Some(Some((s, raw))) => Some((*s, attrs.get(raw).ok())),
                         _ => None,
                     },
                 };
@@ -241,34 +276,6 @@ impl Strategy for Composite {
         Ok(())
     }
 
-    fn trees(&self) -> Vec<&IndexTree> {
-        let mut t = vec![&self.tree];
-        t.extend(self.pk.as_deref());
-        t
-    }
-
-    fn query(
-        &self,
-        pinned: &[Snapshot],
-        q: &Query<'_>,
-        profile: &mut QueryProfile,
-    ) -> Result<Vec<Hit>> {
-        let snap = strategy::main_view(pinned, "composite")?;
-        let (cands, _) = scan_entries(self.ty, &self.tree, snap, q, false, profile)?;
-        let check = match (self.mode, pinned.get(1)) {
-            (Mode::Sync, _) => Check::Exact,
-            (Mode::Validation, Some(pk)) if self.timestamp => Check::Timestamp(pk),
-            (Mode::Validation, _) => Check::Direct,
-        };
-        let before = self.pk.as_ref().map_or(0, |p| p.blocks_read());
-        let (hits, _) = strategy::resolve(cands, q, &check, &self.counters, profile)?;
-        profile.index_blocks_read += self
-            .pk
-            .as_ref()
-            .map_or(0, |p| p.blocks_read().saturating_sub(before));
-        Ok(hits)
-    }
-
     fn clear(&self) -> Result<()> {
         if let Some(pk) = &self.pk {
             pk.clear()?;
@@ -277,7 +284,7 @@ impl Strategy for Composite {
         self.tree.clear()
     }
 
-    fn stats(&self, s: &mut IndexStats) {
+    fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
         self.counters.fill(s);
         s.disk_bytes = self.tree.disk_bytes() + self.pk.as_ref().map_or(0, |p| p.disk_bytes());
         if let Some(r) = &self.repair {
@@ -287,5 +294,31 @@ impl Strategy for Composite {
             s.repair_deferred = r.deferred.load(Relaxed);
             s.repair_errors = r.errors.load(Relaxed);
         }
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::Scan
+    }
+
+    fn has_own_files(&self) -> bool {
+        true
+    }
+
+    fn flush(&self) -> Result<()> {
+        strategy::flush_trees(&self.trees())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        strategy::wait_trees(&self.trees())
+    }
+
+    fn compact(&self) -> Result<()> {
+        strategy::compact_trees(&self.trees())
+    }
+
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        strategy::query_trees(cx, &self.trees(), profile, |pinned, q, profile| {
+            self.query_pinned(pinned, q, profile)
+        })
     }
 }

@@ -25,12 +25,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::db::Snapshot;
 use crate::error::Result;
-use crate::options::Options;
 use crate::WriteBatch;
 
 use super::composite::{entry_key, scan_entries};
+use super::def::Attrs;
 use super::strategy::{
-    self, Check, Counters, Current, DroppedEntry, Extract, NeedsCurrent, Query, Strategy,
+    self, BuildMethod, Check, Counters, Current, DroppedEntry, IndexStrategy, NeedsCurrent, OpenCx,
+    Query, QueryCx, StrategyKind, VersionSlot, WritePath,
 };
 use super::tree::{self, IndexTree};
 use super::value::KeyType;
@@ -47,13 +48,9 @@ pub(crate) struct Deli {
 }
 
 impl Deli {
-    pub fn open(
-        dir: &std::path::Path,
-        ty: KeyType,
-        params: &[(String, String)],
-        opts: &Options,
-    ) -> Result<Deli> {
-        strategy::no_params("deli", params)?;
+    pub fn open(cx: &OpenCx<'_>) -> Result<Deli> {
+        let (dir, ty, params, opts) = (cx.dir, cx.spec.key_type, cx.params, cx.tree_opts);
+        strategy::no_params(StrategyKind::Deli.name(), params)?;
         let tree = IndexTree::open(dir.join("tree"), opts.clone())?;
         let ts_last = match tree.db.get(TS_LAST_KEY)? {
             Some(b) => tree::read_seq(&b, false)?,
@@ -73,16 +70,58 @@ impl Deli {
     }
 }
 
-impl Strategy for Deli {
+impl Deli {
+    fn trees(&self) -> Vec<&IndexTree> {
+        vec![&self.tree]
+    }
+
+    fn query_pinned(
+        &self,
+        pinned: &[Snapshot],
+        q: &Query<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let snap = strategy::main_view(pinned, StrategyKind::Deli.name())?;
+        let (cands, keys) = scan_entries(self.ty, &self.tree, snap, q, true, profile)?;
+        let entry_of: std::collections::HashMap<(Vec<u8>, u64), Vec<u8>> =
+            cands.iter().cloned().zip(keys).collect();
+        let (hits, stale) = strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?;
+        if !stale.is_empty() {
+            // A stale (key, seq) never becomes valid again: deleting its
+            // entry is safe whatever writes run concurrently.
+            let mut batch = WriteBatch::new();
+            for s in &stale {
+                if let Some(k) = entry_of.get(s) {
+                    batch.delete(k);
+                }
+            }
+            let n = batch.len() as u64;
+            self.tree.write(batch)?;
+            self.counters.repaired.fetch_add(n, Relaxed);
+            self.counters.add_entries(0, n);
+        }
+        Ok(hits)
+    }
+}
+
+impl IndexStrategy for Deli {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Deli
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Sync
+    }
+
     fn needs_current(&self) -> NeedsCurrent {
         NeedsCurrent::No
     }
 
-    fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, extract: Extract<'_>) -> Result<()> {
+    fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
         let mut batch = WriteBatch::new();
         let mut added = 0;
         for &(seq, key, new) in ops {
-            if let Some(v) = new.and_then(extract) {
+            if let Some(v) = new.and_then(|raw| attrs.counted(raw)) {
                 self.tree.note_extent(&v, &mut batch);
                 batch.put(&entry_key(&v, key, seq), &tree::geometry(&v));
                 added += 1;
@@ -116,46 +155,40 @@ impl Strategy for Deli {
         Ok(())
     }
 
-    fn trees(&self) -> Vec<&IndexTree> {
-        vec![&self.tree]
-    }
-
-    fn query(
-        &self,
-        pinned: &[Snapshot],
-        q: &Query<'_>,
-        profile: &mut QueryProfile,
-    ) -> Result<Vec<Hit>> {
-        let snap = strategy::main_view(pinned, "deli")?;
-        let (cands, keys) = scan_entries(self.ty, &self.tree, snap, q, true, profile)?;
-        let entry_of: std::collections::HashMap<(Vec<u8>, u64), Vec<u8>> =
-            cands.iter().cloned().zip(keys).collect();
-        let (hits, stale) = strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?;
-        if !stale.is_empty() {
-            // A stale (key, seq) never becomes valid again: deleting its
-            // entry is safe whatever writes run concurrently.
-            let mut batch = WriteBatch::new();
-            for s in &stale {
-                if let Some(k) = entry_of.get(s) {
-                    batch.delete(k);
-                }
-            }
-            let n = batch.len() as u64;
-            self.tree.write(batch)?;
-            self.counters.repaired.fetch_add(n, Relaxed);
-            self.counters.add_entries(0, n);
-        }
-        Ok(hits)
-    }
-
     fn clear(&self) -> Result<()> {
         self.counters.entries.store(0, Relaxed);
         self.tree.clear()
     }
 
-    fn stats(&self, s: &mut IndexStats) {
+    fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
         self.counters.fill(s);
         s.disk_bytes = self.tree.disk_bytes();
         s.ts_last = Some(self.ts_last());
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::Scan
+    }
+
+    fn has_own_files(&self) -> bool {
+        true
+    }
+
+    fn flush(&self) -> Result<()> {
+        strategy::flush_trees(&self.trees())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        strategy::wait_trees(&self.trees())
+    }
+
+    fn compact(&self) -> Result<()> {
+        strategy::compact_trees(&self.trees())
+    }
+
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        strategy::query_trees(cx, &self.trees(), profile, |pinned, q, profile| {
+            self.query_pinned(pinned, q, profile)
+        })
     }
 }

@@ -56,13 +56,17 @@ use crate::sstable::filter::{hash64, BloomBuilder, BloomFilter};
 use crate::sstable::{BlockHandle, Table};
 use crate::version::FileMetaData;
 
-use super::{
-    lock, parse_doc, Hit, IndexDef, IndexInfo, IndexManager, IndexSide, IndexVersionState,
-    QueryOptions, QueryProfile, QueryView, Results,
-};
+use crate::cache::TableCache;
+use crate::version::Version;
 
-/// Strategy name.
-pub const NAME: &str = "embedded";
+use super::def::{parse_doc, IndexDef};
+use super::results::Results;
+use super::strategy::{
+    BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
+    WritePath,
+};
+use super::{lock, side, Hit, IndexStats, QueryProfile, QueryView};
+
 /// Default Bloom filter size per distinct value of a block: the paper's
 /// setting (Appendix C.1, Table 8).
 pub const DEFAULT_BITS_PER_KEY: usize = 100;
@@ -460,12 +464,56 @@ impl EmbeddedGlobal {
 }
 
 /// Pending per-table structures: built while a table is written, consumed
-/// when it is installed. Keyed by (index id, file number).
-pub(super) type Pending = Mutex<HashMap<(u32, u64), Arc<TableZones>>>;
+/// when it is installed. Keyed by file number.
+type Pending = Arc<Mutex<HashMap<u64, Arc<TableZones>>>>;
 
-/// One index's state while a table is built.
-struct PerIndex {
+/// The `embedded` strategy of one index.
+pub(crate) struct Embedded {
+    id: u32,
+    name: String,
+    ty: KeyType,
     /// 0: no filters (spatial types, or `bits_per_key=0`).
+    bits_per_key: usize,
+    tables: Arc<TableCache>,
+    pending: Pending,
+}
+
+impl Embedded {
+    /// Parameters: `bits_per_key` (see [`parse_params`]).
+    pub fn open(cx: &OpenCx<'_>) -> Result<Embedded> {
+        let bits = parse_params(&cx.spec.params)?;
+        let ty = cx.spec.key_type;
+        Ok(Embedded {
+            id: cx.id,
+            name: cx.spec.name.clone(),
+            ty,
+            bits_per_key: if ty.is_spatial() { 0 } else { bits },
+            tables: cx.tables.clone(),
+            pending: Arc::default(),
+        })
+    }
+
+    /// Reads and decodes this index's meta block in table `f` (`None` if
+    /// the table was written before the index existed).
+    fn read_table(&self, f: &FileMetaData) -> Result<Option<TableZones>> {
+        let t = self.tables.get(f.number, f.file_size)?;
+        let name = block_name(self.id);
+        let Some(bytes) = t.meta_block(&name)? else {
+            return Ok(None);
+        };
+        let mut z = decode(&bytes, self.ty, &format!("table {} block {name}", f.number))?;
+        z.disk_bytes = bytes.len() as u64;
+        Ok(Some(z))
+    }
+}
+
+/// Builds one `embedded` index's per-block zone maps and filters while a
+/// table is written.
+struct Builder {
+    id: u32,
+    ty: KeyType,
+    file: u64,
+    pending: Pending,
     bits_per_key: usize,
     zone: Option<Zone>,
     blocks: Vec<BuiltBlock>,
@@ -474,58 +522,44 @@ struct PerIndex {
     cur_zone: Option<Zone>,
     cur_values: u32,
     cur_encoded: Vec<Vec<u8>>,
-}
-
-/// Builds every `embedded` index's per-block zone maps and filters while a
-/// table is written (driven by the index table observer).
-pub(super) struct Builder {
-    defs: Vec<Arc<IndexDef>>,
-    per: Vec<PerIndex>,
     block: Option<BlockHandle>,
     continues: bool,
     last_key: Option<Vec<u8>>,
 }
 
 impl Builder {
-    pub fn new(defs: Vec<Arc<IndexDef>>) -> Builder {
-        let per = defs
-            .iter()
-            .map(|d| PerIndex {
-                bits_per_key: if d.spec.key_type.is_spatial() {
-                    0
-                } else {
-                    // Validated when the index was defined.
-                    parse_params(&d.spec.params).unwrap_or(DEFAULT_BITS_PER_KEY)
-                },
-                zone: None,
-                blocks: Vec::new(),
-                cur_zone: None,
-                cur_values: 0,
-                cur_encoded: Vec::new(),
-            })
-            .collect();
-        Builder {
-            defs,
-            per,
-            block: None,
-            continues: false,
-            last_key: None,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.defs.is_empty()
-    }
-
-    pub fn defs(&self) -> impl Iterator<Item = &Arc<IndexDef>> {
-        self.defs.iter()
-    }
-
-    /// Every entry of the table (any kind), in order, with its data block.
-    pub fn note_entry(&mut self, user_key: &[u8], block: BlockHandle) {
-        if self.defs.is_empty() {
+    fn close_block(&mut self) {
+        let Some(handle) = self.block else {
             return;
+        };
+        let Some(zone) = self.cur_zone.take() else {
+            return;
+        };
+        let bloom = (self.bits_per_key > 0).then(|| {
+            self.cur_encoded.sort_unstable();
+            self.cur_encoded.dedup();
+            let mut b = BloomBuilder::new(self.bits_per_key);
+            for e in self.cur_encoded.drain(..) {
+                b.add_key(&e);
+            }
+            b.finish()
+        });
+        match &mut self.zone {
+            Some(t) => t.widen(&zone),
+            None => self.zone = Some(zone.clone()),
         }
+        self.blocks.push(BuiltBlock {
+            handle,
+            continues: self.continues,
+            values: std::mem::take(&mut self.cur_values),
+            zone,
+            bloom,
+        });
+    }
+}
+
+impl TableIndexBuilder for Builder {
+    fn add(&mut self, user_key: &[u8], block: BlockHandle, attr: Option<IndexValue>) {
         if self.block != Some(block) {
             self.close_block();
             self.block = Some(block);
@@ -539,175 +573,182 @@ impl Builder {
             }
             None => self.last_key = Some(user_key.to_vec()),
         }
-    }
-
-    /// The value of the entry last passed to `note_entry` (a put), with its
-    /// JSON parse (`parse_doc` over all indexes of the observer).
-    pub fn add(&mut self, raw: &[u8], doc: Option<&std::result::Result<serde_json::Value, ()>>) {
-        for (d, p) in self.defs.iter().zip(self.per.iter_mut()) {
-            let Ok(v) = d.extract(raw, doc) else {
-                continue;
-            };
-            let enc = v.encode();
-            let z = Zone::of(&v, &enc);
-            match &mut p.cur_zone {
-                Some(c) => c.widen(&z),
-                None => p.cur_zone = Some(z),
-            }
-            p.cur_values += 1;
-            if p.bits_per_key > 0 {
-                p.cur_encoded.push(enc);
-            }
-        }
-    }
-
-    fn close_block(&mut self) {
-        let Some(handle) = self.block else {
+        let Some(v) = attr else {
             return;
         };
-        for p in &mut self.per {
-            let Some(zone) = p.cur_zone.take() else {
-                continue;
-            };
-            let bloom = (p.bits_per_key > 0).then(|| {
-                p.cur_encoded.sort_unstable();
-                p.cur_encoded.dedup();
-                let mut b = BloomBuilder::new(p.bits_per_key);
-                for e in p.cur_encoded.drain(..) {
-                    b.add_key(&e);
-                }
-                b.finish()
-            });
-            match &mut p.zone {
-                Some(t) => t.widen(&zone),
-                None => p.zone = Some(zone.clone()),
-            }
-            p.blocks.push(BuiltBlock {
-                handle,
-                continues: self.continues,
-                values: std::mem::take(&mut p.cur_values),
-                zone,
-                bloom,
-            });
+        let enc = v.encode();
+        let z = Zone::of(&v, &enc);
+        match &mut self.cur_zone {
+            Some(c) => c.widen(&z),
+            None => self.cur_zone = Some(z),
+        }
+        self.cur_values += 1;
+        if self.bits_per_key > 0 {
+            self.cur_encoded.push(enc);
         }
     }
 
-    /// The meta blocks of the table `file`; the decoded structures go to
-    /// `pending` until the table is installed.
-    pub fn finish(&mut self, pending: &Pending, file: u64) -> Result<Vec<(String, Vec<u8>)>> {
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
         self.close_block();
         self.block = None;
-        let mut out = Vec::with_capacity(self.defs.len());
-        for (d, p) in self.defs.iter().zip(self.per.iter_mut()) {
-            let ty = d.spec.key_type;
-            let name = block_name(d.id);
-            let blocks = std::mem::take(&mut p.blocks);
-            let bytes = encode(ty, p.bits_per_key > 0, p.zone.take().as_ref(), &blocks);
-            // What a reopen will read: decode the bytes rather than keep a
-            // second, unchecked copy of the structure.
-            let mut t = decode(&bytes, ty, &format!("table {file} block {name}"))?;
-            t.disk_bytes = bytes.len() as u64;
-            lock(pending).insert((d.id, file), Arc::new(t));
-            out.push((name, bytes));
-        }
-        Ok(out)
+        let name = block_name(self.id);
+        let blocks = std::mem::take(&mut self.blocks);
+        let bytes = encode(
+            self.ty,
+            self.bits_per_key > 0,
+            self.zone.take().as_ref(),
+            &blocks,
+        );
+        // What a reopen will read: decode the bytes rather than keep a
+        // second, unchecked copy of the structure.
+        let mut t = decode(
+            &bytes,
+            self.ty,
+            &format!("table {} block {name}", self.file),
+        )?;
+        t.disk_bytes = bytes.len() as u64;
+        lock(&self.pending).insert(self.file, Arc::new(t));
+        Ok(vec![(name, bytes)])
     }
 }
 
-/// Reads and decodes the meta block of index `def` in table `f` (`None`
-/// if the table was written before the index existed).
-fn read_table(mgr: &IndexManager, def: &IndexDef, f: &FileMetaData) -> Result<Option<TableZones>> {
-    let t = mgr.tables.get(f.number, f.file_size)?;
-    let name = block_name(def.id);
-    let Some(bytes) = t.meta_block(&name)? else {
-        return Ok(None);
-    };
-    let mut z = decode(
-        &bytes,
-        def.spec.key_type,
-        &format!("table {} block {name}", f.number),
-    )?;
-    z.disk_bytes = bytes.len() as u64;
-    Ok(Some(z))
-}
+impl IndexStrategy for Embedded {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Embedded
+    }
 
-/// The `embedded` part of a version install: the previous version's
-/// tables, minus those removed, plus those added (from what the observer
-/// built, or read back); a trivially moved table keeps its entry.
-pub(super) fn on_install(
-    mgr: &IndexManager,
-    prev: Option<&IndexVersionState>,
-    ev: &InstallEvent<'_>,
-) -> Result<BTreeMap<u32, Arc<EmbeddedGlobal>>> {
-    let mut out = BTreeMap::new();
-    let moved: HashSet<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
-    for d in mgr.defs().iter().filter(|d| d.spec.strategy == NAME) {
+    fn write_path(&self) -> WritePath {
+        WritePath::Tables
+    }
+
+    fn table_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+        Some(Box::new(Builder {
+            id: self.id,
+            ty: self.ty,
+            file,
+            pending: self.pending.clone(),
+            bits_per_key: self.bits_per_key,
+            zone: None,
+            blocks: Vec::new(),
+            cur_zone: None,
+            cur_values: 0,
+            cur_encoded: Vec::new(),
+            block: None,
+            continues: false,
+            last_key: None,
+        }))
+    }
+
+    /// The previous version's tables, minus those removed, plus those added
+    /// (from what the builder built, or read back); a trivially moved table
+    /// keeps its entry.
+    fn on_install(
+        &self,
+        prev: Option<&VersionSlot>,
+        ev: &InstallEvent<'_>,
+    ) -> Result<Option<VersionSlot>> {
         let mut g: EmbeddedGlobal = prev
-            .and_then(|p| p.embedded.get(&d.id))
-            .map(|g| (**g).clone())
+            .and_then(|p| p.downcast_ref::<EmbeddedGlobal>())
+            .cloned()
             .unwrap_or_default();
+        let moved: HashSet<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
         for (_, n) in ev.removed {
             if !moved.contains(n) {
                 g.tables.remove(n);
             }
         }
         for (_, f) in ev.added {
-            let pending = lock(&mgr.pending_embedded).remove(&(d.id, f.number));
+            let pending = lock(&self.pending).remove(&f.number);
             match pending {
                 Some(t) => {
                     g.tables.insert(f.number, t);
                 }
                 None if g.tables.contains_key(&f.number) => {}
                 None => {
-                    if let Some(t) = read_table(mgr, d, f)? {
+                    if let Some(t) = self.read_table(f)? {
                         g.tables.insert(f.number, Arc::new(t));
                     }
                 }
             }
         }
-        out.insert(d.id, Arc::new(g));
+        Ok(Some(Arc::new(g)))
     }
-    Ok(out)
-}
 
-/// The `embedded` part of the recovered version: every live table's meta
-/// block, read and decoded. A ready index must cover every table.
-pub(super) fn on_recover(
-    mgr: &IndexManager,
-    defs: &[Arc<IndexDef>],
-    files: &[(usize, Arc<FileMetaData>)],
-) -> Result<BTreeMap<u32, Arc<EmbeddedGlobal>>> {
-    let mut out = BTreeMap::new();
-    for d in defs.iter().filter(|d| d.spec.strategy == NAME) {
+    /// Every live table's meta block, read and decoded. A ready index must
+    /// cover every table.
+    fn on_recover(
+        &self,
+        files: &[(usize, Arc<FileMetaData>)],
+        ready: bool,
+    ) -> Result<Option<VersionSlot>> {
         let mut g = EmbeddedGlobal::default();
         for (_, f) in files {
-            match read_table(mgr, d, f)? {
+            match self.read_table(f)? {
                 Some(t) => {
                     g.tables.insert(f.number, Arc::new(t));
                 }
-                None if d.is_ready() => {
+                None if ready => {
                     return Err(Error::corruption(format!(
                         "table {} lacks the block {} of ready index {:?}",
                         f.number,
-                        block_name(d.id),
-                        d.spec.name
+                        block_name(self.id),
+                        self.name
                     )))
                 }
                 None => {}
             }
         }
-        out.insert(d.id, Arc::new(g));
+        Ok(Some(Arc::new(g)))
     }
-    Ok(out)
-}
 
-/// Fills the sizes of `embedded` indexes in `infos`.
-pub(super) fn fill_infos(infos: &mut [IndexInfo], state: Option<&IndexVersionState>) {
-    for i in infos.iter_mut().filter(|i| i.spec.strategy == NAME) {
-        let g = state.and_then(|s| s.embedded.get(&i.id));
-        i.stats.global_entries = g.map_or(0, |g| g.entries() as u64);
-        i.stats.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64);
-        i.stats.disk_bytes = g.map_or(0, |g| g.disk_bytes());
+    fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
+        let g = slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>());
+        version
+            .all_files()
+            .all(|(_, f)| g.is_some_and(|g| g.tables.contains_key(&f.number)))
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::RewriteTables
+    }
+
+    /// Algorithms 5 and 8: memtables, then tables level by level.
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        cx.view.pause();
+        let empty = EmbeddedGlobal::default();
+        let global = cx.slot_as::<EmbeddedGlobal>().unwrap_or(&empty);
+        let def = cx.def;
+        let mut s = Search {
+            def,
+            pred: cx.pred,
+            view: cx.view,
+            keys_only: cx.opts.keys_only,
+            acc: Results::new(cx.opts.limit),
+            validations: 0,
+            stale: 0,
+            exact: 0,
+            blocks_read: 0,
+        };
+        s.memtables();
+        let r = s.tables(global, profile);
+        let c = &def.counters;
+        c.validations.fetch_add(s.validations, Relaxed);
+        c.failed.fetch_add(s.stale, Relaxed);
+        c.exact.fetch_add(s.exact, Relaxed);
+        r?;
+        profile.data_blocks_read += s.blocks_read;
+        profile.candidates = s.validations;
+        profile.stale = s.stale;
+        let (hits, min_blocks) = s.acc.finish();
+        profile.min_data_blocks = min_blocks;
+        Ok(hits)
+    }
+
+    fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats) {
+        let g = slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>());
+        s.global_entries = g.map_or(0, |g| g.entries() as u64);
+        s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64);
+        s.disk_bytes = g.map_or(0, |g| g.disk_bytes());
     }
 }
 
@@ -739,13 +780,7 @@ impl Search<'_, '_> {
     fn memtables(&mut self) {
         let snapshot = self.view.snapshot;
         for (i, m) in self.view.mems.iter().enumerate() {
-            let Some(side) = m
-                .side()
-                .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
-            else {
-                continue;
-            };
-            for (key, seq) in side.query(self.def.id, self.pred) {
+            for (key, seq) in side::candidates(m, self.def.id, self.pred) {
                 if seq > snapshot || self.acc.full_before(seq) {
                     continue;
                 }
@@ -923,44 +958,6 @@ impl Search<'_, '_> {
     }
 }
 
-/// Answers a query on an `embedded` index (Algorithms 5 and 8).
-pub(super) fn query(
-    def: &IndexDef,
-    pred: &Predicate,
-    opts: QueryOptions,
-    view: &QueryView<'_>,
-    profile: &mut QueryProfile,
-) -> Result<Vec<Hit>> {
-    let empty = EmbeddedGlobal::default();
-    let global = IndexManager::state_of(&view.version)
-        .and_then(|s| s.embedded.get(&def.id))
-        .map_or(&empty, |g| &**g);
-    let mut s = Search {
-        def,
-        pred,
-        view,
-        keys_only: opts.keys_only,
-        acc: Results::new(opts.limit),
-        validations: 0,
-        stale: 0,
-        exact: 0,
-        blocks_read: 0,
-    };
-    s.memtables();
-    let r = s.tables(global, profile);
-    let c = &def.counters;
-    c.validations.fetch_add(s.validations, Relaxed);
-    c.failed.fetch_add(s.stale, Relaxed);
-    c.exact.fetch_add(s.exact, Relaxed);
-    r?;
-    profile.data_blocks_read += s.blocks_read;
-    profile.candidates = s.validations;
-    profile.stale = s.stale;
-    let (hits, min_blocks) = s.acc.finish();
-    profile.min_data_blocks = min_blocks;
-    Ok(hits)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1127,11 +1124,11 @@ mod tests {
         let db = Db::open(dir, opts).unwrap();
         db.create_index(
             IndexSpec::field("by_n", "n", KeyType::I64)
-                .strategy(NAME)
+                .strategy("embedded")
                 .param("bits_per_key", bits),
         )
         .unwrap();
-        db.create_index(IndexSpec::field("by_p", "p", KeyType::Point).strategy(NAME))
+        db.create_index(IndexSpec::field("by_p", "p", KeyType::Point).strategy("embedded"))
             .unwrap();
         db
     }
@@ -1263,7 +1260,7 @@ mod tests {
         let mut db = Db::open(dir.path(), opts.clone()).unwrap();
         db.create_index(IndexSpec::field("n_next", "n", KeyType::I64))
             .unwrap();
-        db.create_index(IndexSpec::field("n_emb", "n", KeyType::I64).strategy(NAME))
+        db.create_index(IndexSpec::field("n_emb", "n", KeyType::I64).strategy("embedded"))
             .unwrap();
         let mut x = 7u64;
         let mut rnd = |m: u64| {
@@ -1301,7 +1298,7 @@ mod tests {
                 }
             }
         }
-        db.create_index(IndexSpec::field("p_emb", "p", KeyType::Point).strategy(NAME))
+        db.create_index(IndexSpec::field("p_emb", "p", KeyType::Point).strategy("embedded"))
             .unwrap();
         for name in ["n_next", "n_emb", "p_emb"] {
             let c = db.check_index(name).unwrap();
@@ -1337,7 +1334,7 @@ mod tests {
         assert!(hits.iter().all(|h| h.key.as_slice() >= b"k0015".as_slice()));
         assert_eq!(p.stale, 15, "{p:?}");
         let after = db.indexes();
-        let s = |v: &[IndexInfo]| {
+        let s = |v: &[crate::index::IndexInfo]| {
             v.iter()
                 .find(|i| i.spec.name == "by_n")
                 .unwrap()

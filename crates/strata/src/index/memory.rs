@@ -27,14 +27,23 @@
 //! Nothing is persisted: the structure is rebuilt at every open (and when
 //! the index is created) by one scan of the database.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering::Relaxed;
 
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, RTreeObject, AABB};
 
+use crate::error::{Error, Result};
 use crate::key::SeqNo;
 
+use super::def::Attrs;
+use super::strategy::{
+    self, BuildMethod, Current, IndexStrategy, NeedsCurrent, OpenCx, QueryCx, StrategyKind,
+    VersionSlot, WritePath,
+};
 use super::value::{IndexValue, KeyType, Predicate};
+use super::{Hit, IndexStats, OpRef, QueryProfile};
 
 /// One spatial entry: the attribute's rectangle (a point is a degenerate
 /// rectangle) with (primary key, sequence number).
@@ -53,7 +62,7 @@ enum Tree {
 /// One index's in-RAM structure. Callers serialize writers (the write-group
 /// leader, or a rebuild while writes are paused); the inner lock only makes
 /// the sharing with readers sound.
-pub(crate) struct MemoryIndex {
+struct MemoryIndex {
     key_type: KeyType,
     inner: std::sync::RwLock<Inner>,
 }
@@ -147,7 +156,7 @@ impl Inner {
 }
 
 /// A change to one index's structure.
-pub(crate) struct Editor<'a> {
+struct Editor<'a> {
     inner: std::sync::RwLockWriteGuard<'a, Inner>,
 }
 
@@ -223,6 +232,142 @@ impl MemoryIndex {
     /// Estimated RAM of the entries (keys, values, container overhead).
     pub fn memory_bytes(&self) -> u64 {
         self.inner.read().unwrap_or_else(|e| e.into_inner()).bytes as u64
+    }
+}
+
+/// The `memory` strategy of one index.
+pub(crate) struct Memory {
+    index: MemoryIndex,
+}
+
+impl Memory {
+    /// Takes no parameters.
+    pub fn open(cx: &OpenCx<'_>) -> Result<Memory> {
+        strategy::no_params(StrategyKind::Memory.name(), cx.params)?;
+        Ok(Memory {
+            index: MemoryIndex::new(cx.spec.key_type),
+        })
+    }
+}
+
+impl IndexStrategy for Memory {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Memory
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Sync
+    }
+
+    fn needs_current(&self) -> NeedsCurrent {
+        NeedsCurrent::All
+    }
+
+    /// For each operation, removes the entry of the key's current attribute
+    /// and, for a put, inserts the new one. `current` holds, for every key
+    /// of `ops`, its newest record before the batch; later operations on a
+    /// key see the earlier ones of the same batch.
+    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
+        let mut ed = self.index.edit();
+        // Each key's attribute after the operations so far.
+        let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
+        for &(seq, key, new) in ops {
+            let old = match latest.remove(key) {
+                Some(a) => a,
+                None => match current.get(key) {
+                    Some(Some((_, raw))) => attrs.get(raw).ok(),
+                    _ => None,
+                },
+            };
+            if let Some(v) = &old {
+                ed.remove(v, key);
+            }
+            let new_attr = new.and_then(|raw| attrs.counted(raw));
+            if let Some(v) = &new_attr {
+                ed.insert(v, key, seq);
+            }
+            latest.insert(key, new_attr);
+        }
+        Ok(())
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::Scan
+    }
+
+    fn rebuilt_at_open(&self) -> bool {
+        true
+    }
+
+    fn clear(&self) -> Result<()> {
+        self.index.clear();
+        Ok(())
+    }
+
+    /// Candidates from the structure at a snapshot pinned under the sync
+    /// guard (so they are exactly the matching live records at that
+    /// snapshot), newest first, then one batched fetch of the records (or
+    /// of the top K) at that snapshot.
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        let (def, view, opts) = (cx.def, cx.view, cx.opts);
+        let (snap, mut cands) = cx.pin_with(|| self.index.query(cx.pred));
+        let at = snap.sequence();
+        // Defensive: a failed write (database now read-only) may have
+        // edited the structure without publishing its sequence numbers.
+        cands.retain(|(_, s)| *s <= at);
+        cands.sort_unstable_by_key(|(_, s)| Reverse(*s));
+        if let Some(k) = opts.limit {
+            cands.truncate(k);
+        }
+        profile.candidates = cands.len() as u64;
+        if opts.keys_only {
+            return Ok(cands
+                .into_iter()
+                .map(|(key, seq)| Hit {
+                    key,
+                    value: None,
+                    seq,
+                })
+                .collect());
+        }
+        let keys: Vec<&[u8]> = cands.iter().map(|(k, _)| k.as_slice()).collect();
+        let before = (view.data_blocks_read)();
+        let found = (view.fetch)(&keys, at)?;
+        // Counted from the shared engine counters: concurrent queries may
+        // add to it. `min_data_blocks` is left 0: the batched fetch does not
+        // report which block each record came from.
+        profile.data_blocks_read = (view.data_blocks_read)().saturating_sub(before);
+        drop(snap);
+        def.counters
+            .validations
+            .fetch_add(cands.len() as u64, Relaxed);
+        let mut hits = Vec::with_capacity(cands.len());
+        for ((key, seq), f) in cands.into_iter().zip(found) {
+            // Every candidate is the live version at the snapshot: the
+            // fetch confirms it (a mismatch is a bug, reported, not hidden).
+            match f {
+                Some((s, value)) if s == seq => hits.push(Hit {
+                    key,
+                    value: Some(value),
+                    seq,
+                }),
+                other => {
+                    def.counters.failed.fetch_add(1, Relaxed);
+                    return Err(Error::corruption(format!(
+                        "memory index {:?} holds key {:?} at seq {seq}, the data has {:?}",
+                        def.spec.name,
+                        String::from_utf8_lossy(&key),
+                        other.map(|(s, _)| s)
+                    )));
+                }
+            }
+        }
+        Ok(hits)
+    }
+
+    fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
+        s.global_entries = self.index.entries();
+        s.memory_bytes = self.index.memory_bytes();
     }
 }
 

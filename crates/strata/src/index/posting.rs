@@ -38,11 +38,12 @@ use crate::db::Snapshot;
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::merge::{ComponentEvent, MergeOperator};
-use crate::options::Options;
 use crate::WriteBatch;
 
+use super::def::Attrs;
 use super::strategy::{
-    self, Cand, Check, Counters, Current, Extract, NeedsCurrent, Query, Strategy,
+    self, BuildMethod, Cand, Check, Counters, Current, IndexStrategy, NeedsCurrent, OpenCx, Query,
+    QueryCx, StrategyKind, VersionSlot, WritePath,
 };
 use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType, Predicate};
@@ -171,21 +172,14 @@ pub(crate) struct Posting {
 }
 
 impl Posting {
-    pub fn open(
-        dir: &std::path::Path,
-        ty: KeyType,
-        eager: bool,
-        params: &[(String, String)],
-        opts: &Options,
-    ) -> Result<Posting> {
-        strategy::no_params(
-            if eager {
-                "posting-eager"
-            } else {
-                "posting-lazy"
-            },
-            params,
-        )?;
+    pub fn open(cx: &OpenCx<'_>, eager: bool) -> Result<Posting> {
+        let (dir, ty, params, opts) = (cx.dir, cx.spec.key_type, cx.params, cx.tree_opts);
+        let kind = if eager {
+            StrategyKind::PostingEager
+        } else {
+            StrategyKind::PostingLazy
+        };
+        strategy::no_params(kind.name(), params)?;
         let tree = if eager {
             IndexTree::open(dir.join("tree"), opts.clone())?
         } else {
@@ -204,7 +198,7 @@ impl Posting {
         &self,
         ops: &[OpRef<'_>],
         current: &Current<'_>,
-        extract: Extract<'_>,
+        attrs: &Attrs<'_>,
     ) -> Result<()> {
         let mut batch = WriteBatch::new();
         // Lists read or edited by this batch.
@@ -225,7 +219,7 @@ impl Posting {
             let old = match latest.remove(key) {
                 Some(o) => o,
                 None => match current.get(key) {
-                    Some(Some((_, raw))) => Some(extract(raw)),
+                    Some(Some((_, raw))) => Some(attrs.get(raw).ok()),
                     _ => None,
                 },
             };
@@ -238,7 +232,7 @@ impl Posting {
                     removed += (n - l.len()) as u64;
                 }
             }
-            let new_attr = new.and_then(extract);
+            let new_attr = new.and_then(|raw| attrs.counted(raw));
             if let Some(v) = &new_attr {
                 self.tree.note_extent(v, &mut batch);
                 let lk = list_key(v);
@@ -406,7 +400,7 @@ impl Posting {
         &self,
         ops: &[OpRef<'_>],
         current: &Current<'_>,
-        extract: Extract<'_>,
+        attrs: &Attrs<'_>,
     ) -> Result<()> {
         let mut batch = WriteBatch::new();
         let (mut added, mut removed) = (0, 0);
@@ -416,7 +410,7 @@ impl Posting {
         for &(seq, key, new) in ops {
             match new {
                 Some(raw) => {
-                    let v = extract(raw);
+                    let v = attrs.counted(raw);
                     if let Some(v) = &v {
                         self.tree.note_extent(v, &mut batch);
                         batch.merge(&list_key(v), &encode_lazy(&[(key.to_vec(), seq, false)]));
@@ -428,7 +422,7 @@ impl Posting {
                     let old = match latest.remove(key) {
                         Some(o) => o,
                         None => match current.get(key) {
-                            Some(Some((_, raw))) => extract(raw),
+                            Some(Some((_, raw))) => attrs.get(raw).ok(),
                             _ => None,
                         },
                     };
@@ -446,34 +440,18 @@ impl Posting {
     }
 }
 
-impl Strategy for Posting {
-    fn needs_current(&self) -> NeedsCurrent {
-        if self.eager {
-            NeedsCurrent::All
-        } else {
-            NeedsCurrent::Deletes
-        }
-    }
-
-    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()> {
-        if self.eager {
-            self.apply_eager(ops, current, extract)
-        } else {
-            self.apply_lazy(ops, current, extract)
-        }
-    }
-
+impl Posting {
     fn trees(&self) -> Vec<&IndexTree> {
         vec![&self.tree]
     }
 
-    fn query(
+    fn query_pinned(
         &self,
         pinned: &[Snapshot],
         q: &Query<'_>,
         profile: &mut QueryProfile,
     ) -> Result<Vec<Hit>> {
-        let snap = strategy::main_view(pinned, "posting")?;
+        let snap = strategy::main_view(pinned, self.kind().name())?;
         let before = self.tree.blocks_read();
         let ranges = tree::key_ranges(q.pred, self.tree.extent());
         let hits = match (q.pred, q.opts.limit) {
@@ -500,6 +478,36 @@ impl Strategy for Posting {
         profile.index_blocks_read += self.tree.blocks_read().saturating_sub(before);
         Ok(hits)
     }
+}
+
+impl IndexStrategy for Posting {
+    fn kind(&self) -> StrategyKind {
+        if self.eager {
+            StrategyKind::PostingEager
+        } else {
+            StrategyKind::PostingLazy
+        }
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Sync
+    }
+
+    fn needs_current(&self) -> NeedsCurrent {
+        if self.eager {
+            NeedsCurrent::All
+        } else {
+            NeedsCurrent::Deletes
+        }
+    }
+
+    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
+        if self.eager {
+            self.apply_eager(ops, current, attrs)
+        } else {
+            self.apply_lazy(ops, current, attrs)
+        }
+    }
 
     /// Lazy: the build wrote the lists' fragments in key order, not in
     /// sequence order; a full compaction merges each list into one value,
@@ -516,9 +524,35 @@ impl Strategy for Posting {
         self.tree.clear()
     }
 
-    fn stats(&self, s: &mut IndexStats) {
+    fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
         self.counters.fill(s);
         s.disk_bytes = self.tree.disk_bytes();
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::Scan
+    }
+
+    fn has_own_files(&self) -> bool {
+        true
+    }
+
+    fn flush(&self) -> Result<()> {
+        strategy::flush_trees(&self.trees())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        strategy::wait_trees(&self.trees())
+    }
+
+    fn compact(&self) -> Result<()> {
+        strategy::compact_trees(&self.trees())
+    }
+
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        strategy::query_trees(cx, &self.trees(), profile, |pinned, q, profile| {
+            self.query_pinned(pinned, q, profile)
+        })
     }
 }
 

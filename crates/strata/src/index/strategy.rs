@@ -1,33 +1,330 @@
-//! The interface between the index framework ([`super::IndexManager`]) and
-//! the strategies that keep a structure of their own, maintained on the
-//! write path: the stand-alone strategies on a secondary LSM tree
-//! (`composite`, `deli`, `posting-eager`, `posting-lazy`, see [`super::tree`]).
-//! NEXT and Embedded instead build per-table blocks through the table
-//! observer, and `memory` keeps its in-RAM structure; the manager drives
-//! those directly.
+//! The one interface between the index framework ([`super::IndexManager`])
+//! and every strategy, and the registry that opens a strategy by kind.
+//!
+//! A strategy is one module implementing [`IndexStrategy`]: `next`
+//! (NEXT), `embedded` (LevelDB++ §3), `memory` (the Eager baseline),
+//! `composite` (Luo & Carey §3–4), `deli` (DELI) and `posting`
+//! (LevelDB++ §4, eager and lazy). The framework parses each record's JSON
+//! once, routes the engine's events to the strategies that ask for them
+//! ([`WritePath`], [`IndexStrategy::table_builder`],
+//! [`IndexStrategy::wants_dropped`]), carries each strategy's per-version
+//! state with the version, and persists definitions.
 //!
 //! Calling contract (the manager guarantees it):
-//! * [`Strategy::apply`] is called by the primary's write-group leader for
-//!   every batch, before the batch enters the memtable and while the
-//!   manager's sync guard is held for writing, which the leader releases
-//!   only after publishing the batch's last sequence number. Only one
-//!   `apply` (or `replay`, or a build) runs at a time.
-//! * [`Strategy::pin`] is called under the guard's read side, with the
-//!   query's primary snapshot pinned in the same critical section: the pinned
-//!   views reflect exactly the writes up to that snapshot.
-//! * [`Strategy::flush`] is called before the primary installs a flush,
-//!   after the primary fsynced its WAL.
+//! * [`IndexStrategy::apply`] (strategies with [`WritePath::Sync`]) is
+//!   called by the primary's write-group leader for every batch, before
+//!   the batch enters the memtable and while the manager's sync guard is
+//!   held for writing, which the leader releases only after publishing the
+//!   batch's last sequence number. Only one `apply` (or replay, or build)
+//!   runs at a time.
+//! * [`WritePath::Tables`] strategies see writes through the memtable side
+//!   structure and the tables built from it: [`IndexStrategy::table_builder`]
+//!   for every table written (flush or compaction), then
+//!   [`IndexStrategy::on_install`] when the table's version is installed.
+//! * [`IndexStrategy::query`] runs at the snapshot of its [`QueryCx`]; a
+//!   strategy with a structure of its own pins it with
+//!   [`QueryCx::pin_with`], which holds the sync guard's read side while it
+//!   pins the primary snapshot, so the pinned views reflect exactly the
+//!   writes up to that snapshot.
+//! * [`IndexStrategy::flush`] is called before the primary installs a
+//!   flush, after the primary fsynced its WAL.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
+use crate::cache::TableCache;
 use crate::db::{Snapshot, Versioned};
 use crate::error::{Error, Result};
+use crate::hooks::InstallEvent;
 use crate::key::SeqNo;
+use crate::sstable::BlockHandle;
+use crate::version::{FileMetaData, Version};
 
+use super::def::{Attrs, IndexDef};
+use super::memo::Memo;
 use super::tree::IndexTree;
 use super::value::{IndexValue, Predicate};
-use super::{Hit, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView};
+use super::{Hit, IndexSpec, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView, SyncGate};
+
+/// Every strategy, by the name [`IndexSpec::strategy`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StrategyKind {
+    Next,
+    Memory,
+    Embedded,
+    Composite,
+    Deli,
+    PostingEager,
+    PostingLazy,
+}
+
+impl StrategyKind {
+    /// Every kind, in the order the documentation lists them.
+    pub const ALL: [StrategyKind; 7] = [
+        StrategyKind::Next,
+        StrategyKind::Memory,
+        StrategyKind::Embedded,
+        StrategyKind::Composite,
+        StrategyKind::Deli,
+        StrategyKind::PostingEager,
+        StrategyKind::PostingLazy,
+    ];
+
+    /// The name used in [`IndexSpec::strategy`], the CLI and the MANIFEST.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Next => "next",
+            StrategyKind::Memory => "memory",
+            StrategyKind::Embedded => "embedded",
+            StrategyKind::Composite => "composite",
+            StrategyKind::Deli => "deli",
+            StrategyKind::PostingEager => "posting-eager",
+            StrategyKind::PostingLazy => "posting-lazy",
+        }
+    }
+
+    /// The kind named `name`; a clear error listing the names otherwise.
+    pub fn parse(name: &str) -> Result<StrategyKind> {
+        StrategyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = StrategyKind::ALL.iter().map(|k| k.name()).collect();
+                Error::invalid(format!(
+                    "unknown index strategy {name:?} (available: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// What a strategy is opened with.
+pub(crate) struct OpenCx<'a> {
+    pub id: u32,
+    pub spec: &'a IndexSpec,
+    /// The spec's parameters, in order.
+    pub params: &'a [(String, String)],
+    /// `index-<id>/` in the database directory (stand-alone trees).
+    pub dir: &'a std::path::Path,
+    /// Options of stand-alone trees.
+    pub tree_opts: &'a crate::Options,
+    pub tables: &'a Arc<TableCache>,
+    pub gate: &'a Arc<SyncGate>,
+}
+
+/// The registry: opens the strategy of `kind`, which parses and checks its
+/// parameters (a clear error for an unknown or invalid one).
+pub(crate) fn open(kind: StrategyKind, cx: &OpenCx<'_>) -> Result<Arc<dyn IndexStrategy>> {
+    Ok(match kind {
+        StrategyKind::Next => Arc::new(super::next::Next::open(cx)?),
+        StrategyKind::Memory => Arc::new(super::memory::Memory::open(cx)?),
+        StrategyKind::Embedded => Arc::new(super::embedded::Embedded::open(cx)?),
+        StrategyKind::Composite => Arc::new(super::composite::Composite::open(cx)?),
+        StrategyKind::Deli => Arc::new(super::deli::Deli::open(cx)?),
+        StrategyKind::PostingEager => Arc::new(super::posting::Posting::open(cx, true)?),
+        StrategyKind::PostingLazy => Arc::new(super::posting::Posting::open(cx, false)?),
+    })
+}
+
+/// How writes reach a strategy's structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WritePath {
+    /// Through the memtable side structure and per-table structures built
+    /// while tables are written (NEXT, embedded).
+    Tables,
+    /// [`IndexStrategy::apply`] by the write leader, synchronously
+    /// (`memory` and the stand-alone trees).
+    Sync,
+}
+
+/// How an index is built over data that existed before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BuildMethod {
+    /// Rewrite every table (a full compaction) so that each carries the
+    /// index's structures.
+    RewriteTables,
+    /// With writes paused: [`IndexStrategy::clear`], then every live record
+    /// through [`IndexStrategy::apply`] (as puts of new keys), then
+    /// [`IndexStrategy::after_build`].
+    Scan,
+}
+
+/// A strategy's state carried by one version (immutable once installed).
+pub(crate) type VersionSlot = Arc<dyn Any + Send + Sync>;
+
+/// Builds one index's structures for one table while it is written.
+pub(crate) trait TableIndexBuilder: Send {
+    /// Every entry of the table, in order, with the handle of its data
+    /// block; `attr` is the entry's attribute for a put whose value has
+    /// one, else `None`.
+    fn add(&mut self, user_key: &[u8], block: BlockHandle, attr: Option<IndexValue>);
+
+    /// The meta blocks to store in the table. The builder keeps what the
+    /// strategy needs until the table is installed.
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>>;
+}
+
+/// One secondary-index strategy. Defaults are "does not take part".
+pub(crate) trait IndexStrategy: Send + Sync {
+    fn kind(&self) -> StrategyKind;
+
+    // ---- write path ----------------------------------------------------
+
+    fn write_path(&self) -> WritePath;
+
+    /// True if queries validate with the update memo, which writes then
+    /// maintain (NEXT).
+    fn uses_memo(&self) -> bool {
+        false
+    }
+
+    /// Which records a batch overwrites [`IndexStrategy::apply`] needs.
+    fn needs_current(&self) -> NeedsCurrent {
+        NeedsCurrent::No
+    }
+
+    /// Maintains the structure for one batch (see the module contract);
+    /// `current` holds the records [`IndexStrategy::needs_current`] asked
+    /// for, `attrs` extracts attributes.
+    fn apply(&self, _ops: &[OpRef<'_>], _current: &Current<'_>, _attrs: &Attrs<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    // ---- tables and compactions ------------------------------------------
+
+    /// A builder of this index's structures for table `file`.
+    fn table_builder(&self, _file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+        None
+    }
+
+    /// True if the strategy consumes the primary's dropped-versions stream.
+    fn wants_dropped(&self) -> bool {
+        false
+    }
+
+    /// Versions a primary compaction is about to drop; called before the
+    /// compaction installs.
+    fn on_dropped(&self, _dropped: Vec<DroppedEntry>) -> Result<()> {
+        Ok(())
+    }
+
+    // ---- versions ----------------------------------------------------------
+
+    /// This index's state in the version `ev` installs, from its state in
+    /// the previous version.
+    fn on_install(
+        &self,
+        _prev: Option<&VersionSlot>,
+        _ev: &InstallEvent<'_>,
+    ) -> Result<Option<VersionSlot>> {
+        Ok(None)
+    }
+
+    /// This index's state in the recovered version of live `files`; a
+    /// `ready` index must cover every one of them.
+    fn on_recover(
+        &self,
+        _files: &[(usize, Arc<FileMetaData>)],
+        _ready: bool,
+    ) -> Result<Option<VersionSlot>> {
+        Ok(None)
+    }
+
+    /// True if `version` (whose state for this index is `slot`) is fully
+    /// indexed: checked after a [`BuildMethod::RewriteTables`] build.
+    fn covers(&self, _slot: Option<&VersionSlot>, _version: &Version) -> bool {
+        true
+    }
+
+    // ---- builds --------------------------------------------------------------
+
+    fn build_method(&self) -> BuildMethod;
+
+    /// True if the structure lives in RAM only and is rebuilt (by
+    /// [`BuildMethod::Scan`]) at every open.
+    fn rebuilt_at_open(&self) -> bool {
+        false
+    }
+
+    /// Empties the structure before a [`BuildMethod::Scan`] build.
+    fn clear(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called once a scan build has applied every record, while writes are
+    /// still paused (after [`IndexStrategy::flush`]).
+    fn after_build(&self) -> Result<()> {
+        Ok(())
+    }
+
+    // ---- stand-alone trees -------------------------------------------------
+
+    /// True if the strategy keeps files of its own in `index-<id>/`
+    /// ([`OpenCx::dir`]), removed when the index is dropped.
+    fn has_own_files(&self) -> bool {
+        false
+    }
+
+    /// Makes the structure durable (see the module contract).
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Waits until the structure has no background work pending.
+    fn wait_idle(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Compacts the structure completely (a full `compact_range`).
+    fn compact(&self) -> Result<()> {
+        Ok(())
+    }
+
+    // ---- queries and statistics ---------------------------------------------
+
+    /// Answers one query (see `index` for the result contract).
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>>;
+
+    /// Fills the strategy's fields of `s` (entries, sizes, validations);
+    /// `slot` is its state in the current version.
+    fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats);
+}
+
+pub(crate) struct QueryCx<'a> {
+    pub def: &'a IndexDef,
+    pub pred: &'a Predicate,
+    pub opts: QueryOptions,
+    /// The components and the pinned snapshot of the query.
+    pub view: &'a QueryView<'a>,
+    /// The index's state in `view.version`.
+    pub slot: Option<&'a VersionSlot>,
+    /// The index-state generation of `view.version` (memo validation).
+    pub generation: u64,
+    pub memo: &'a std::sync::RwLock<Memo>,
+    pub(super) gate: &'a SyncGate,
+}
+
+impl QueryCx<'_> {
+    /// Runs `f` (which pins or reads the strategy's own structure) under the
+    /// sync guard's read side, together with pinning a primary snapshot at
+    /// the latest published sequence number: `f` sees exactly the writes up
+    /// to that snapshot. Then runs the test pause (`QueryView::pause`).
+    pub fn pin_with<T>(&self, f: impl FnOnce() -> T) -> (Snapshot, T) {
+        let out = {
+            let _g = super::read(&self.gate.guard);
+            ((self.view.pin_latest)(), f())
+        };
+        self.view.pause();
+        out
+    }
+
+    /// The index's state in the query's version, as the strategy's type.
+    pub fn slot_as<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.slot.and_then(|s| s.downcast_ref::<T>())
+    }
+}
 
 /// The record each key of a batch had before the batch (`None`: absent or
 /// deleted); filled for the keys [`NeedsCurrent`] asks for.
@@ -59,9 +356,6 @@ impl NeedsCurrent {
     }
 }
 
-/// Extracts the index's attribute from a record (`None`: not indexed).
-pub(crate) type Extract<'a> = &'a dyn Fn(&[u8]) -> Option<IndexValue>;
-
 /// A candidate: primary key and the sequence number of the version the
 /// index entry describes.
 pub(crate) type Cand = (Vec<u8>, SeqNo);
@@ -69,68 +363,9 @@ pub(crate) type Cand = (Vec<u8>, SeqNo);
 /// A dropped version's key, sequence number and attribute.
 pub(crate) type DroppedEntry = (Vec<u8>, SeqNo, IndexValue);
 
-pub(crate) trait Strategy: Send + Sync {
-    /// Which records the batch overwrites [`Strategy::apply`] needs.
-    fn needs_current(&self) -> NeedsCurrent;
-
-    /// Maintains the structure for one batch (see the module contract).
-    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, extract: Extract<'_>) -> Result<()>;
-
-    /// True if the strategy consumes the primary's dropped-versions stream.
-    fn wants_dropped(&self) -> bool {
-        false
-    }
-
-    /// Versions a primary compaction is about to drop; called before the
-    /// compaction installs.
-    fn on_dropped(&self, _dropped: Vec<DroppedEntry>) -> Result<()> {
-        Ok(())
-    }
-
-    /// The strategy's trees, the main one first.
-    fn trees(&self) -> Vec<&IndexTree>;
-
-    /// Makes the structure durable (see the module contract).
-    fn flush(&self) -> Result<()> {
-        self.trees().iter().try_for_each(|t| t.flush())
-    }
-
-    /// Waits until the structure has no background work pending.
-    fn wait_idle(&self) -> Result<()> {
-        self.trees()
-            .iter()
-            .try_for_each(|t| t.db.wait_for_compactions())
-    }
-
-    /// Pins the structure's views for one query: a snapshot of each tree,
-    /// in the order of [`Strategy::trees`].
-    fn pin(&self) -> Vec<Snapshot> {
-        self.trees().iter().map(|t| t.db.snapshot()).collect()
-    }
-
-    /// Answers a query against the views `pinned` and the primary snapshot
-    /// `snapshot` (see `index` for the result contract).
-    fn query(
-        &self,
-        pinned: &[Snapshot],
-        q: &Query<'_>,
-        profile: &mut QueryProfile,
-    ) -> Result<Vec<Hit>>;
-
-    /// Empties the structure before a build over existing data.
-    fn clear(&self) -> Result<()>;
-
-    /// Called once a build over existing data has written (and flushed)
-    /// every entry, while writes are still paused.
-    fn after_build(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// Fills this strategy's fields of `s` (entries, sizes, validations).
-    fn stats(&self, s: &mut IndexStats);
-}
-
-/// One query as a strategy sees it.
+/// A query on a strategy's own structure pinned with
+/// [`QueryCx::pin_with`]: the predicate, the options, the view, and the
+/// primary snapshot pinned with the structure.
 pub(crate) struct Query<'a> {
     pub pred: &'a Predicate,
     pub opts: QueryOptions,
@@ -295,6 +530,42 @@ pub(crate) fn main_view<'a>(pinned: &'a [Snapshot], strategy: &str) -> Result<&'
     pinned
         .first()
         .ok_or_else(|| Error::invalid(format!("{strategy} query without a pinned view")))
+}
+
+/// The query of a strategy with secondary trees: pins the trees with the
+/// primary snapshot ([`QueryCx::pin_with`]), then runs `run` on the pinned
+/// views (the main tree's first, in the order of `trees`).
+pub(crate) fn query_trees(
+    cx: &QueryCx<'_>,
+    trees: &[&IndexTree],
+    profile: &mut QueryProfile,
+    run: impl FnOnce(&[Snapshot], &Query<'_>, &mut QueryProfile) -> Result<Vec<Hit>>,
+) -> Result<Vec<Hit>> {
+    let (snap, pinned) = cx.pin_with(|| trees.iter().map(|t| t.db.snapshot()).collect::<Vec<_>>());
+    let q = Query {
+        pred: cx.pred,
+        opts: cx.opts,
+        view: cx.view,
+        snapshot: snap.sequence(),
+    };
+    run(&pinned, &q, profile)
+}
+
+/// Flushes every tree of a strategy (see [`IndexStrategy::flush`]).
+pub(crate) fn flush_trees(trees: &[&IndexTree]) -> Result<()> {
+    trees.iter().try_for_each(|t| t.flush())
+}
+
+/// Waits for every tree's background work (see [`IndexStrategy::wait_idle`]).
+pub(crate) fn wait_trees(trees: &[&IndexTree]) -> Result<()> {
+    trees.iter().try_for_each(|t| t.db.wait_for_compactions())
+}
+
+/// Compacts every tree completely (see [`IndexStrategy::compact`]).
+pub(crate) fn compact_trees(trees: &[&IndexTree]) -> Result<()> {
+    trees
+        .iter()
+        .try_for_each(|t| t.db.compact_range(None, None))
 }
 
 /// Refuses parameters for a strategy that takes none.

@@ -49,7 +49,7 @@ pub enum MemGet {
     Value(SeqNo, Vec<u8>),
     Deleted(SeqNo),
     /// The newest entry is a merge operand: the value needs the key's
-    /// older entries too (see [`crate::merge::resolve_at`]).
+    /// older entries too (see `merge::resolve_at`).
     Merge(SeqNo),
 }
 

@@ -1,0 +1,175 @@
+//! A live index definition: its spec, its strategy, its attribute
+//! extraction and its counters.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::strategy::IndexStrategy;
+use super::value::{self, IndexValue, Skip};
+use super::{ExtractorFn, IndexSpec};
+
+/// Per-index counters (since open).
+#[derive(Default)]
+pub(crate) struct DefCounters {
+    pub indexed: AtomicU64,
+    pub missing: AtomicU64,
+    pub wrong_type: AtomicU64,
+    pub malformed: AtomicU64,
+    pub queries: AtomicU64,
+    pub validations: AtomicU64,
+    pub failed: AtomicU64,
+    pub exact: AtomicU64,
+}
+
+/// A live index definition.
+pub(crate) struct IndexDef {
+    pub id: u32,
+    pub spec: IndexSpec,
+    /// The parsed field path (empty for a registered extractor).
+    pub(super) path: Vec<String>,
+    pub(super) custom: Option<ExtractorFn>,
+    pub strategy: Arc<dyn IndexStrategy>,
+    pub(super) ready: AtomicBool,
+    pub counters: DefCounters,
+    /// Declared after `strategy` so that the strategy's files are closed
+    /// first.
+    pub(super) remove_dir: RemoveOnDrop,
+}
+
+/// Removes an index's directory when its definition is dropped, if armed
+/// (the index was dropped).
+#[derive(Default)]
+pub(super) struct RemoveOnDrop {
+    pub path: Option<std::path::PathBuf>,
+    pub armed: AtomicBool,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let (Some(p), true) = (&self.path, self.armed.load(Relaxed)) {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// A record's JSON parse: `Err` for a malformed document.
+pub(crate) type Doc = std::result::Result<Value, ()>;
+
+impl IndexDef {
+    pub fn needs_json(&self) -> bool {
+        self.custom.is_none()
+    }
+
+    /// The attribute of `raw` (with `doc` its JSON parse, done once per
+    /// record by the caller when any index needs it).
+    pub fn extract(&self, raw: &[u8], doc: Option<&Doc>) -> std::result::Result<IndexValue, Skip> {
+        if let Some(f) = &self.custom {
+            return match f(raw) {
+                Some(v) if v.key_type() == self.spec.key_type => Ok(v),
+                Some(_) => Err(Skip::WrongType),
+                None => Err(Skip::Missing),
+            };
+        }
+        match doc {
+            Some(Ok(d)) => value::extract(d, &self.path, self.spec.key_type),
+            _ => Err(Skip::Malformed),
+        }
+    }
+
+    pub fn count_skip(&self, s: Skip) {
+        let c = &self.counters;
+        match s {
+            Skip::Missing => c.missing.fetch_add(1, Relaxed),
+            Skip::WrongType => c.wrong_type.fetch_add(1, Relaxed),
+            Skip::Malformed => c.malformed.fetch_add(1, Relaxed),
+        };
+    }
+
+    /// [`IndexDef::extract`], counting the write as indexed or skipped.
+    pub fn extract_counted(&self, raw: &[u8], doc: Option<&Doc>) -> Option<IndexValue> {
+        match self.extract(raw, doc) {
+            Ok(v) => {
+                self.counters.indexed.fetch_add(1, Relaxed);
+                Some(v)
+            }
+            Err(s) => {
+                self.count_skip(s);
+                None
+            }
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Relaxed)
+    }
+}
+
+/// Parses `raw` as JSON once for all of `defs`, if any of them extracts
+/// from JSON (a registered function does not need it). `Some(Err)` marks a
+/// malformed document.
+pub(crate) fn parse_doc<'a>(
+    raw: &[u8],
+    mut defs: impl Iterator<Item = &'a IndexDef>,
+) -> Option<Doc> {
+    defs.any(|d| d.needs_json())
+        .then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()))
+}
+
+/// JSON parses of the records of one batch, shared by every index that
+/// maintains itself from the batch, so that each record is parsed once.
+/// Keyed by the record's address and length: valid only while the records
+/// it was used for are borrowed (one `apply` round).
+#[derive(Default)]
+pub(crate) struct DocCache {
+    docs: RefCell<HashMap<(usize, usize), Rc<Doc>>>,
+}
+
+impl DocCache {
+    fn get(&self, raw: &[u8]) -> Rc<Doc> {
+        let key = (raw.as_ptr() as usize, raw.len());
+        if let Some(d) = self.docs.borrow().get(&key) {
+            return d.clone();
+        }
+        let d = Rc::new(serde_json::from_slice::<Value>(raw).map_err(|_| ()));
+        self.docs.borrow_mut().insert(key, d.clone());
+        d
+    }
+}
+
+/// Attribute extraction for one index during one batch (see
+/// [`IndexStrategy::apply`]).
+pub(crate) struct Attrs<'a> {
+    pub def: &'a IndexDef,
+    pub docs: &'a DocCache,
+    /// False during a build over existing data: records are not counted as
+    /// indexed or skipped writes.
+    pub count: bool,
+}
+
+impl Attrs<'_> {
+    fn doc(&self, raw: &[u8]) -> Option<Rc<Doc>> {
+        self.def.needs_json().then(|| self.docs.get(raw))
+    }
+
+    /// The attribute of `raw`, not counted (an old record's).
+    pub fn get(&self, raw: &[u8]) -> std::result::Result<IndexValue, Skip> {
+        let doc = self.doc(raw);
+        self.def.extract(raw, doc.as_deref())
+    }
+
+    /// The attribute of a record being written, counted as indexed or
+    /// skipped (unless [`Attrs::count`] is false).
+    pub fn counted(&self, raw: &[u8]) -> Option<IndexValue> {
+        let doc = self.doc(raw);
+        if self.count {
+            self.def.extract_counted(raw, doc.as_deref())
+        } else {
+            self.def.extract(raw, doc.as_deref()).ok()
+        }
+    }
+}

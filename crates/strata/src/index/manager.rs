@@ -1,0 +1,712 @@
+//! The index framework's engine extension: definitions and their MANIFEST
+//! payloads, routing of the engine's events to each index's strategy
+//! ([`IndexStrategy`]), the update memo shared by the strategies that
+//! validate with it, and the per-version index state.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::TableCache;
+use crate::error::{Error, Result};
+use crate::hooks::{
+    CompactionContext, CompactionObserver, DropReason, EngineHooks, EntryRef, ExtState,
+    InstallEvent, InstallOutcome, InstallReason, TableContext, TableObserver,
+};
+use crate::key::{SeqNo, ValueKind};
+use crate::memtable::{MemSide, MemTable};
+use crate::sstable::BlockHandle;
+use crate::version::{FileMetaData, Version};
+
+use super::def::{parse_doc, Attrs, DocCache, IndexDef, RemoveOnDrop};
+use super::memo::{self, Memo};
+use super::side::IndexSide;
+use super::strategy::{
+    self, DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder,
+    VersionSlot, WritePath,
+};
+use super::{
+    lock, read, tree, value, write, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState,
+    IndexStats, OpRef, Predicate, PrimaryClock, QueryOptions, QueryProfile, QueryView, SyncGate,
+    HOOK_NAME, MEMO_BLOCK,
+};
+
+/// Definition changes, stored as MANIFEST payloads (JSON, versioned).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum DefEvent {
+    Create { v: u32, id: u32, spec: IndexSpec },
+    Ready { v: u32, id: u32 },
+    Drop { v: u32, id: u32 },
+}
+
+/// Index state carried by each version (see `hooks`): immutable.
+#[derive(Default)]
+pub(crate) struct IndexVersionState {
+    /// Increases with every install; stamps memo removals.
+    pub generation: u64,
+    /// Each index's strategy state, by index id.
+    pub slots: BTreeMap<u32, VersionSlot>,
+}
+
+/// A dropped version: key, sequence number, whether it was a tombstone
+/// dropped at the bottom.
+type Dropped = (Vec<u8>, SeqNo, bool);
+
+/// The engine extension behind all secondary indexes.
+pub(crate) struct IndexManager {
+    me: Weak<IndexManager>,
+    tables: Arc<TableCache>,
+    /// The database directory (stand-alone strategies keep their trees in
+    /// `index-<id>/` inside it) and the options of those trees.
+    db_dir: std::path::PathBuf,
+    tree_opts: crate::Options,
+    extractors: BTreeMap<String, ExtractorFn>,
+    defs: RwLock<Vec<Arc<IndexDef>>>,
+    next_id: AtomicU32,
+    memo: RwLock<Memo>,
+    /// Dropped versions of finished compactions (by sorted input files),
+    /// applied to the memo when the compaction installs.
+    pending_drops: Mutex<Vec<(Vec<u64>, Vec<Dropped>)>>,
+    /// States handed to versions, to find the oldest a reader may hold.
+    live_states: Mutex<Vec<Weak<IndexVersionState>>>,
+    generation: AtomicU64,
+    /// The memory guard and the primary's clock, shared with merge repair.
+    gate: Arc<SyncGate>,
+}
+
+impl IndexManager {
+    pub fn new(
+        tables: Arc<TableCache>,
+        db_dir: std::path::PathBuf,
+        opts: &crate::Options,
+    ) -> Arc<IndexManager> {
+        let extractors = opts.extractors.clone();
+        Arc::new_cyclic(|me| IndexManager {
+            me: me.clone(),
+            tables,
+            db_dir,
+            tree_opts: tree::tree_options(opts),
+            extractors,
+            defs: RwLock::new(Vec::new()),
+            next_id: AtomicU32::new(1),
+            memo: RwLock::new(Memo::default()),
+            pending_drops: Mutex::new(Vec::new()),
+            live_states: Mutex::new(Vec::new()),
+            generation: AtomicU64::new(0),
+            gate: Arc::new(SyncGate {
+                guard: RwLock::new(()),
+                primary_clock: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// Gives the framework the primary's clock: (oldest sequence number a
+    /// reader may read at, last published sequence number).
+    pub fn set_primary_clock(&self, clock: PrimaryClock) {
+        let _ = self.gate.primary_clock.set(clock);
+    }
+
+    pub fn defs(&self) -> Vec<Arc<IndexDef>> {
+        read(&self.defs).clone()
+    }
+
+    pub fn def(&self, name: &str) -> Option<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .find(|d| d.spec.name == name)
+            .cloned()
+    }
+
+    /// True when writes must maintain the update memo (some index
+    /// validates with it).
+    pub fn memo_in_use(&self) -> bool {
+        read(&self.defs).iter().any(|d| d.strategy.uses_memo())
+    }
+
+    fn make_def(&self, id: u32, spec: IndexSpec, ready: bool) -> Result<IndexDef> {
+        let (path, custom) = match &spec.extractor {
+            Extractor::Field(p) => (value::parse_path(p)?, None),
+            Extractor::Custom(n) => (
+                Vec::new(),
+                Some(self.extractors.get(n).cloned().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "index {:?} uses extractor {n:?}, which is not registered in Options",
+                        spec.name
+                    ))
+                })?),
+            ),
+        };
+        let kind = StrategyKind::parse(&spec.strategy)?;
+        let dir = tree::index_dir(&self.db_dir, id);
+        let params: Vec<(String, String)> = spec
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let strategy = strategy::open(
+            kind,
+            &OpenCx {
+                id,
+                spec: &spec,
+                params: &params,
+                dir: &dir,
+                tree_opts: &self.tree_opts,
+                tables: &self.tables,
+                gate: &self.gate,
+            },
+        )?;
+        debug_assert_eq!(strategy.kind(), kind);
+        Ok(IndexDef {
+            id,
+            path,
+            custom,
+            remove_dir: RemoveOnDrop {
+                path: strategy.has_own_files().then_some(dir),
+                armed: AtomicBool::new(false),
+            },
+            strategy,
+            spec,
+            ready: AtomicBool::new(ready),
+            counters: Default::default(),
+        })
+    }
+
+    pub fn begin_create(&self, spec: IndexSpec) -> Result<(Arc<IndexDef>, Vec<u8>)> {
+        let name_ok = !spec.name.is_empty()
+            && spec.name.len() <= 128
+            && spec
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+        if !name_ok {
+            return Err(Error::invalid(format!(
+                "index name {:?} must be 1-128 characters of letters, digits, '_', '-', '.'",
+                spec.name
+            )));
+        }
+        let mut defs = write(&self.defs);
+        if defs.iter().any(|d| d.spec.name == spec.name) {
+            return Err(Error::invalid(format!(
+                "index {:?} already exists",
+                spec.name
+            )));
+        }
+        let id = self.next_id.fetch_add(1, Relaxed);
+        // A crash may have left the directory of an index whose definition
+        // never reached the MANIFEST (ids are reused then).
+        let _ = std::fs::remove_dir_all(tree::index_dir(&self.db_dir, id));
+        let def = Arc::new(self.make_def(id, spec.clone(), false)?);
+        defs.push(def.clone());
+        let payload = serde_json::to_vec(&DefEvent::Create { v: 1, id, spec })
+            .map_err(|e| Error::invalid(format!("cannot encode index definition: {e}")))?;
+        Ok((def, payload))
+    }
+
+    pub fn ready_payload(def: &IndexDef) -> Vec<u8> {
+        serde_json::to_vec(&DefEvent::Ready { v: 1, id: def.id }).unwrap_or_default()
+    }
+
+    /// Removes an index; returns the payload to log.
+    pub fn drop_def(&self, name: &str) -> Result<Vec<u8>> {
+        let mut defs = write(&self.defs);
+        let i = defs
+            .iter()
+            .position(|d| d.spec.name == name)
+            .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
+        let d = defs.remove(i);
+        d.remove_dir.armed.store(true, Relaxed);
+        Ok(serde_json::to_vec(&DefEvent::Drop { v: 1, id: d.id }).unwrap_or_default())
+    }
+
+    pub fn mark_ready(&self, def: &IndexDef) {
+        def.ready.store(true, Relaxed);
+    }
+
+    /// The side structure for a new memtable (`None` without indexes).
+    pub fn new_side(&self) -> Option<Arc<dyn MemSide>> {
+        let side = IndexSide::new();
+        for d in self.defs() {
+            if d.strategy.write_path() == WritePath::Tables {
+                side.attach(d);
+            }
+        }
+        Some(Arc::new(side))
+    }
+
+    /// Makes `mem`'s side structure maintain `def` from now on (a new index
+    /// on the active memtable). Entries already in `mem` are not added: the
+    /// index build flushes them to tables written with the index.
+    /// Strategies maintained by [`IndexManager::sync_apply`] have no side
+    /// structure.
+    pub fn attach(&self, def: &Arc<IndexDef>, mem: &MemTable) {
+        if def.strategy.write_path() != WritePath::Tables {
+            return;
+        }
+        if let Some(side) = mem
+            .side()
+            .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
+        {
+            side.attach(def.clone());
+        }
+    }
+
+    /// Memo maintenance for a batch about to enter the memtable: `ops` are
+    /// (key, seq) in order; `may_exist` checks older components.
+    pub fn note_writes<'a>(
+        &self,
+        ops: impl Iterator<Item = (&'a [u8], SeqNo)>,
+        may_exist: &dyn Fn(&[u8]) -> bool,
+    ) {
+        let mut memo = write(&self.memo);
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        for (k, seq) in ops {
+            let exists = if seen.contains(k) {
+                true
+            } else {
+                memo.get(k).is_some_and(|e| e.removed_at.is_none()) || may_exist(k)
+            };
+            seen.insert(k);
+            memo.note_write(k, seq, exists);
+        }
+    }
+
+    /// The indexes whose structure lives in RAM only, rebuilt at open.
+    pub fn rebuilt_at_open(&self) -> Vec<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .filter(|d| d.strategy.rebuilt_at_open())
+            .cloned()
+            .collect()
+    }
+
+    /// The indexes maintained synchronously by the write leader
+    /// ([`WritePath::Sync`]), ready or being built.
+    pub fn sync_defs(&self) -> Vec<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .filter(|d| d.strategy.write_path() == WritePath::Sync)
+            .cloned()
+            .collect()
+    }
+
+    /// Which records a batch overwrites the indexes `defs` need.
+    pub fn needs_current(defs: &[Arc<IndexDef>]) -> NeedsCurrent {
+        defs.iter()
+            .map(|d| d.strategy.needs_current())
+            .max()
+            .unwrap_or(NeedsCurrent::No)
+    }
+
+    /// Synchronous maintenance of `defs` for one batch
+    /// ([`strategy::IndexStrategy::apply`]); each record is parsed once for
+    /// all of them. The caller holds the sync guard for writing (see
+    /// [`IndexManager::memory_guard`]); `current` is filled for the keys
+    /// [`IndexManager::needs_current`] asks for. `count`: count the
+    /// records as indexed or skipped writes (false for a build).
+    pub fn sync_apply(
+        &self,
+        defs: &[Arc<IndexDef>],
+        ops: &[OpRef<'_>],
+        current: &HashMap<&[u8], Option<crate::db::Versioned>>,
+        count: bool,
+    ) -> Result<()> {
+        let docs = DocCache::default();
+        for d in defs {
+            let attrs = Attrs {
+                def: d,
+                docs: &docs,
+                count,
+            };
+            d.strategy.apply(ops, current, &attrs)?;
+        }
+        Ok(())
+    }
+
+    /// True if some index keeps a structure of its own that must be flushed
+    /// with the primary (see [`IndexManager::flush_trees`]).
+    pub fn has_trees(&self) -> bool {
+        read(&self.defs).iter().any(|d| d.strategy.has_own_files())
+    }
+
+    /// Flushes every index's own structure; called before the primary
+    /// installs a flush, after it fsynced its WAL (see `tree`).
+    pub fn flush_trees(&self) -> Result<()> {
+        self.defs().iter().try_for_each(|d| d.strategy.flush())
+    }
+
+    /// Compacts every index's own structure completely (a full
+    /// [`crate::Db::compact_range`]).
+    pub fn compact_trees(&self) -> Result<()> {
+        self.defs().iter().try_for_each(|d| d.strategy.compact())
+    }
+
+    /// Waits until no index's own structure has background work pending.
+    pub fn wait_trees(&self) -> Result<()> {
+        self.defs().iter().try_for_each(|d| d.strategy.wait_idle())
+    }
+
+    /// Takes the memory guard for writing (see the field's contract).
+    pub fn memory_guard(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        write(&self.gate.guard)
+    }
+
+    fn state_of(version: &Version) -> Option<&IndexVersionState> {
+        version
+            .ext
+            .get(HOOK_NAME)
+            .and_then(|s| s.downcast_ref::<IndexVersionState>())
+    }
+
+    /// Answers one query. See the module documentation for the contract.
+    pub fn query(
+        &self,
+        name: &str,
+        pred: &Predicate,
+        opts: QueryOptions,
+        view: &QueryView<'_>,
+        profile: &mut QueryProfile,
+    ) -> Result<Vec<Hit>> {
+        let def = self
+            .def(name)
+            .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
+        if !def.is_ready() {
+            return Err(Error::invalid(format!(
+                "index {name:?} is still being built; try again when `indexes()` shows it ready"
+            )));
+        }
+        pred.check(def.spec.key_type)?;
+        def.counters.queries.fetch_add(1, Relaxed);
+        let state = Self::state_of(&view.version);
+        let cx = QueryCx {
+            def: &def,
+            pred,
+            opts,
+            view,
+            slot: state.and_then(|s| s.slots.get(&def.id)),
+            generation: state.map_or(0, |s| s.generation),
+            memo: &self.memo,
+            gate: &self.gate,
+        };
+        def.strategy.query(&cx, profile)
+    }
+
+    pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {
+        let state = Self::state_of(version);
+        self.defs()
+            .iter()
+            .map(|d| {
+                let c = &d.counters;
+                let mut stats = IndexStats {
+                    indexed_writes: c.indexed.load(Relaxed),
+                    skipped_missing: c.missing.load(Relaxed),
+                    skipped_wrong_type: c.wrong_type.load(Relaxed),
+                    skipped_malformed: c.malformed.load(Relaxed),
+                    queries: c.queries.load(Relaxed),
+                    validations: c.validations.load(Relaxed),
+                    validations_failed: c.failed.load(Relaxed),
+                    exact_checks: c.exact.load(Relaxed),
+                    ..IndexStats::default()
+                };
+                d.strategy
+                    .stats(state.and_then(|s| s.slots.get(&d.id)), &mut stats);
+                IndexInfo {
+                    id: d.id,
+                    spec: d.spec.clone(),
+                    state: if d.is_ready() {
+                        IndexState::Ready
+                    } else {
+                        IndexState::Building
+                    },
+                    stats,
+                }
+            })
+            .collect()
+    }
+
+    /// Memo size (entries, bytes).
+    pub fn memo_stats(&self) -> (usize, usize) {
+        let m = read(&self.memo);
+        (m.len(), m.approximate_bytes())
+    }
+
+    /// True if every live table of `version` has index `def`'s structures.
+    pub fn covers(&self, def: &IndexDef, version: &Version) -> bool {
+        let Some(s) = Self::state_of(version) else {
+            return version.all_files().next().is_none();
+        };
+        def.strategy.covers(s.slots.get(&def.id), version)
+    }
+
+    /// Deletes `index-<id>` directories of indexes that no longer exist
+    /// (dropped, or created by a crash before their definition was logged).
+    fn remove_orphan_dirs(&self, defs: &[Arc<IndexDef>]) {
+        let Ok(rd) = std::fs::read_dir(&self.db_dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("index-"))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !defs
+                .iter()
+                .any(|d| d.id == id && d.strategy.has_own_files())
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+
+    fn track(&self, s: &Arc<IndexVersionState>) -> u64 {
+        let mut live = lock(&self.live_states);
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(s));
+        live.iter()
+            .filter_map(|w| w.upgrade())
+            .map(|s| s.generation)
+            .min()
+            .unwrap_or(s.generation)
+    }
+}
+
+/// Builds every index's per-table structures while a table is written.
+struct IndexObserver {
+    mgr: Arc<IndexManager>,
+    defs: Vec<Arc<IndexDef>>,
+    builders: Vec<Box<dyn TableIndexBuilder>>,
+    use_memo: bool,
+    memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
+    last_key: Option<Vec<u8>>,
+}
+
+impl TableObserver for IndexObserver {
+    fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
+        if self.use_memo && self.last_key.as_deref() != Some(e.user_key) {
+            if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
+                self.memo_entries.push((e.user_key.to_vec(), m));
+            }
+            self.last_key = Some(e.user_key.to_vec());
+        }
+        if e.kind != ValueKind::Value {
+            for b in &mut self.builders {
+                b.add(e.user_key, block, None);
+            }
+            return;
+        }
+        let doc = parse_doc(e.value, self.defs.iter().map(|d| &**d));
+        for (d, b) in self.defs.iter().zip(self.builders.iter_mut()) {
+            b.add(e.user_key, block, d.extract(e.value, doc.as_ref()).ok());
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut blocks = Vec::new();
+        for b in &mut self.builders {
+            blocks.extend(b.finish()?);
+        }
+        if self.use_memo {
+            blocks.push((
+                MEMO_BLOCK.to_string(),
+                memo::encode_block(&self.memo_entries),
+            ));
+        }
+        Ok(blocks)
+    }
+}
+
+/// Collects one compaction's dropped versions for the memo and for the
+/// strategies that repair from them (DELI).
+struct DropCollector {
+    mgr: Arc<IndexManager>,
+    memo: bool,
+    inputs: Vec<u64>,
+    drops: Vec<Dropped>,
+    repairers: Vec<Arc<IndexDef>>,
+    /// Per repairer: the dropped values' (key, seq, attribute).
+    repairs: Vec<Vec<DroppedEntry>>,
+}
+
+impl CompactionObserver for DropCollector {
+    fn on_dropped(&mut self, e: &EntryRef<'_>, reason: DropReason) {
+        if self.memo {
+            self.drops.push((
+                e.user_key.to_vec(),
+                e.seq,
+                reason == DropReason::ObsoleteTombstone,
+            ));
+        }
+        if e.kind != ValueKind::Value || self.repairers.is_empty() {
+            return;
+        }
+        let doc = parse_doc(e.value, self.repairers.iter().map(|d| &**d));
+        for (d, out) in self.repairers.iter().zip(self.repairs.iter_mut()) {
+            if let Ok(v) = d.extract(e.value, doc.as_ref()) {
+                out.push((e.user_key.to_vec(), e.seq, v));
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        for (d, items) in self.repairers.iter().zip(self.repairs.iter_mut()) {
+            d.strategy.on_dropped(std::mem::take(items))?;
+        }
+        if !self.memo {
+            return Ok(());
+        }
+        let mut inputs = std::mem::take(&mut self.inputs);
+        inputs.sort_unstable();
+        lock(&self.mgr.pending_drops).push((inputs, std::mem::take(&mut self.drops)));
+        Ok(())
+    }
+}
+
+impl EngineHooks for IndexManager {
+    fn name(&self) -> &str {
+        HOOK_NAME
+    }
+
+    fn table_observer(&self, ctx: &TableContext) -> Option<Box<dyn TableObserver>> {
+        let mut defs = Vec::new();
+        let mut builders = Vec::new();
+        for d in self.defs() {
+            if let Some(b) = d.strategy.table_builder(ctx.file_number) {
+                defs.push(d);
+                builders.push(b);
+            }
+        }
+        if defs.is_empty() {
+            return None;
+        }
+        let use_memo = defs.iter().any(|d| d.strategy.uses_memo());
+        Some(Box::new(IndexObserver {
+            mgr: self.me.upgrade()?,
+            defs,
+            builders,
+            use_memo,
+            memo_entries: Vec::new(),
+            last_key: None,
+        }))
+    }
+
+    fn compaction_observer(&self, ctx: &CompactionContext) -> Option<Box<dyn CompactionObserver>> {
+        let repairers: Vec<Arc<IndexDef>> = self
+            .defs()
+            .into_iter()
+            .filter(|d| d.strategy.wants_dropped())
+            .collect();
+        let memo = self.memo_in_use();
+        if !memo && repairers.is_empty() {
+            return None;
+        }
+        let n = repairers.len();
+        Some(Box::new(DropCollector {
+            mgr: self.me.upgrade()?,
+            memo,
+            inputs: ctx.input_files.clone(),
+            drops: Vec::new(),
+            repairers,
+            repairs: vec![Vec::new(); n],
+        }))
+    }
+
+    fn on_install(&self, ev: &InstallEvent<'_>) -> Result<InstallOutcome> {
+        let prev = ev
+            .previous
+            .and_then(|s| s.downcast_ref::<IndexVersionState>());
+        let generation = self.generation.fetch_add(1, Relaxed) + 1;
+        if ev.reason == InstallReason::Compaction {
+            let mut removed: Vec<u64> = ev.removed.iter().map(|(_, n)| *n).collect();
+            removed.sort_unstable();
+            removed.dedup();
+            let mut pending = lock(&self.pending_drops);
+            if let Some(i) = pending.iter().position(|(inputs, _)| *inputs == removed) {
+                let (_, drops) = pending.swap_remove(i);
+                let mut memo = write(&self.memo);
+                for (k, seq, tomb) in drops {
+                    memo.on_dropped(&k, seq, tomb, generation);
+                }
+            }
+        }
+        let mut slots = BTreeMap::new();
+        for d in self.defs() {
+            let prev_slot = prev.and_then(|p| p.slots.get(&d.id));
+            if let Some(s) = d.strategy.on_install(prev_slot, ev)? {
+                slots.insert(d.id, s);
+            }
+        }
+        let state = Arc::new(IndexVersionState { generation, slots });
+        let oldest = self.track(&state);
+        write(&self.memo).purge(oldest.saturating_sub(1));
+        Ok(InstallOutcome {
+            payload: None,
+            state: Some(state as ExtState),
+        })
+    }
+
+    fn on_recover(
+        &self,
+        payloads: &[Vec<u8>],
+        files: &[(usize, Arc<FileMetaData>)],
+    ) -> Result<Option<ExtState>> {
+        // Definitions, in the order they were logged.
+        let mut specs: BTreeMap<u32, (IndexSpec, bool)> = BTreeMap::new();
+        let mut max_id = 0;
+        for p in payloads {
+            let ev: DefEvent = serde_json::from_slice(p).map_err(|e| {
+                Error::corruption(format!("bad index definition in the MANIFEST: {e}"))
+            })?;
+            match ev {
+                DefEvent::Create { id, spec, .. } => {
+                    max_id = max_id.max(id);
+                    specs.insert(id, (spec, false));
+                }
+                DefEvent::Ready { id, .. } => {
+                    if let Some(s) = specs.get_mut(&id) {
+                        s.1 = true;
+                    }
+                }
+                DefEvent::Drop { id, .. } => {
+                    specs.remove(&id);
+                }
+            }
+        }
+        let mut defs = Vec::new();
+        for (id, (spec, ready)) in specs {
+            defs.push(Arc::new(self.make_def(id, spec, ready)?));
+        }
+        self.next_id.store(max_id + 1, Relaxed);
+        *write(&self.defs) = defs.clone();
+        self.remove_orphan_dirs(&defs);
+
+        let mut slots = BTreeMap::new();
+        for d in &defs {
+            if let Some(s) = d.strategy.on_recover(files, d.is_ready())? {
+                slots.insert(d.id, s);
+            }
+        }
+        if self.memo_in_use() {
+            let mut memo = write(&self.memo);
+            for (_, f) in files {
+                let t = self.tables.get(f.number, f.file_size)?;
+                if let Some(b) = t.meta_block(MEMO_BLOCK)? {
+                    for (k, latest, obsolete) in memo::decode_block(&b)? {
+                        memo.merge_recovered(&k, latest, obsolete);
+                    }
+                }
+            }
+        }
+        let state = Arc::new(IndexVersionState {
+            generation: 0,
+            slots,
+        });
+        self.track(&state);
+        Ok(Some(state as ExtState))
+    }
+}
