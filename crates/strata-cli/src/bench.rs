@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use strata::filename::{self, FileKind};
+use strata::lsm::filename::{self, FileKind};
 use strata::{Db, Options, Stats, WriteBatch, WriteOptions};
 
 use crate::workload::SplitMix64;

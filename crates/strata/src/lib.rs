@@ -1,44 +1,36 @@
 //! Strata: an embedded LSM-tree key-value engine in which secondary indexes
 //! are first-class.
 //!
-//! The engine follows LevelDB's architecture and vocabulary: writes go to the
-//! write-ahead log ([`wal`]) and the [`memtable`], which is flushed to an
-//! immutable [`sstable`]; the MANIFEST ([`version`]) records which tables are
-//! live at which level; [`compaction`] merges tables in the background.
-//! Extensions (the secondary-index strategies) observe tables, compactions
-//! and version installs through [`hooks`].
+//! A [`Db`] stores records (a primary key and a value, usually a JSON
+//! document) in the storage engine of the [`lsm`] crate and keeps secondary
+//! indexes over their attributes, each with the strategy that suits its
+//! workload ([`StrategyKind`]; NEXT by default). Queries ([`Db::lookup`],
+//! [`Db::range`], [`Db::within`]) return exactly the live records whose
+//! current attribute matches, newest first. The design is described in
+//! `docs/design.md`.
 
-pub mod batch;
-pub mod cache;
-pub mod coding;
-pub mod compaction;
 mod db;
-pub use db::{BlockEntry, Db, IndexCheck, Snapshot, Versioned};
-pub use index::{
-    Extractor, Hit, IndexInfo, IndexSpec, IndexState, IndexStats, IndexValue, KeyType, Predicate,
-    QueryOptions, QueryProfile,
-};
-pub use iter::db_iter::DbIterator;
-pub mod error;
-pub mod filename;
-pub mod hooks;
-pub mod index;
-pub mod io;
-pub mod iter;
-pub mod key;
-pub mod memtable;
-pub mod merge;
-pub mod options;
-pub mod sstable;
-pub mod stats;
-pub mod version;
-pub mod wal;
+mod index;
 
-pub use batch::WriteBatch;
-pub use error::{Error, Result};
-pub use merge::MergeOperator;
-pub use options::{Compression, Options, WalRecovery, WriteOptions};
-pub use stats::{IoStats, Stats};
+pub use db::{Db, Extractors, IndexCheck};
+pub use index::{
+    Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats, IndexValue, KeyType,
+    Predicate, QueryOptions, QueryProfile, StrategyKind,
+};
+pub use strata_lsm::{
+    BlockEntry, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,
+    Stats, Versioned, WalRecovery, WriteBatch, WriteOptions,
+};
+
+/// The storage engine under Strata (WAL, memtable, tables, versions,
+/// compaction, extension hooks), for advanced use.
+pub use strata_lsm as lsm;
+
+/// Attribute extraction exactly as indexes do it, for tools that check an
+/// index against a scan.
+pub mod attr {
+    pub use crate::index::value::{extract, parse_path, Skip};
+}
 
 /// The README's examples, compiled as doctests so they stay correct.
 #[cfg(doctest)]

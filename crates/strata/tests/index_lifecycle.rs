@@ -15,7 +15,7 @@ fn opts() -> Options {
 fn closure_extractor_indexes_non_json_values() {
     let dir = tempfile::tempdir().unwrap();
     // Values are "name:score" text; the extractor parses the score.
-    let f: strata::index::ExtractorFn = Arc::new(|v: &[u8]| {
+    let f: strata::ExtractorFn = Arc::new(|v: &[u8]| {
         let s = std::str::from_utf8(v).ok()?;
         s.split_once(':')?
             .1
@@ -23,9 +23,9 @@ fn closure_extractor_indexes_non_json_values() {
             .ok()
             .map(IndexValue::I64)
     });
-    let o = opts().extractor("score", f.clone());
+    let ext = strata::Extractors::new().add("score", f.clone());
     {
-        let db = Db::open(dir.path(), o.clone()).unwrap();
+        let db = Db::open_with(dir.path(), opts(), ext.clone()).unwrap();
         for i in 0..300i64 {
             db.put(
                 format!("k{i:03}").as_bytes(),
@@ -48,7 +48,7 @@ fn closure_extractor_indexes_non_json_values() {
         matches!(err, Error::InvalidArgument(ref m) if m.contains("score")),
         "{err}"
     );
-    let db = Db::open(dir.path(), o).unwrap();
+    let db = Db::open_with(dir.path(), opts(), ext).unwrap();
     assert_eq!(
         db.lookup("by_score", IndexValue::I64(9), QueryOptions::default())
             .unwrap()

@@ -31,10 +31,10 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::db::Snapshot;
-use crate::error::{Error, Result};
-use crate::key::SeqNo;
-use crate::WriteBatch;
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
+use strata_lsm::Snapshot;
+use strata_lsm::WriteBatch;
 
 use super::def::Attrs;
 use super::repair::{MergeRepair, RepairStats};

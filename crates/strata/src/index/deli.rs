@@ -23,9 +23,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::db::Snapshot;
-use crate::error::Result;
-use crate::WriteBatch;
+use strata_lsm::error::Result;
+use strata_lsm::Snapshot;
+use strata_lsm::WriteBatch;
 
 use super::composite::{entry_key, scan_entries};
 use super::def::Attrs;

@@ -46,18 +46,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
-use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
-use crate::error::{Error, Result};
-use crate::hooks::InstallEvent;
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
-use crate::key::{self, SeqNo, ValueKind};
-use crate::memtable::{MemGet, MemTable};
-use crate::sstable::filter::{hash64, BloomBuilder, BloomFilter};
-use crate::sstable::{BlockHandle, Table};
-use crate::version::FileMetaData;
+use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use strata_lsm::error::{Error, Result};
+use strata_lsm::hooks::InstallEvent;
+use strata_lsm::key::{self, SeqNo, ValueKind};
+use strata_lsm::memtable::{MemGet, MemTable};
+use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomFilter};
+use strata_lsm::sstable::{BlockHandle, Table};
+use strata_lsm::version::FileMetaData;
 
-use crate::cache::TableCache;
-use crate::version::Version;
+use strata_lsm::cache::TableCache;
+use strata_lsm::version::Version;
 
 use super::def::{parse_doc, IndexDef};
 use super::results::Results;
@@ -251,7 +251,9 @@ pub struct BlockZone {
     pub handle: BlockHandle,
     /// The block's first user key continues the previous block.
     pub continues: bool,
-    /// Indexed values in the block (≥ 1).
+    /// Indexed values in the block (≥ 1). Decoded and checked; read by
+    /// tests and kept for inspection tools.
+    #[allow(dead_code)]
     pub values: u32,
     pub zone: Zone,
     /// Bloom filter of the block's distinct encoded values (scalars with
@@ -271,6 +273,8 @@ impl BlockZone {
 
 /// One table's Embedded index, decoded.
 pub struct TableZones {
+    /// Checked against the index's type when decoded.
+    #[allow(dead_code)]
     pub key_type: KeyType,
     /// Indexed values in the table (every version of every record).
     pub values: u64,

@@ -9,16 +9,18 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::TableCache;
-use crate::error::{Error, Result};
-use crate::hooks::{
-    CompactionContext, CompactionObserver, DropReason, EngineHooks, EntryRef, ExtState,
-    InstallEvent, InstallOutcome, InstallReason, TableContext, TableObserver,
+use strata_lsm::batch::{BatchOp, WriteBatch};
+use strata_lsm::cache::TableCache;
+use strata_lsm::error::{Error, Result};
+use strata_lsm::hooks::{
+    BatchContext, BatchGuard, CompactionContext, CompactionObserver, DropReason, EngineHandle,
+    EngineHooks, EntryRef, ExtState, InstallEvent, InstallOutcome, InstallReason, TableContext,
+    TableObserver,
 };
-use crate::key::{SeqNo, ValueKind};
-use crate::memtable::{MemSide, MemTable};
-use crate::sstable::BlockHandle;
-use crate::version::{FileMetaData, Version};
+use strata_lsm::key::{SeqNo, ValueKind};
+use strata_lsm::memtable::{MemSide, MemTable};
+use strata_lsm::sstable::BlockHandle;
+use strata_lsm::version::{FileMetaData, Version};
 
 use super::def::{parse_doc, Attrs, DocCache, IndexDef, RemoveOnDrop};
 use super::memo::{self, Memo};
@@ -29,8 +31,8 @@ use super::strategy::{
 };
 use super::{
     lock, read, tree, value, write, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState,
-    IndexStats, OpRef, Predicate, PrimaryClock, QueryOptions, QueryProfile, QueryView, SyncGate,
-    HOOK_NAME, MEMO_BLOCK,
+    IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView, SyncGate, HOOK_NAME,
+    MEMO_BLOCK,
 };
 
 /// Definition changes, stored as MANIFEST payloads (JSON, versioned).
@@ -58,11 +60,13 @@ type Dropped = (Vec<u8>, SeqNo, bool);
 /// The engine extension behind all secondary indexes.
 pub(crate) struct IndexManager {
     me: Weak<IndexManager>,
-    tables: Arc<TableCache>,
+    /// The engine's table cache, set when the engine attaches the manager
+    /// (at the start of open, before any definition is made).
+    tables: OnceLock<Arc<TableCache>>,
     /// The database directory (stand-alone strategies keep their trees in
     /// `index-<id>/` inside it) and the options of those trees.
     db_dir: std::path::PathBuf,
-    tree_opts: crate::Options,
+    tree_opts: strata_lsm::Options,
     extractors: BTreeMap<String, ExtractorFn>,
     defs: RwLock<Vec<Arc<IndexDef>>>,
     next_id: AtomicU32,
@@ -79,14 +83,13 @@ pub(crate) struct IndexManager {
 
 impl IndexManager {
     pub fn new(
-        tables: Arc<TableCache>,
         db_dir: std::path::PathBuf,
-        opts: &crate::Options,
+        opts: &strata_lsm::Options,
+        extractors: BTreeMap<String, ExtractorFn>,
     ) -> Arc<IndexManager> {
-        let extractors = opts.extractors.clone();
         Arc::new_cyclic(|me| IndexManager {
             me: me.clone(),
-            tables,
+            tables: OnceLock::new(),
             db_dir,
             tree_opts: tree::tree_options(opts),
             extractors,
@@ -103,10 +106,10 @@ impl IndexManager {
         })
     }
 
-    /// Gives the framework the primary's clock: (oldest sequence number a
-    /// reader may read at, last published sequence number).
-    pub fn set_primary_clock(&self, clock: PrimaryClock) {
-        let _ = self.gate.primary_clock.set(clock);
+    fn tables(&self) -> Result<&Arc<TableCache>> {
+        self.tables
+            .get()
+            .ok_or_else(|| Error::invalid("the index framework is not attached to an engine"))
     }
 
     pub fn defs(&self) -> Vec<Arc<IndexDef>> {
@@ -154,7 +157,7 @@ impl IndexManager {
                 params: &params,
                 dir: &dir,
                 tree_opts: &self.tree_opts,
-                tables: &self.tables,
+                tables: self.tables()?,
                 gate: &self.gate,
             },
         )?;
@@ -310,7 +313,7 @@ impl IndexManager {
         &self,
         defs: &[Arc<IndexDef>],
         ops: &[OpRef<'_>],
-        current: &HashMap<&[u8], Option<crate::db::Versioned>>,
+        current: &HashMap<&[u8], Option<strata_lsm::Versioned>>,
         count: bool,
     ) -> Result<()> {
         let docs = DocCache::default();
@@ -567,9 +570,103 @@ impl CompactionObserver for DropCollector {
     }
 }
 
+/// Operation `op` at sequence number `seq` as the index framework sees
+/// it: the new record, or `None` for a deletion. Merge operands have no
+/// record to index (refused on databases with indexes).
+fn indexed_op(seq: SeqNo, op: BatchOp<'_>) -> Result<OpRef<'_>> {
+    match op {
+        BatchOp::Put { key, value } => Ok((seq, key, Some(value))),
+        BatchOp::Delete { key } => Ok((seq, key, None)),
+        BatchOp::Merge { .. } => Err(Error::invalid(MERGE_WITH_INDEXES)),
+    }
+}
+
+const MERGE_WITH_INDEXES: &str = "the database has secondary indexes";
+
 impl EngineHooks for IndexManager {
     fn name(&self) -> &str {
         HOOK_NAME
+    }
+
+    fn attach(&self, engine: &EngineHandle) {
+        let _ = self.tables.set(engine.tables().clone());
+        // The handle, not the database: a tree's compaction thread (merge
+        // repair) must never hold the last reference to the primary.
+        let h = engine.clone();
+        let _ = self
+            .gate
+            .primary_clock
+            .set(Box::new(move || (h.oldest_readable(), h.last_sequence())));
+    }
+
+    fn memtable_side(&self) -> Option<Arc<dyn MemSide>> {
+        self.new_side()
+    }
+
+    fn refuses_merge_operands(&self) -> Option<String> {
+        (!read(&self.defs).is_empty()).then(|| MERGE_WITH_INDEXES.to_string())
+    }
+
+    fn wants_batches(&self) -> bool {
+        read(&self.defs)
+            .iter()
+            .any(|d| d.strategy.uses_memo() || d.strategy.write_path() == WritePath::Sync)
+    }
+
+    /// Synchronous maintenance and the update memo for one batch (see
+    /// `strategy` for the contract). The sync guard is taken after the
+    /// lookups of the records the batch overwrites, so readers wait only
+    /// for the edits, and returned: the engine holds it until the batch is
+    /// published. During WAL replay, indexes rebuilt at open are skipped
+    /// and no guard is needed.
+    fn before_batch<'a>(
+        &'a self,
+        batch: &WriteBatch,
+        cx: &BatchContext<'_>,
+    ) -> Result<Option<BatchGuard<'a>>> {
+        // Read while the batch holds the front of the writer queue: an
+        // index created later is built behind `pause_writes`, which waits
+        // for this batch to be published (and builds from scratch, so edits
+        // made here to an index still building are harmless).
+        let sync_defs: Vec<Arc<IndexDef>> = self
+            .sync_defs()
+            .into_iter()
+            .filter(|d| !(cx.recovering() && d.strategy.rebuilt_at_open()))
+            .collect();
+        let use_memo = self.memo_in_use();
+        if sync_defs.is_empty() && !use_memo {
+            return Ok(None);
+        }
+        let ops: Vec<OpRef<'_>> = (batch.sequence()..)
+            .zip(batch.iter())
+            .map(|(s, op)| op.and_then(|op| indexed_op(s, op)))
+            .collect::<Result<_>>()?;
+        let mut guard: Option<BatchGuard<'a>> = None;
+        if !sync_defs.is_empty() {
+            let keys = Self::needs_current(&sync_defs).keys(&ops);
+            let current: HashMap<&[u8], Option<strata_lsm::Versioned>> = if keys.is_empty() {
+                HashMap::new()
+            } else {
+                let found = cx.current(&keys, batch.sequence().saturating_sub(1))?;
+                keys.into_iter().zip(found).collect()
+            };
+            if !cx.recovering() {
+                guard = Some(Box::new(self.memory_guard()));
+            }
+            self.sync_apply(&sync_defs, &ops, &current, true)?;
+        }
+        if use_memo {
+            self.note_writes(ops.iter().map(|(s, k, _)| (*k, *s)), &|k| cx.may_exist(k));
+        }
+        Ok(guard)
+    }
+
+    fn wants_flush_notice(&self) -> bool {
+        self.has_trees()
+    }
+
+    fn before_flush_install(&self) -> Result<()> {
+        self.flush_trees()
     }
 
     fn table_observer(&self, ctx: &TableContext) -> Option<Box<dyn TableObserver>> {
@@ -694,7 +791,7 @@ impl EngineHooks for IndexManager {
         if self.memo_in_use() {
             let mut memo = write(&self.memo);
             for (_, f) in files {
-                let t = self.tables.get(f.number, f.file_size)?;
+                let t = self.tables()?.get(f.number, f.file_size)?;
                 if let Some(b) = t.meta_block(MEMO_BLOCK)? {
                     for (k, latest, obsolete) in memo::decode_block(&b)? {
                         memo.merge_recovered(&k, latest, obsolete);

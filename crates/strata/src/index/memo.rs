@@ -27,9 +27,9 @@
 
 use std::collections::HashMap;
 
-use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
-use crate::error::{Error, Result};
-use crate::key::SeqNo;
+use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoEntry {
@@ -62,10 +62,6 @@ const ENTRY_OVERHEAD: usize = 64;
 impl Memo {
     pub fn len(&self) -> usize {
         self.map.values().filter(|e| e.removed_at.is_none()).count()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     pub fn approximate_bytes(&self) -> usize {
@@ -254,7 +250,7 @@ mod tests {
         assert!(m.get(b"a").is_some());
         m.purge(7);
         assert!(m.get(b"a").is_none());
-        assert!(m.is_empty());
+        assert_eq!(m.len(), 0);
     }
 
     #[test]

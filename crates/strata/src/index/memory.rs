@@ -34,8 +34,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, RTreeObject, AABB};
 
-use crate::error::{Error, Result};
-use crate::key::SeqNo;
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
 
 use super::def::Attrs;
 use super::strategy::{

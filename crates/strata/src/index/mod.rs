@@ -52,16 +52,16 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::TableCache;
-use crate::error::Result;
-use crate::key::SeqNo;
-use crate::memtable::{MemGet, MemTable};
-use crate::version::Version;
+use strata_lsm::cache::TableCache;
+use strata_lsm::error::Result;
+use strata_lsm::key::SeqNo;
+use strata_lsm::memtable::{MemGet, MemTable};
+use strata_lsm::version::Version;
 
 pub(crate) use def::IndexDef;
 pub(crate) use manager::IndexManager;
 pub use strategy::StrategyKind;
-pub use value::{IndexValue, KeyType, Predicate, Skip};
+pub use value::{IndexValue, KeyType, Predicate};
 
 /// Hook name under which index payloads are stored in the MANIFEST.
 pub const HOOK_NAME: &str = "strata.index";
@@ -78,7 +78,7 @@ pub enum Extractor {
     /// A JSON field path such as `user_id`, `place.bbox` or `coordinates.0`.
     Field(String),
     /// A function registered under this name with
-    /// [`crate::Options::extractor`] (must be registered at every open).
+    /// [`crate::Extractors`] (must be registered at every open, [`crate::Db::open_with`]).
     Custom(String),
 }
 
@@ -242,7 +242,7 @@ pub struct Hit {
 
 /// Records of a batched lookup, in the order of the keys: value and
 /// sequence number, `None` if absent or deleted.
-pub(crate) type Fetched = Vec<Option<crate::db::Versioned>>;
+pub(crate) type Fetched = Vec<Option<strata_lsm::Versioned>>;
 
 /// A batched point lookup at a snapshot.
 pub(crate) type FetchFn<'a> = dyn Fn(&[&[u8]], SeqNo) -> Result<Fetched> + 'a;
@@ -266,7 +266,7 @@ pub(crate) struct QueryView<'a> {
     /// Registers a snapshot at the latest published sequence number
     /// (compaction keeps what it sees until it is dropped). `memory`
     /// queries call it while holding the memory guard.
-    pub pin_latest: &'a dyn Fn() -> crate::db::Snapshot,
+    pub pin_latest: &'a dyn Fn() -> strata_lsm::Snapshot,
     /// Batched point lookup (sorted keys, component by component) at a
     /// snapshot: each key's value and sequence number, `None` if absent or
     /// deleted; results in the order of the keys.
@@ -352,7 +352,8 @@ impl SyncGate {
     }
 }
 
-/// See [`IndexManager::set_primary_clock`].
+/// The primary's (oldest sequence number a reader may read at, last
+/// published sequence number), set when the engine attaches the manager.
 pub(crate) type PrimaryClock = Box<dyn Fn() -> (SeqNo, SeqNo) + Send + Sync>;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

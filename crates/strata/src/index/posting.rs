@@ -11,7 +11,7 @@
 //!   record comes from the batched lookup of the write path). The index
 //!   holds exactly the live versions: no validation.
 //! * **Lazy** (§4.1.2): each write merges a one-element fragment into
-//!   the list of its new value — an engine merge operand (`crate::merge`),
+//!   the list of its new value — an engine merge operand (`strata_lsm::merge`),
 //!   written without reading anything; a delete merges a *delete marker*
 //!   into the list of the record's old value (the only write that reads
 //!   the old record). The tree's compactions combine a list's fragments
@@ -33,12 +33,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::coding::{get_varint64, put_varint64};
-use crate::db::Snapshot;
-use crate::error::{Error, Result};
-use crate::key::{SeqNo, ValueKind};
-use crate::merge::{ComponentEvent, MergeOperator};
-use crate::WriteBatch;
+use strata_lsm::coding::{get_varint64, put_varint64};
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::{SeqNo, ValueKind};
+use strata_lsm::merge::{ComponentEvent, MergeOperator};
+use strata_lsm::Snapshot;
+use strata_lsm::WriteBatch;
 
 use super::def::Attrs;
 use super::strategy::{

@@ -41,11 +41,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::db::Snapshot;
-use crate::error::Result;
-use crate::hooks::{EngineHooks, EntryRef, TableContext, TableObserver, TableReason};
-use crate::key::{SeqNo, ValueKind};
-use crate::sstable::BlockHandle;
+use strata_lsm::error::Result;
+use strata_lsm::hooks::{EngineHooks, EntryRef, TableContext, TableObserver, TableReason};
+use strata_lsm::key::{SeqNo, ValueKind};
+use strata_lsm::sstable::BlockHandle;
+use strata_lsm::Snapshot;
 
 use super::composite::decode_entry;
 use super::strategy::Counters;
@@ -284,7 +284,7 @@ impl RepairObserver {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Db, Options};
+    use strata_lsm::{Db, Options};
 
     #[test]
     fn may_have_changed_since_sees_new_versions_and_vanished_keys() {

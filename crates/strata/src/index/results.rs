@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
-use crate::key::SeqNo;
+use strata_lsm::key::SeqNo;
 
 use super::Hit;
 

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
-use crate::key::{SeqNo, ValueKind};
-use crate::memtable::MemSide;
+use strata_lsm::key::{SeqNo, ValueKind};
+use strata_lsm::memtable::MemSide;
 
 use super::def::{parse_doc, IndexDef};
 use super::value::{IndexValue, Predicate};
@@ -117,7 +117,7 @@ impl MemSide for IndexSide {
 /// The entries of index `id` in `mem`'s side structure matching `pred`:
 /// (key, seq) of every version, newest or not.
 pub(crate) fn candidates(
-    mem: &crate::memtable::MemTable,
+    mem: &strata_lsm::memtable::MemTable,
     id: u32,
     pred: &Predicate,
 ) -> Vec<(Vec<u8>, SeqNo)> {

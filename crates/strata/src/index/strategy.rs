@@ -34,13 +34,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::cache::TableCache;
-use crate::db::{Snapshot, Versioned};
-use crate::error::{Error, Result};
-use crate::hooks::InstallEvent;
-use crate::key::SeqNo;
-use crate::sstable::BlockHandle;
-use crate::version::{FileMetaData, Version};
+use strata_lsm::cache::TableCache;
+use strata_lsm::error::{Error, Result};
+use strata_lsm::hooks::InstallEvent;
+use strata_lsm::key::SeqNo;
+use strata_lsm::sstable::BlockHandle;
+use strata_lsm::version::{FileMetaData, Version};
+use strata_lsm::{Snapshot, Versioned};
 
 use super::def::{Attrs, IndexDef};
 use super::memo::Memo;
@@ -109,7 +109,7 @@ pub(crate) struct OpenCx<'a> {
     /// `index-<id>/` in the database directory (stand-alone trees).
     pub dir: &'a std::path::Path,
     /// Options of stand-alone trees.
-    pub tree_opts: &'a crate::Options,
+    pub tree_opts: &'a strata_lsm::Options,
     pub tables: &'a Arc<TableCache>,
     pub gate: &'a Arc<SyncGate>,
 }

@@ -36,10 +36,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::error::{Error, Result};
-use crate::key::SeqNo;
-use crate::options::{Options, WriteOptions};
-use crate::{Db, WriteBatch};
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
+use strata_lsm::options::{Options, WriteOptions};
+use strata_lsm::{Db, WriteBatch};
 
 use super::value::{IndexValue, KeyType, Predicate};
 
@@ -279,7 +279,6 @@ pub fn tree_options(primary: &Options) -> Options {
         // The primary's WAL is the tree's: see the module doc.
         wal: false,
         hooks: Vec::new(),
-        extractors: Default::default(),
         // Set by the strategies whose tree merges (`posting-lazy`).
         merge_operator: None,
     }

@@ -57,8 +57,8 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// The attribute at `path` of a JSON record, as the index extracts it.
 pub fn attr(value: &[u8], path: &str, ty: strata::KeyType) -> Option<strata::IndexValue> {
     let doc: serde_json::Value = serde_json::from_slice(value).ok()?;
-    let path = strata::index::value::parse_path(path).ok()?;
-    strata::index::value::extract(&doc, &path, ty).ok()
+    let path = strata::attr::parse_path(path).ok()?;
+    strata::attr::extract(&doc, &path, ty).ok()
 }
 
 /// Every strategy variant the behaviour tests cover, as `name` or

@@ -14,9 +14,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
-use crate::cache::TableCache;
-use crate::error::{Error, Result};
-use crate::hooks::InstallEvent;
 use crate::index::memo::Validity;
 use crate::index::results::Results;
 use crate::index::strategy::{
@@ -25,10 +22,13 @@ use crate::index::strategy::{
 };
 use crate::index::value::{IndexValue, KeyType, Predicate};
 use crate::index::{lock, read, side, Hit, IndexStats, QueryProfile};
-use crate::key::{SeqNo, ValueKind};
-use crate::memtable::MemGet;
-use crate::sstable::{BlockHandle, Table};
-use crate::version::{FileMetaData, Version};
+use strata_lsm::cache::TableCache;
+use strata_lsm::error::{Error, Result};
+use strata_lsm::hooks::InstallEvent;
+use strata_lsm::key::{SeqNo, ValueKind};
+use strata_lsm::memtable::MemGet;
+use strata_lsm::sstable::{BlockHandle, Table};
+use strata_lsm::version::{FileMetaData, Version};
 
 pub use table::{Delta, TableIndex};
 

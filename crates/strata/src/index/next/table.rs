@@ -16,10 +16,10 @@
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, AABB};
 
-use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
-use crate::error::{Error, Result};
 use crate::index::value::{IndexValue, KeyType, Predicate};
-use crate::sstable::BlockHandle;
+use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use strata_lsm::error::{Error, Result};
+use strata_lsm::sstable::BlockHandle;
 
 /// Where an indexed entry is: position of its data block in the handle
 /// table, and position of the entry inside that block.

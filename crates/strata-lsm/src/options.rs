@@ -7,11 +7,8 @@
 
 use std::sync::Arc;
 
-use std::collections::BTreeMap;
-
 use crate::error::{Error, Result};
 use crate::hooks::EngineHooks;
-use crate::index::ExtractorFn;
 use crate::merge::MergeOperator;
 
 /// Per-block compression of SSTable blocks.
@@ -87,13 +84,11 @@ pub struct Options {
     /// Write a WAL (default). Without it, writes not yet in a table are
     /// lost on a crash or close: only for stores whose writes can be
     /// recovered elsewhere, such as the secondary trees of stand-alone
-    /// indexes, which are rebuilt from the primary's WAL (`index::tree`).
+    /// indexes, which are rebuilt from the primary's WAL.
     pub wal: bool,
     /// Extensions (index strategies) that observe tables, compactions and
     /// version installs. See [`crate::hooks`].
     pub hooks: Vec<Arc<dyn EngineHooks>>,
-    /// Functions that [`crate::index::Extractor::Custom`] indexes name.
-    pub extractors: BTreeMap<String, ExtractorFn>,
     /// Combines merge operands ([`crate::WriteBatch::merge`]); writes of
     /// merge operands are refused without one. A database written with
     /// merge operands must be reopened with the same operator.
@@ -125,7 +120,6 @@ impl Default for Options {
             background_work: true,
             wal: true,
             hooks: Vec::new(),
-            extractors: BTreeMap::new(),
             merge_operator: None,
         }
     }
@@ -221,12 +215,6 @@ impl Options {
         self
     }
 
-    /// Registers an attribute extractor for custom indexes.
-    pub fn extractor(mut self, name: &str, f: ExtractorFn) -> Self {
-        self.extractors.insert(name.to_string(), f);
-        self
-    }
-
     /// Rejects option combinations the engine cannot run with.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::invalid(m.to_string()));
@@ -259,7 +247,7 @@ impl Options {
         }
         let mut names = std::collections::HashSet::new();
         for h in &self.hooks {
-            if h.name() == crate::index::HOOK_NAME || !names.insert(h.name().to_string()) {
+            if !names.insert(h.name().to_string()) {
                 return bad("two hooks share one name");
             }
         }

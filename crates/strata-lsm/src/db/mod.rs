@@ -3,16 +3,16 @@
 //!
 //! Locks, always taken in this order: `versions` (installs, manifest I/O)
 //! → `state` (memtables, current version, writer queue) → `log` (the WAL
-//! writer). Readers take `state` only, to copy three `Arc`s. The index
-//! manager's memory guard (`memory` indexes) comes before `state`: a
-//! write-group leader takes `state` while holding it; nobody takes it while
-//! holding `state`, `versions` or `log`.
+//! writer). Readers take `state` only, to copy three `Arc`s. A guard an
+//! extension returns from [`crate::hooks::EngineHooks::before_batch`] comes
+//! before `state`: a write-group leader takes `state` while holding it;
+//! nobody may take it while holding `state`, `versions` or `log`.
 
 mod background;
-mod index;
 mod write;
 
-pub use index::IndexCheck;
+pub(crate) use background::oldest_readable;
+pub(crate) use write::may_exist;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -26,8 +26,7 @@ use crate::cache::{BlockCache, TableCache};
 use crate::compaction::{key_range, Compaction, CompactionPicker, LeveledPicker};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
-use crate::hooks::{EngineHooks, InstallReason};
-use crate::index::IndexManager;
+use crate::hooks::{EngineHandle, EngineHooks, InstallReason};
 use crate::iter::db_iter::DbIterator;
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
@@ -78,13 +77,8 @@ pub(crate) struct DbInner {
     pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
-    /// The secondary-index extension.
-    pub index: Arc<IndexManager>,
-    /// User hooks followed by `index`.
+    /// The extensions (`Options::hooks`).
     pub hooks: Vec<Arc<dyn EngineHooks>>,
-    /// Test hook run in the middle of every index query
-    /// (`Db::set_query_pause_hook`, feature `testing`).
-    pub query_pause: Mutex<Option<QueryPause>>,
     _lock_file: File,
 }
 
@@ -101,9 +95,6 @@ pub struct Snapshot {
     inner: Arc<DbInner>,
     seq: SeqNo,
 }
-
-/// See [`DbInner::query_pause`].
-pub(crate) type QueryPause = Arc<dyn Fn() + Send + Sync>;
 
 /// A value with the sequence number of the write that stored it.
 pub type Versioned = (SeqNo, Vec<u8>);
@@ -163,9 +154,21 @@ impl Db {
                 direct_io: opts.direct_io,
             },
         ));
-        let index = IndexManager::new(tables.clone(), dir.clone(), &opts);
-        let mut hooks = opts.hooks.clone();
-        hooks.push(index.clone());
+        let hooks = opts.hooks.clone();
+        // Shared with extensions (`EngineHandle`), never `inner` itself: an
+        // extension's thread must never hold the last reference to the
+        // database.
+        let snapshots = Arc::new(Mutex::new(BTreeMap::new()));
+        let last_sequence = Arc::new(AtomicU64::new(0));
+        let handle = EngineHandle {
+            tables: tables.clone(),
+            snapshots: snapshots.clone(),
+            last_sequence: last_sequence.clone(),
+        };
+        for h in &hooks {
+            h.attach(&handle);
+        }
+        let side = || hooks.iter().find_map(|h| h.memtable_side());
         if VersionSet::exists(&dir) {
             if opts.error_if_exists {
                 return Err(Error::invalid(format!(
@@ -196,16 +199,13 @@ impl Db {
             })
             .collect();
         logs.sort_unstable();
-        let new_mem = || Arc::new(MemTable::with_side(0, index.new_side()));
+        let new_mem = || Arc::new(MemTable::with_side(0, side()));
         let mut recovered_mems = vec![new_mem()];
-        // Stand-alone indexes get every replayed batch again (their
-        // operations are idempotent, see `index::tree`).
-        let tree_defs: Vec<_> = index
-            .sync_defs()
-            .into_iter()
-            .filter(|d| !d.strategy.rebuilt_at_open())
-            .collect();
-        let tree_current = IndexManager::needs_current(&tree_defs);
+        // Extensions see every replayed batch again (`BatchContext::
+        // recovering`), with the replayed memtables and the recovered
+        // version as the components it shadows.
+        let batch_hooks: Vec<&Arc<dyn EngineHooks>> =
+            hooks.iter().filter(|h| h.wants_batches()).collect();
         for &n in &logs {
             let path = filename::log_file(&dir, n);
             let file = File::open(&path).path_ctx("open WAL", &path)?;
@@ -217,21 +217,18 @@ impl Db {
                     continue;
                 }
                 let mem = recovered_mems.last().cloned().unwrap_or_else(new_mem);
-                if index.memo_in_use() {
+                if !batch_hooks.is_empty() {
                     let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
-                    write::note_memo_with(&index, &tables, &batch, &mems, &current)?;
-                }
-                if !tree_defs.is_empty() {
-                    let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
-                    write::replay_into_trees(
-                        &index,
-                        &tree_defs,
-                        tree_current,
-                        &tables,
-                        &batch,
-                        &mems,
-                        &current,
-                    )?;
+                    let cx = crate::hooks::BatchContext {
+                        tables: &tables,
+                        merge_operator: opts.merge_operator.as_ref(),
+                        mems: &mems,
+                        version: &current,
+                        recovering: true,
+                    };
+                    for h in &batch_hooks {
+                        drop(h.before_batch(&batch, &cx)?);
+                    }
                 }
                 write::insert_into(&mem, &batch)?;
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
@@ -259,7 +256,7 @@ impl Db {
             tables,
             versions: Mutex::new(versions),
             state: Mutex::new(State {
-                mem: Arc::new(MemTable::with_side(log_number, index.new_side())),
+                mem: Arc::new(MemTable::with_side(log_number, side())),
                 imm: VecDeque::new(),
                 current,
                 writers: VecDeque::new(),
@@ -269,27 +266,17 @@ impl Db {
                 pending_outputs: HashSet::new(),
             }),
             cv: Condvar::new(),
-            last_sequence: Arc::new(AtomicU64::new(last_seq)),
+            last_sequence: {
+                last_sequence.store(last_seq, Ordering::SeqCst);
+                last_sequence
+            },
             next_file,
             log: Mutex::new(Some(log)),
-            snapshots: Arc::new(Mutex::new(BTreeMap::new())),
+            snapshots,
             compaction_lock: Mutex::new(()),
-            index,
             hooks,
-            query_pause: Mutex::new(None),
             _lock_file: lock_file,
         });
-        {
-            // Shares the two fields, not `inner`: a tree's compaction
-            // thread must never hold the last reference to the primary.
-            let (snaps, last) = (inner.snapshots.clone(), inner.last_sequence.clone());
-            inner.index.set_primary_clock(Box::new(move || {
-                (
-                    background::oldest_readable(&snaps, &last),
-                    last.load(Ordering::SeqCst),
-                )
-            }));
-        }
 
         // Recovered writes become L0 tables in one edit that also retires
         // the replayed WALs, so a crash here simply replays them again.
@@ -302,7 +289,7 @@ impl Db {
                 edit.new_files.push((0, meta));
             }
         }
-        inner.flush_index_trees()?;
+        inner.notify_flush()?;
         inner.install(edit, InstallReason::Flush, |_| {})?;
         inner.delete_obsolete_files();
 
@@ -329,10 +316,6 @@ impl Db {
         } else {
             inner.run_inline_work()?;
         }
-        // `memory` indexes live only in RAM: rebuild them from the recovered
-        // data before the first write or query (none can run yet).
-        inner.scan_build(&inner.index.rebuilt_at_open())?;
-        db.resume_index_builds()?;
         Ok(db)
     }
 
@@ -358,9 +341,6 @@ impl Db {
             let name = name.to_str().unwrap_or("");
             if filename::parse(name).is_some() {
                 fs::remove_file(e.path()).path_ctx("remove", &e.path())?;
-            } else if name.starts_with("index-") && e.path().is_dir() {
-                // A stand-alone index's trees (`index::tree`).
-                fs::remove_dir_all(e.path()).path_ctx("remove", &e.path())?;
             }
         }
         let _ = fs::remove_dir(dir);
@@ -443,7 +423,7 @@ impl Db {
     /// are probed by key range and Bloom filter, reading no data block. A
     /// `false` is certain. (Merge repair's component pruning,
     /// `index::repair`.)
-    pub(crate) fn may_have_changed_since(&self, keys: &[&[u8]], after: SeqNo) -> Vec<bool> {
+    pub fn may_have_changed_since(&self, keys: &[&[u8]], after: SeqNo) -> Vec<bool> {
         let (mems, version) = self.inner.read_view();
         keys.iter()
             .map(|key| {
@@ -496,9 +476,7 @@ impl Db {
     /// (`None` = open) into the next level, down to the deepest level
     /// holding data, which is finally rewritten in place. Afterwards the
     /// range sits in one sorted level with every version no snapshot needs
-    /// dropped (and reported to the dropped-versions stream). A full
-    /// compaction (both bounds `None`) then compacts every stand-alone
-    /// index's trees the same way.
+    /// dropped (and reported to the dropped-versions stream).
     pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
@@ -542,11 +520,7 @@ impl Db {
         })();
         lock(&inner.state).manual_compaction = false;
         inner.cv.notify_all();
-        result?;
-        if from.is_none() && to.is_none() {
-            self.inner.index.compact_trees()?;
-        }
-        Ok(())
+        result
     }
 
     /// Flushes, then compacts every file of `level` with the overlapping
@@ -578,6 +552,56 @@ impl Db {
         lock(&inner.state).manual_compaction = false;
         inner.cv.notify_all();
         result
+    }
+
+    /// The memtables (newest first) and the version at this moment: the
+    /// components a reader at a snapshot taken before this call reads. For
+    /// extensions answering their own queries.
+    pub fn read_view(&self) -> (Vec<Arc<MemTable>>, Arc<Version>) {
+        self.inner.read_view()
+    }
+
+    /// The table cache (tables of a [`Db::read_view`]).
+    pub fn table_cache(&self) -> &Arc<TableCache> {
+        &self.inner.tables
+    }
+
+    /// The active memtable (extensions attach new structures to its side
+    /// structure).
+    pub fn active_memtable(&self) -> Arc<MemTable> {
+        lock(&self.inner.state).mem.clone()
+    }
+
+    /// Batched point lookup at sequence number `seq`, which the caller keeps
+    /// readable (a live [`Snapshot`]): each key's value and sequence
+    /// number, `None` if absent or deleted, in the order of `keys`.
+    pub fn multi_get_at_seq(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Versioned>>> {
+        self.inner.multi_get_found(keys, seq)
+    }
+
+    /// Data blocks fetched so far (cache hits and disk reads).
+    pub fn data_blocks_read(&self) -> u64 {
+        let d = self.inner.counters.snapshot().data_blocks;
+        d.disk + d.cache
+    }
+
+    /// Writes `payload` under extension `hook` to the MANIFEST, durable on
+    /// return (replayed to [`crate::hooks::EngineHooks::on_recover`]).
+    pub fn log_extension_payload(&self, hook: &str, payload: Vec<u8>) -> Result<()> {
+        let edit = VersionEdit {
+            ext_payloads: vec![(hook.to_string(), payload)],
+            ..VersionEdit::default()
+        };
+        self.inner.install(edit, InstallReason::External, |_| {})?;
+        Ok(())
+    }
+
+    /// Runs `f` while no write is in flight and none starts (every write
+    /// queued before is published first). The caller must not write from
+    /// `f`. For extensions that scan the data to build a structure writers
+    /// maintain from then on.
+    pub fn pause_writes<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.inner.pause_writes(f)
     }
 
     /// Reads one data block of a live table by handle, through the block
@@ -649,8 +673,7 @@ impl Db {
                 return Err(Error::Background(e.to_string()));
             }
             if st.imm.is_empty() && self.inner.picker.pick(&st.current).is_none() {
-                drop(st);
-                return self.inner.index.wait_trees();
+                return Ok(());
             }
             if !self.inner.opts.background_work {
                 drop(st);
@@ -698,25 +721,21 @@ impl Snapshot {
 
     /// Visits the entries of `key` visible here, newest first, component by
     /// component, merge operands uncombined; `f` returns false to stop
-    /// (see [`merge::for_each_version`]).
-    pub(crate) fn for_each_version(
-        &self,
-        key: &[u8],
-        f: &mut merge::VersionVisitor<'_>,
-    ) -> Result<()> {
+    /// (see `merge::for_each_version`).
+    pub fn for_each_version(&self, key: &[u8], f: &mut merge::VersionVisitor<'_>) -> Result<()> {
         self.inner.for_each_version_at(key, self.seq, f)
     }
 
-    /// See [`merge::components_in_ranges`].
-    pub(crate) fn components_in_ranges(&self, ranges: &[(Vec<u8>, Option<Vec<u8>>)]) -> usize {
+    /// See `merge::components_in_ranges`.
+    pub fn components_in_ranges(&self, ranges: &[(Vec<u8>, Option<Vec<u8>>)]) -> usize {
         let (mems, version) = self.inner.read_view();
         merge::components_in_ranges(&mems, &version, ranges, self.seq)
     }
 
     /// Visits the entries visible here in the key ranges `[from, to)`,
     /// component by component, newest first (see
-    /// [`merge::for_each_in_ranges_by_component`]).
-    pub(crate) fn for_each_in_ranges_by_component(
+    /// `merge::for_each_in_ranges_by_component`).
+    pub fn for_each_in_ranges_by_component(
         &self,
         ranges: &[(Vec<u8>, Option<Vec<u8>>)],
         f: &mut merge::ComponentVisitor<'_>,
@@ -746,6 +765,12 @@ impl Drop for Snapshot {
 }
 
 impl DbInner {
+    /// The side structure of a new memtable (the first extension's that
+    /// provides one).
+    pub(crate) fn memtable_side(&self) -> Option<Arc<dyn crate::memtable::MemSide>> {
+        self.hooks.iter().find_map(|h| h.memtable_side())
+    }
+
     /// Memtables (newest first) and version at this moment.
     fn read_view(&self) -> (Vec<Arc<MemTable>>, Arc<Version>) {
         let st = lock(&self.state);
@@ -836,48 +861,6 @@ impl DbInner {
             .into_iter()
             .map(|r| r.map(|(_, v)| v))
             .collect())
-    }
-
-    /// Builds the indexes `defs` (all [`BuildMethod::Scan`]) from scratch
-    /// with one scan of the latest data, while writes are paused (so the
-    /// scan sees every published write and every later write maintains the
-    /// result): each structure is cleared, every live record is applied as
-    /// a put, then each structure is flushed (the build's entries come from
-    /// tables, not from the primary WAL: durable before `ready`) and
-    /// finished ([`crate::index::strategy::IndexStrategy::after_build`]).
-    ///
-    /// [`BuildMethod::Scan`]: crate::index::strategy::BuildMethod::Scan
-    pub(crate) fn scan_build(&self, defs: &[Arc<crate::index::IndexDef>]) -> Result<()> {
-        if defs.is_empty() {
-            return Ok(());
-        }
-        self.pause_writes(|| {
-            for d in defs {
-                d.strategy.clear()?;
-            }
-            let seq = self.last_sequence.load(Ordering::SeqCst);
-            let mut it = self.iter_at(None, None, seq)?;
-            let none = std::collections::HashMap::new();
-            loop {
-                let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> =
-                    std::iter::from_fn(|| it.next_versioned())
-                        .take(1024)
-                        .collect::<Result<_>>()?;
-                if chunk.is_empty() {
-                    break;
-                }
-                let ops: Vec<crate::index::OpRef<'_>> = chunk
-                    .iter()
-                    .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
-                    .collect();
-                self.index.sync_apply(defs, &ops, &none, false)?;
-            }
-            for d in defs {
-                d.strategy.flush()?;
-                d.strategy.after_build()?;
-            }
-            Ok(())
-        })
     }
 
     fn iter_at(&self, from: Option<&[u8]>, to: Option<&[u8]>, seq: SeqNo) -> Result<DbIterator> {

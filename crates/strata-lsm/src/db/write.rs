@@ -7,19 +7,15 @@
 //! last sequence and wakes the group. WAL and memtable work happen outside
 //! the state lock; only the leader does them, so they are serialized.
 //!
-//! With `memory` indexes and stand-alone strategies (`composite`, `deli`,
-//! `posting-*`, see `index::strategy`), the leader also maintains them
-//! synchronously (for strategies that need it, reading the records the
-//! batch overwrites) — described here for `memory`, the others alike
-//! (`index::memory`): after the WAL append it looks up the current records
-//! of the batch's keys, then takes the index manager's memory guard for
-//! writing, edits the structures, inserts the batch into the memtable,
-//! publishes the last sequence and only then releases the guard. A
-//! `memory` query pins its snapshot under the guard's read side, so it sees
-//! the structures exactly at the published sequence. [`DbInner::pause_writes`]
-//! lets an index build run while no write is in flight.
+//! Extensions that maintain structures synchronously (secondary indexes)
+//! see every batch on the leader after the WAL append and before the batch
+//! enters the memtable ([`crate::hooks::EngineHooks::before_batch`]), with
+//! the components the batch shadows; a guard they return is held until the
+//! batch's last sequence number is published, so a reader that pins its
+//! snapshot under the same lock sees their structures exactly at the
+//! published sequence. [`DbInner::pause_writes`] lets an extension scan the
+//! data while no write is in flight.
 
-use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,9 +25,7 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::TableCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::index::strategy::NeedsCurrent;
-use crate::index::{IndexManager, OpRef};
-use crate::key::SeqNo;
+use crate::hooks::{BatchContext, EngineHooks};
 use crate::memtable::MemTable;
 use crate::merge;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -80,20 +74,6 @@ pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<bool> {
     Ok(merges)
 }
 
-/// Operation `op` at sequence number `seq` as the index framework sees
-/// it: the new record, or `None` for a deletion. Merge operands have no
-/// record to index: `DbInner::write` refuses them when indexes exist.
-fn indexed_op(seq: SeqNo, op: BatchOp<'_>) -> Result<OpRef<'_>> {
-    match op {
-        BatchOp::Put { key, value } => Ok((seq, key, Some(value))),
-        BatchOp::Delete { key } => Ok((seq, key, None)),
-        BatchOp::Merge { .. } => Err(Error::invalid(MERGE_WITH_INDEXES)),
-    }
-}
-
-const MERGE_WITH_INDEXES: &str =
-    "merge operands are not supported on a database with secondary indexes";
-
 /// Inserts every operation of `batch` (sequence numbers from
 /// `batch.sequence()`) into `mem`; returns user bytes.
 pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
@@ -112,52 +92,6 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
         }
     }
     Ok(bytes)
-}
-
-/// See [`DbInner::note_memo`]; also used by WAL replay at open.
-pub(crate) fn note_memo_with(
-    index: &IndexManager,
-    tables: &TableCache,
-    batch: &WriteBatch,
-    mems: &[Arc<MemTable>],
-    version: &Version,
-) -> Result<()> {
-    let ops: Vec<(&[u8], u64)> = batch
-        .iter()
-        .zip(batch.sequence()..)
-        .map(|(op, seq)| op.map(|o| (o.key(), seq)))
-        .collect::<Result<_>>()?;
-    index.note_writes(ops.into_iter(), &|k| may_exist(tables, k, mems, version));
-    Ok(())
-}
-
-/// Applies a batch replayed from the WAL at open to the stand-alone
-/// indexes `defs` (components: the replayed memtables newest first and the
-/// recovered version, before the batch).
-pub(crate) fn replay_into_trees(
-    index: &IndexManager,
-    defs: &[Arc<crate::index::IndexDef>],
-    need_current: NeedsCurrent,
-    tables: &TableCache,
-    batch: &WriteBatch,
-    mems: &[Arc<MemTable>],
-    version: &Version,
-) -> Result<()> {
-    let ops: Vec<OpRef<'_>> = (batch.sequence()..)
-        .zip(batch.iter())
-        .map(|(s, op)| op.and_then(|op| indexed_op(s, op)))
-        .collect::<Result<_>>()?;
-    let keys = need_current.keys(&ops);
-    let current: HashMap<&[u8], Option<super::Versioned>> = if !keys.is_empty() {
-        let found =
-            // No merge operator: a database with indexes refuses merge
-            // operands (`DbInner::write`).
-            super::multi_get_components(tables, None, mems, version, &keys, batch.sequence() - 1)?;
-        keys.into_iter().zip(found).collect()
-    } else {
-        HashMap::new()
-    };
-    index.sync_apply(defs, &ops, &current, true)
 }
 
 /// May `key` have a version in `mems` or `version`? Exact for memtables;
@@ -196,8 +130,10 @@ impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
         if validate_batch(&batch)? {
             merge::require(self.opts.merge_operator.as_ref())?;
-            if !self.index.defs().is_empty() {
-                return Err(Error::invalid(MERGE_WITH_INDEXES));
+            if let Some(why) = self.hooks.iter().find_map(|h| h.refuses_merge_operands()) {
+                return Err(Error::invalid(format!(
+                    "merge operands are not supported here: {why}"
+                )));
             }
         }
         if batch.is_empty() {
@@ -236,17 +172,12 @@ impl DbInner {
         merged.set_sequence(seq);
         let count = merged.len() as u64;
         let mem = st.mem.clone();
-        // The `memory` indexes to maintain, read while this group holds the
-        // front of the writer queue: an index created later is built behind
-        // `pause_writes`, which waits for this group to be published (and
-        // rebuilds from scratch, so edits made here to an index still
-        // building are harmless).
-        let sync_defs = self.index.sync_defs();
-        let need_current = IndexManager::needs_current(&sync_defs);
-        let use_memo = self.index.memo_in_use();
-        // Memtables newest first, and the version: the components the batch
-        // will shadow (only the leader changes their contents).
-        let view = (use_memo || !sync_defs.is_empty()).then(|| {
+        // The extensions that see batches, and the components the batch will
+        // shadow (memtables newest first, and the version; only the leader
+        // changes their contents).
+        let batch_hooks: Vec<&Arc<dyn EngineHooks>> =
+            self.hooks.iter().filter(|h| h.wants_batches()).collect();
+        let view = (!batch_hooks.is_empty()).then(|| {
             let mut mems = vec![st.mem.clone()];
             mems.extend(st.imm.iter().rev().cloned());
             (mems, st.current.clone())
@@ -266,29 +197,21 @@ impl DbInner {
             }
             Ok(())
         })();
-        // Held from before the `memory` indexes are edited until after the
-        // batch's last sequence is published (see the module doc).
-        let mut memory_guard = None;
+        // Held until after the batch's last sequence is published (see the
+        // module doc).
+        let mut guards = Vec::new();
         let result = result.and_then(|()| {
-            if let (false, Some((mems, version))) = (sync_defs.is_empty(), &view) {
-                let ops: Vec<OpRef<'_>> = (seq..)
-                    .zip(merged.iter())
-                    .map(|(s, op)| op.and_then(|op| indexed_op(s, op)))
-                    .collect::<Result<_>>()?;
-                // The Eager index's point lookups of the current records,
-                // done before the guard so readers wait only for the edits.
-                let keys = need_current.keys(&ops);
-                let current: HashMap<&[u8], Option<super::Versioned>> = if !keys.is_empty() {
-                    let found = self.multi_get_in(mems, version, &keys, seq - 1)?;
-                    keys.into_iter().zip(found).collect()
-                } else {
-                    HashMap::new()
+            if let Some((mems, version)) = &view {
+                let cx = BatchContext {
+                    tables: &self.tables,
+                    merge_operator: self.opts.merge_operator.as_ref(),
+                    mems,
+                    version,
+                    recovering: false,
                 };
-                memory_guard = Some(self.index.memory_guard());
-                self.index.sync_apply(&sync_defs, &ops, &current, true)?;
-            }
-            if let (true, Some((mems, version))) = (use_memo, &view) {
-                self.note_memo(&merged, mems, version)?;
+                for h in &batch_hooks {
+                    guards.extend(h.before_batch(&merged, &cx)?);
+                }
             }
             let bytes = insert_into(&mem, &merged)?;
             Counters::add(&self.counters.user_bytes_written, bytes);
@@ -298,7 +221,7 @@ impl DbInner {
         let mut st = lock(&self.state);
         if result.is_ok() {
             self.last_sequence.store(seq + count - 1, Ordering::SeqCst);
-            drop(memory_guard);
+            drop(guards);
         } else if let Err(e) = &result {
             // The WAL may hold a partial record: refuse further writes.
             if st.bg_error.is_none() {
@@ -351,17 +274,6 @@ impl DbInner {
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st
-    }
-
-    /// Update-memo maintenance for `batch` (see `index::memo`): called before
-    /// the batch enters the memtable, with the components it will shadow.
-    pub(crate) fn note_memo(
-        &self,
-        batch: &WriteBatch,
-        mems: &[Arc<MemTable>],
-        version: &Version,
-    ) -> Result<()> {
-        note_memo_with(&self.index, &self.tables, batch, mems, version)
     }
 
     /// Takes the batches of the leader and the writers behind it. A writer
@@ -493,7 +405,7 @@ impl DbInner {
         }
         *log = Some(LogWriter::new(file, path, 0));
         drop(log);
-        let new_mem = Arc::new(MemTable::with_side(number, self.index.new_side()));
+        let new_mem = Arc::new(MemTable::with_side(number, self.memtable_side()));
         let old = std::mem::replace(&mut st.mem, new_mem);
         st.imm.push_back(old);
         self.cv.notify_all();

@@ -22,20 +22,44 @@
 //!    extension state that matches it exactly (NEXT's global index).
 //!    On open, [`EngineHooks::on_recover`] receives the payloads in manifest
 //!    order and returns the state of the recovered version.
-//! 4. **Read a data block by handle**: [`crate::Db::read_data_block`].
+//! 4. **Batches** ([`EngineHooks::before_batch`]): the write-group leader
+//!    hands every batch, with its sequence numbers assigned and after its WAL
+//!    append, to each hook before the batch enters the memtable, with a
+//!    [`BatchContext`] that looks up the records the batch overwrites; the
+//!    guard a hook returns is held until the batch's last sequence number is
+//!    published (synchronous index maintenance). At open, every batch
+//!    replayed from the WAL is handed over the same way
+//!    ([`BatchContext::recovering`]).
+//! 5. **Memtable side structures** ([`EngineHooks::memtable_side`]): a
+//!    structure that sees every entry added to a new memtable.
+//! 6. **Flush** ([`EngineHooks::before_flush_install`]): after the WAL is
+//!    durable and before a flush retires WAL files (extensions that keep
+//!    their own unlogged structures make them durable then).
+//! 7. **Attach** ([`EngineHooks::attach`]): once, at the start of open, the
+//!    engine's shared parts an extension may keep ([`EngineHandle`]).
 //!
-//! Contracts: hooks run on background threads; they must not call back into
-//! the `Db` (deadlock) and should be quick. An error from `finish` or
-//! `on_install` fails the flush/compaction, which the engine reports as a
-//! background error.
+//! Reading a data block by handle: [`crate::Db::read_data_block`].
+//!
+//! Contracts: hooks run on background threads (1–3, 6) or on the write
+//! leader (4); they must not call back into the `Db` (deadlock) and should
+//! be quick. An error from `finish` or `on_install` fails the
+//! flush/compaction, which the engine reports as a background error; an
+//! error from `before_batch` fails the write and makes the database
+//! read-only.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
+use crate::batch::WriteBatch;
+use crate::cache::TableCache;
 use crate::error::Result;
 use crate::key::{SeqNo, ValueKind};
+use crate::memtable::{MemSide, MemTable};
+use crate::merge::MergeOperator;
 use crate::sstable::BlockHandle;
-use crate::version::FileMetaData;
+use crate::version::{FileMetaData, Version};
 
 /// Why a table is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,5 +206,126 @@ pub trait EngineHooks: Send + Sync {
         _files: &[(usize, Arc<FileMetaData>)],
     ) -> Result<Option<ExtState>> {
         Ok(None)
+    }
+
+    /// Called once at the start of open, before recovery.
+    fn attach(&self, _engine: &EngineHandle) {}
+
+    /// A side structure for a new memtable. At most one hook of a database
+    /// may return one (the first that does is used).
+    fn memtable_side(&self) -> Option<Arc<dyn MemSide>> {
+        None
+    }
+
+    /// `Some(reason)` refuses batches with merge operands (an extension
+    /// that cannot interpret them); the write fails with the reason.
+    fn refuses_merge_operands(&self) -> Option<String> {
+        None
+    }
+
+    /// True if [`EngineHooks::before_batch`] has work to do (checked once per
+    /// write group; false spares the write path building its context).
+    fn wants_batches(&self) -> bool {
+        false
+    }
+
+    /// Sees `batch` (sequence numbers assigned) before it enters the
+    /// memtable; the returned guard is dropped once the batch's last
+    /// sequence number is published (or the write failed). Only one batch
+    /// is handed over at a time.
+    fn before_batch<'a>(
+        &'a self,
+        _batch: &WriteBatch,
+        _cx: &BatchContext<'_>,
+    ) -> Result<Option<BatchGuard<'a>>> {
+        Ok(None)
+    }
+
+    /// Called after the WAL is durable and before a flush installs (see the
+    /// module documentation).
+    fn before_flush_install(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// True if [`EngineHooks::before_flush_install`] has work to do (the
+    /// engine then syncs the WAL first).
+    fn wants_flush_notice(&self) -> bool {
+        false
+    }
+}
+
+/// Anything a hook holds while a batch is published (see
+/// [`EngineHooks::before_batch`]).
+pub trait Held {}
+impl<T> Held for T {}
+
+/// A guard returned by [`EngineHooks::before_batch`].
+pub type BatchGuard<'a> = Box<dyn Held + 'a>;
+
+/// A record with the sequence number of the write that stored it.
+pub type Versioned = (SeqNo, Vec<u8>);
+
+/// What a batch hook may read: the components the batch will shadow.
+pub struct BatchContext<'a> {
+    pub(crate) tables: &'a TableCache,
+    pub(crate) merge_operator: Option<&'a Arc<dyn MergeOperator>>,
+    /// Memtables newest first.
+    pub(crate) mems: &'a [Arc<MemTable>],
+    pub(crate) version: &'a Version,
+    pub(crate) recovering: bool,
+}
+
+impl BatchContext<'_> {
+    /// True during WAL replay at open (no reader or writer runs yet).
+    pub fn recovering(&self) -> bool {
+        self.recovering
+    }
+
+    /// The newest record of each key before the batch (`None`: absent or
+    /// deleted), in the order of `keys`: one batched lookup.
+    pub fn current(&self, keys: &[&[u8]], before: SeqNo) -> Result<Vec<Option<Versioned>>> {
+        crate::db::multi_get_components(
+            self.tables,
+            self.merge_operator,
+            self.mems,
+            self.version,
+            keys,
+            before,
+        )
+    }
+
+    /// May `key` have a version in the components? Exact for memtables; key
+    /// range and Bloom filter for tables (no data I/O). A `false` is
+    /// certain.
+    pub fn may_exist(&self, key: &[u8]) -> bool {
+        crate::db::may_exist(self.tables, key, self.mems, self.version)
+    }
+}
+
+/// The engine's shared parts an extension may keep (see
+/// [`EngineHooks::attach`]). Holds no reference to the database itself, so
+/// an extension keeping it never keeps the database open.
+#[derive(Clone)]
+pub struct EngineHandle {
+    pub(crate) tables: Arc<TableCache>,
+    pub(crate) snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
+    pub(crate) last_sequence: Arc<AtomicU64>,
+}
+
+impl EngineHandle {
+    /// The table cache (reading meta blocks of live tables).
+    pub fn tables(&self) -> &Arc<TableCache> {
+        &self.tables
+    }
+
+    /// The oldest sequence number a reader may read at: the oldest live
+    /// snapshot, else the last published sequence number.
+    pub fn oldest_readable(&self) -> SeqNo {
+        crate::db::oldest_readable(&self.snapshots, &self.last_sequence)
+    }
+
+    /// The last published sequence number.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.last_sequence.load(Ordering::SeqCst)
     }
 }

@@ -64,7 +64,7 @@ pub(crate) fn require(op: Option<&Arc<dyn MergeOperator>>) -> Result<&dyn MergeO
 
 /// Receives a key's entries (sequence number, kind, value), newest first;
 /// returns false to stop the visit.
-pub(crate) type VersionVisitor<'a> = dyn FnMut(SeqNo, ValueKind, &[u8]) -> Result<bool> + 'a;
+pub type VersionVisitor<'a> = dyn FnMut(SeqNo, ValueKind, &[u8]) -> Result<bool> + 'a;
 
 /// Visits the entries of `user_key` with `seq <= snapshot`, newest first,
 /// one component at a time: memtables (newest first), then the tables that
@@ -178,8 +178,8 @@ impl History {
     }
 }
 
-/// What [`for_each_in_ranges_by_component`] reports.
-pub(crate) enum ComponentEvent<'a> {
+/// What `for_each_in_ranges_by_component` reports.
+pub enum ComponentEvent<'a> {
     /// One entry (any version, operands uncombined) of the component.
     Entry {
         user_key: &'a [u8],
@@ -191,7 +191,7 @@ pub(crate) enum ComponentEvent<'a> {
 }
 
 /// Receives [`ComponentEvent`]s; returns false to stop the visit.
-pub(crate) type ComponentVisitor<'a> = dyn FnMut(ComponentEvent<'_>) -> Result<bool> + 'a;
+pub type ComponentVisitor<'a> = dyn FnMut(ComponentEvent<'_>) -> Result<bool> + 'a;
 
 /// Visits the entries with `seq <= snapshot` in the user-key ranges
 /// `[from, to)` (`None`: unbounded), one component at a time, newest

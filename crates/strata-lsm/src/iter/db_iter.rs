@@ -11,7 +11,7 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::merge::{self, MergeOperator};
 
 /// A user key with the sequence number and value of its visible version.
-pub(crate) type VersionedEntry = (Vec<u8>, SeqNo, Vec<u8>);
+pub type VersionedEntry = (Vec<u8>, SeqNo, Vec<u8>);
 
 /// Forward iterator over `(key, value)` pairs in `[from, to)`.
 ///
@@ -53,7 +53,7 @@ impl DbIterator {
     /// Advances to the next visible user key; returns it with the sequence
     /// number and value of its newest visible version (index rebuilds need
     /// the sequence number).
-    pub(crate) fn next_versioned(&mut self) -> Option<Result<VersionedEntry>> {
+    pub fn next_versioned(&mut self) -> Option<Result<VersionedEntry>> {
         if self.done {
             return None;
         }

@@ -3,14 +3,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use strata::hooks::{
+use strata_lsm::hooks::{
     CompactionContext, CompactionObserver, DropReason, EngineHooks, EntryRef, ExtState,
     InstallEvent, InstallOutcome, TableContext, TableObserver,
 };
-use strata::key::{SeqNo, ValueKind};
-use strata::sstable::BlockHandle;
-use strata::version::FileMetaData;
-use strata::{Db, Options};
+use strata_lsm::key::{SeqNo, ValueKind};
+use strata_lsm::sstable::BlockHandle;
+use strata_lsm::version::FileMetaData;
+use strata_lsm::{Db, Options};
 
 #[derive(Default)]
 struct Log {
@@ -52,7 +52,7 @@ impl TableObserver for Obs {
             .or_default()
             .push(block);
     }
-    fn finish(&mut self) -> strata::Result<Vec<(String, Vec<u8>)>> {
+    fn finish(&mut self) -> strata_lsm::Result<Vec<(String, Vec<u8>)>> {
         Ok(vec![(
             "test.count".into(),
             self.count.to_le_bytes().to_vec(),
@@ -86,7 +86,7 @@ impl EngineHooks for TestHook {
     fn compaction_observer(&self, _ctx: &CompactionContext) -> Option<Box<dyn CompactionObserver>> {
         Some(Box::new(Drops(self.log.clone())))
     }
-    fn on_install(&self, ev: &InstallEvent<'_>) -> strata::Result<InstallOutcome> {
+    fn on_install(&self, ev: &InstallEvent<'_>) -> strata_lsm::Result<InstallOutcome> {
         let added: Vec<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
         let removed: Vec<u64> = ev.removed.iter().map(|(_, n)| *n).collect();
         let prev = ev
@@ -108,7 +108,7 @@ impl EngineHooks for TestHook {
         &self,
         payloads: &[Vec<u8>],
         _files: &[(usize, Arc<FileMetaData>)],
-    ) -> strata::Result<Option<ExtState>> {
+    ) -> strata_lsm::Result<Option<ExtState>> {
         self.log.lock().unwrap().recovered = payloads.to_vec();
         Ok(Some(Arc::new(1000u64) as ExtState))
     }

@@ -89,7 +89,7 @@ impl DbInner {
             (mem, next_log)
         };
         let meta = self.write_level0_table(&mem)?;
-        self.flush_index_trees()?;
+        self.notify_flush()?;
         let mut edit = VersionEdit {
             log_number: Some(next_log),
             ..VersionEdit::default()
@@ -106,17 +106,18 @@ impl DbInner {
     }
 
     /// Before a flush retires WAL files: makes the current WAL durable, then
-    /// flushes the secondary trees of stand-alone indexes, so they hold
+    /// lets the extensions make their own unlogged structures durable
+    /// ([`crate::hooks::EngineHooks::before_flush_install`]), so they hold
     /// every write of the retired WALs and nothing newer than the durable
-    /// WAL (see `index::tree`).
-    pub(crate) fn flush_index_trees(&self) -> Result<()> {
-        if !self.index.has_trees() {
+    /// WAL.
+    pub(crate) fn notify_flush(&self) -> Result<()> {
+        if !self.hooks.iter().any(|h| h.wants_flush_notice()) {
             return Ok(());
         }
         if let Some(log) = lock(&self.log).as_mut() {
             log.sync()?;
         }
-        self.index.flush_trees()
+        self.hooks.iter().try_for_each(|h| h.before_flush_install())
     }
 
     /// Oldest sequence number a reader may read at.

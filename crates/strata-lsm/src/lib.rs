@@ -1,0 +1,38 @@
+//! The storage engine under Strata: a LevelDB-style LSM tree that knows
+//! nothing of JSON, attributes or index strategies.
+//!
+//! Writes go to the write-ahead log ([`wal`]) and the [`memtable`], which is
+//! flushed to an immutable [`sstable`]; the MANIFEST ([`version`]) records
+//! which tables are live at which level; [`compaction`] merges tables in the
+//! background. Extensions (Strata's secondary-index framework) observe
+//! batches, memtables, tables, compactions and version installs through
+//! [`hooks`]. Layers depend downward only: `coding`/`key`/`error` →
+//! `wal`/`memtable`/`sstable`/`cache` → `iter`/`merge` → `version` →
+//! `compaction` → `hooks` → `db`.
+
+pub mod batch;
+pub mod cache;
+pub mod coding;
+pub mod compaction;
+mod db;
+pub mod error;
+pub mod filename;
+pub mod hooks;
+pub mod io;
+pub mod iter;
+pub mod key;
+pub mod memtable;
+pub mod merge;
+pub mod options;
+pub mod sstable;
+pub mod stats;
+pub mod version;
+pub mod wal;
+
+pub use batch::WriteBatch;
+pub use db::{BlockEntry, Db, Snapshot, Versioned};
+pub use error::{Error, Result};
+pub use iter::db_iter::DbIterator;
+pub use merge::MergeOperator;
+pub use options::{Compression, Options, WalRecovery, WriteOptions};
+pub use stats::{IoStats, Stats};

@@ -1,0 +1,509 @@
+//! The database a user opens: the storage engine ([`strata_lsm::Db`])
+//! with the secondary-index framework registered as its extension, plus
+//! index definition, queries and checks.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use strata_lsm::key::SeqNo;
+use strata_lsm::{
+    BlockEntry, DbIterator, Error, Options, Result, Snapshot, Stats, Versioned, WriteBatch,
+    WriteOptions,
+};
+
+use crate::index::strategy::BuildMethod;
+use crate::index::{
+    self, ExtractorFn, Hit, IndexInfo, IndexManager, IndexSpec, IndexValue, Predicate,
+    QueryOptions, QueryProfile, QueryView,
+};
+
+/// A test hook run in the middle of every index query.
+type QueryPause = Arc<dyn Fn() + Send + Sync>;
+
+/// An open database: records by primary key, and secondary indexes over
+/// their attributes. Dropping it stops the background threads and closes
+/// the files; everything acknowledged is in the WAL or in tables.
+pub struct Db {
+    engine: strata_lsm::Db,
+    index: Arc<IndexManager>,
+    /// See [`Db::set_query_pause_hook`].
+    query_pause: Mutex<Option<QueryPause>>,
+}
+
+/// What [`Db::check_index`] found.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IndexCheck {
+    pub index: String,
+    /// Records whose attribute the index should find (by a full scan).
+    pub expected: usize,
+    /// Records the index returned.
+    pub found: usize,
+    /// Keys the index missed, and keys it returned wrongly (or with a
+    /// wrong value), at most 100 each.
+    pub missing: Vec<String>,
+    pub extra: Vec<String>,
+}
+
+impl IndexCheck {
+    pub fn ok(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.expected == self.found
+    }
+}
+
+/// Attribute extractors that [`crate::Extractor::Custom`] indexes name, to
+/// register at every open ([`Db::open_with`]).
+#[derive(Clone, Default)]
+pub struct Extractors {
+    pub(crate) map: BTreeMap<String, ExtractorFn>,
+}
+
+impl Extractors {
+    pub fn new() -> Extractors {
+        Extractors::default()
+    }
+
+    /// Registers `f` under `name`.
+    pub fn add(mut self, name: &str, f: ExtractorFn) -> Extractors {
+        self.map.insert(name.to_string(), f);
+        self
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Db {
+    /// Opens (or creates, per `opts`) the database in `path`, replaying the
+    /// WAL of an unclean shutdown, and brings its indexes up: `memory`
+    /// indexes are rebuilt, builds a crash interrupted are finished.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        Db::open_with(path, opts, Extractors::default())
+    }
+
+    /// [`Db::open`] with the extractors of custom indexes.
+    pub fn open_with(path: impl AsRef<Path>, mut opts: Options, ext: Extractors) -> Result<Db> {
+        let dir = path.as_ref().to_path_buf();
+        let index = IndexManager::new(dir, &opts, ext.map);
+        opts.hooks.push(index.clone());
+        let engine = strata_lsm::Db::open(path, opts)?;
+        let db = Db {
+            engine,
+            index,
+            query_pause: Mutex::new(None),
+        };
+        // `memory` indexes live only in RAM: rebuild them from the recovered
+        // data before the first write or query (none can run yet).
+        db.scan_build(&db.index.rebuilt_at_open())?;
+        db.resume_index_builds()?;
+        Ok(db)
+    }
+
+    /// Removes every database file in `path`, the indexes' directories,
+    /// and then the directory itself if it is empty. Fails with
+    /// `Error::Locked` if the database is open.
+    pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        let dir = path.as_ref();
+        if dir.exists() {
+            strata_lsm::Db::destroy(dir)?;
+        }
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let is_index = e
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("index-"));
+                if is_index && e.path().is_dir() {
+                    std::fs::remove_dir_all(e.path())
+                        .map_err(|err| Error::io(format!("remove {}", e.path().display()), err))?;
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+        Ok(())
+    }
+
+    /// The storage engine under this database (advanced use: statistics
+    /// of the tree, extension APIs).
+    pub fn engine(&self) -> &strata_lsm::Db {
+        &self.engine
+    }
+
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    pub fn options(&self) -> &Options {
+        self.engine.options()
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.engine.put(key, value)
+    }
+
+    pub fn put_opt(&self, key: &[u8], value: &[u8], opts: WriteOptions) -> Result<()> {
+        self.engine.put_opt(key, value, opts)
+    }
+
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.engine.delete(key)
+    }
+
+    pub fn delete_opt(&self, key: &[u8], opts: WriteOptions) -> Result<()> {
+        self.engine.delete_opt(key, opts)
+    }
+
+    /// Applies `batch` atomically (every index sees all of it or none).
+    pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.engine.write(batch, opts)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.engine.get(key)
+    }
+
+    /// Batched point lookup, in the order of `keys`.
+    pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.engine.multi_get(keys)
+    }
+
+    /// [`Db::multi_get`] with each record's sequence number.
+    pub fn multi_get_with_seq(&self, keys: &[&[u8]]) -> Result<Vec<Option<Versioned>>> {
+        self.engine.multi_get_with_seq(keys)
+    }
+
+    /// Records with keys in `[from, to)` (`None` = open), in key order.
+    pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
+        self.engine.iter(from, to)
+    }
+
+    /// A consistent read view (compaction keeps what it sees).
+    pub fn snapshot(&self) -> Snapshot {
+        self.engine.snapshot()
+    }
+
+    /// Highest sequence number assigned to an acknowledged write.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.engine.last_sequence()
+    }
+
+    /// Writes the memtable to an L0 table and waits until no frozen
+    /// memtable remains.
+    pub fn flush(&self) -> Result<()> {
+        self.engine.flush()
+    }
+
+    /// Compacts `[from, to]` into one sorted level (see
+    /// [`strata_lsm::Db::compact_range`]); a full compaction (both bounds
+    /// `None`) then compacts every stand-alone index's trees the same way.
+    pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
+        self.engine.compact_range(from, to)?;
+        if from.is_none() && to.is_none() {
+            self.index.compact_trees()?;
+        }
+        Ok(())
+    }
+
+    /// See [`strata_lsm::Db::compact_level`].
+    #[cfg(feature = "testing")]
+    pub fn compact_level(&self, level: usize) -> Result<()> {
+        self.engine.compact_level(level)
+    }
+
+    /// Waits until no flush or compaction is pending, in the database and
+    /// in the indexes' own trees.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.engine.wait_for_compactions()?;
+        self.index.wait_trees()
+    }
+
+    /// Reads one data block of a live table by handle (see
+    /// [`strata_lsm::Db::read_data_block`]).
+    pub fn read_data_block(
+        &self,
+        file: u64,
+        handle: strata_lsm::sstable::BlockHandle,
+    ) -> Result<Vec<BlockEntry>> {
+        self.engine.read_data_block(file, handle)
+    }
+
+    pub fn current_version(&self) -> Arc<strata_lsm::version::Version> {
+        self.engine.current_version()
+    }
+
+    /// Engine statistics: levels, I/O counters, caches.
+    pub fn stats(&self) -> Stats {
+        self.engine.stats()
+    }
+
+    /// Builds the indexes `defs` (all [`BuildMethod::Scan`]) from scratch
+    /// with one scan of the latest data, while writes are paused (so the
+    /// scan sees every published write and every later write maintains the
+    /// result): each structure is cleared, every live record is applied as
+    /// a put, then each structure is flushed (the build's entries come from
+    /// tables, not from the primary WAL: durable before `ready`) and
+    /// finished.
+    fn scan_build(&self, defs: &[Arc<crate::index::IndexDef>]) -> Result<()> {
+        if defs.is_empty() {
+            return Ok(());
+        }
+        self.engine.pause_writes(|| {
+            for d in defs {
+                d.strategy.clear()?;
+            }
+            let snap = self.engine.snapshot();
+            let mut it = snap.iter(None, None)?;
+            let none = std::collections::HashMap::new();
+            loop {
+                let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> =
+                    std::iter::from_fn(|| it.next_versioned())
+                        .take(1024)
+                        .collect::<Result<_>>()?;
+                if chunk.is_empty() {
+                    break;
+                }
+                let ops: Vec<crate::index::OpRef<'_>> = chunk
+                    .iter()
+                    .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
+                    .collect();
+                self.index.sync_apply(defs, &ops, &none, false)?;
+            }
+            for d in defs {
+                d.strategy.flush()?;
+                d.strategy.after_build()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes an index payload to the MANIFEST (durable on return).
+    fn log_index_payload(&self, payload: Vec<u8>) -> Result<()> {
+        self.engine.log_extension_payload(index::HOOK_NAME, payload)
+    }
+    /// Creates a secondary index and builds it over the existing data.
+    /// Returns when the index is ready; meanwhile it is listed as
+    /// `building` and queries on it fail. The definition is durable: a
+    /// reopen restores it (and finishes an interrupted build).
+    pub fn create_index(&self, spec: IndexSpec) -> Result<()> {
+        let (def, payload) = self.index.begin_create(spec)?;
+        // Writes from now on are indexed in the active memtable too (a
+        // memtable created meanwhile has the index already).
+        self.index.attach(&def, &self.engine.active_memtable());
+        if let Err(e) = self.log_index_payload(payload) {
+            let _ = self.index.drop_def(&def.spec.name);
+            return Err(e);
+        }
+        self.build_index(&def.spec.name)
+    }
+
+    /// Logs a definition in state `building` without building it, as a
+    /// crash in the middle of [`Db::create_index`] would leave it. For tests
+    /// of the resume path.
+    #[doc(hidden)]
+    pub fn begin_index_for_tests(&self, spec: IndexSpec) -> Result<()> {
+        let (_, payload) = self.index.begin_create(spec)?;
+        self.log_index_payload(payload)
+    }
+
+    /// Brings the index named `name` over the existing data. NEXT: flushes
+    /// (so the memtable's older entries reach tables built with the index)
+    /// and rewrites every table, which also leaves each key with one version
+    /// so the update memo starts exact. `memory`: one scan of the latest
+    /// data with writes paused (writes maintain the index from then on).
+    fn build_index(&self, name: &str) -> Result<()> {
+        let def = self
+            .index
+            .def(name)
+            .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
+        if def.is_ready() {
+            return Ok(());
+        }
+        match def.strategy.build_method() {
+            BuildMethod::Scan => self.scan_build(std::slice::from_ref(&def))?,
+            BuildMethod::RewriteTables => {
+                self.compact_range(None, None)?;
+                let v = self.engine.current_version();
+                if !self.index.covers(&def, &v) {
+                    return Err(Error::Background(format!(
+                        "index {name:?} does not cover every table after its build"
+                    )));
+                }
+            }
+        }
+        self.log_index_payload(index::IndexManager::ready_payload(&def))?;
+        self.index.mark_ready(&def);
+        Ok(())
+    }
+
+    /// Finishes the builds a crash interrupted (called by `open`).
+    pub(crate) fn resume_index_builds(&self) -> Result<()> {
+        for d in self.index.defs() {
+            if !d.is_ready() {
+                self.build_index(&d.spec.name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes an index and its definition. Its blocks in existing tables
+    /// are ignored and disappear as tables are rewritten.
+    pub fn drop_index(&self, name: &str) -> Result<()> {
+        let payload = self.index.drop_def(name)?;
+        self.log_index_payload(payload)
+    }
+
+    /// Every index with its state and statistics.
+    pub fn indexes(&self) -> Vec<IndexInfo> {
+        self.index.infos(&self.engine.current_version())
+    }
+
+    /// Update-memo size: (entries, bytes).
+    pub fn memo_stats(&self) -> (usize, usize) {
+        self.index.memo_stats()
+    }
+
+    /// Records of index `index` satisfying `pred`, newest first.
+    pub fn query(&self, index: &str, pred: &Predicate, opts: QueryOptions) -> Result<Vec<Hit>> {
+        Ok(self.query_profiled(index, pred, opts)?.0)
+    }
+
+    /// [`Db::query`], also returning what the query read.
+    pub fn query_profiled(
+        &self,
+        index: &str,
+        pred: &Predicate,
+        opts: QueryOptions,
+    ) -> Result<(Vec<Hit>, QueryProfile)> {
+        let engine = &self.engine;
+        // Pinned first, then the components: every version the snapshot
+        // sees is in them, and no compaction drops one until `pinned` goes.
+        let pinned = self.snapshot();
+        let snapshot = pinned.sequence();
+        let (mems, version) = engine.read_view();
+        let pause = lock(&self.query_pause).clone();
+        let pin_latest = || self.snapshot();
+        let fetch = |keys: &[&[u8]], at: SeqNo| engine.multi_get_at_seq(keys, at);
+        let data_blocks_read = || engine.data_blocks_read();
+        let view = QueryView {
+            mems,
+            version,
+            snapshot,
+            tables: engine.table_cache(),
+            pin_latest: &pin_latest,
+            fetch: &fetch,
+            data_blocks_read: &data_blocks_read,
+            pause: pause.as_deref(),
+        };
+        let mut profile = QueryProfile::default();
+        let hits = self.index.query(index, pred, opts, &view, &mut profile)?;
+        drop(pinned);
+        Ok((hits, profile))
+    }
+
+    /// Installs (or with `None` removes) a hook that every index query runs
+    /// once it has pinned what it reads and before it validates a
+    /// candidate: tests use it to write, flush and compact in the middle
+    /// of a query. The hook runs on the querying thread with no lock held.
+    #[cfg(feature = "testing")]
+    pub fn set_query_pause_hook(&self, hook: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {
+        *lock(&self.query_pause) = hook;
+    }
+
+    /// Records whose attribute equals `value`.
+    pub fn lookup(&self, index: &str, value: IndexValue, opts: QueryOptions) -> Result<Vec<Hit>> {
+        self.query(index, &Predicate::Eq(value), opts)
+    }
+
+    /// Records whose attribute is in `[lo, hi]`.
+    pub fn range(
+        &self,
+        index: &str,
+        lo: IndexValue,
+        hi: IndexValue,
+        opts: QueryOptions,
+    ) -> Result<Vec<Hit>> {
+        self.query(index, &Predicate::Range(lo, hi), opts)
+    }
+
+    /// Records whose point lies in, or rectangle intersects, `rect`.
+    pub fn within(&self, index: &str, rect: [f64; 4], opts: QueryOptions) -> Result<Vec<Hit>> {
+        self.query(index, &Predicate::Within(rect), opts)
+    }
+
+    /// Compares index `name` with a full scan of the primary data.
+    pub fn check_index(&self, name: &str) -> Result<IndexCheck> {
+        let info = self
+            .indexes()
+            .into_iter()
+            .find(|i| i.spec.name == name)
+            .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
+        let ty = info.spec.key_type;
+        let path = match &info.spec.extractor {
+            index::Extractor::Field(p) => index::value::parse_path(p)?,
+            index::Extractor::Custom(_) => {
+                return Err(Error::invalid("check supports field indexes only"))
+            }
+        };
+        let snap = self.snapshot();
+        let mut expected: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut max_str = String::new();
+        for kv in snap.iter(None, None)? {
+            let (k, v) = kv?;
+            let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&v) else {
+                continue;
+            };
+            if let Ok(val) = index::value::extract(&doc, &path, ty) {
+                if let IndexValue::Str(s) = &val {
+                    if *s > max_str {
+                        max_str = s.clone();
+                    }
+                }
+                expected.insert(k, v);
+            }
+        }
+        drop(snap);
+        let pred = match ty {
+            index::KeyType::I64 => {
+                Predicate::Range(IndexValue::I64(i64::MIN), IndexValue::I64(i64::MAX))
+            }
+            index::KeyType::F64 => Predicate::Range(
+                IndexValue::F64(f64::NEG_INFINITY),
+                IndexValue::F64(f64::INFINITY),
+            ),
+            index::KeyType::String => Predicate::Range(
+                IndexValue::Str(String::new()),
+                IndexValue::Str(max_str + "\u{10FFFF}"),
+            ),
+            _ => Predicate::Within([
+                f64::NEG_INFINITY,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+                f64::INFINITY,
+            ]),
+        };
+        let hits = self.query(name, &pred, QueryOptions::default())?;
+        let mut check = IndexCheck {
+            index: name.to_string(),
+            expected: expected.len(),
+            found: hits.len(),
+            ..IndexCheck::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for h in &hits {
+            seen.insert(h.key.clone());
+            if expected.get(&h.key) != h.value.as_ref() && check.extra.len() < 100 {
+                check
+                    .extra
+                    .push(String::from_utf8_lossy(&h.key).into_owned());
+            }
+        }
+        for k in expected.keys() {
+            if !seen.contains(k) && check.missing.len() < 100 {
+                check.missing.push(String::from_utf8_lossy(k).into_owned());
+            }
+        }
+        Ok(check)
+    }
+}
