@@ -22,12 +22,12 @@ use strata_bench::queries::QuerySet;
 use strata_bench::system::{BenchSystem, QueryStats, Sizes, SystemOptions};
 
 use crate::bench_systems::{self, SystemSpec};
-use crate::bench_trace::{self, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
-use crate::chirp;
 use crate::progress::Progress;
 use crate::report::{print_table, write_report};
-use crate::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 use crate::CliError;
+use strata_bench::chirp;
+use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
+use strata_bench::trace::{self as bench_trace, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
 
 /// Workloads of `bench run`.
 pub const WORKLOADS: [&str; 8] = [
@@ -933,7 +933,7 @@ pub fn trace(args: &TraceArgs) -> Result<(), CliError> {
     let f = std::fs::File::create(&args.out)
         .map_err(|e| CliError::Other(format!("create {}: {e}", args.out.display())))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let lines = chirp::write_trace(&t, &mut w)
+    let lines = bench_trace::write_chirp(&t, &mut w)
         .map_err(|e| CliError::Other(format!("{}: {e}", args.out.display())))?;
     std::io::Write::flush(&mut w)
         .map_err(|e| CliError::Other(format!("write {}: {e}", args.out.display())))?;

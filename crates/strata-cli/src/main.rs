@@ -9,14 +9,11 @@ mod bench;
 mod bench_run;
 mod bench_strata;
 mod bench_systems;
-mod bench_trace;
-mod chirp;
 mod gen;
 mod index_cmd;
 mod plot;
 mod progress;
 mod report;
-mod results;
 mod verify;
 mod workload;
 

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::plot::{self, Area, BarChart, BarSeries, Canvas, LineChart, LineSeries, Scale};
-use crate::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 use crate::CliError;
+use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 
 // ------------------------------------------------------------- stdout
 
