@@ -11,30 +11,36 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::plot::{self, Area, BarChart, BarSeries, Canvas, LineChart, LineSeries, Scale};
-use crate::CliError;
+use crate::Error;
 use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 
 // ------------------------------------------------------------- stdout
 
-pub fn print_table(r: &RunResults) -> Result<(), CliError> {
-    crate::out(format_args!(
-        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11}\n",
+/// The stdout table of a run: ingest cost and sizes per system, then one
+/// row per query set (and per operation kind of a mixed sequence).
+pub fn table(r: &RunResults) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11}",
         "system", "ingest s", "reopen s", "db MB", "index MB", "index RAM KB"
-    ))?;
+    );
     for s in &r.systems {
-        crate::out(format_args!(
-            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}\n",
+        let _ = writeln!(
+            o,
+            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}",
             s.system,
             s.ingest_seconds + s.settle_seconds,
             s.reopen_seconds,
             s.db_bytes as f64 / 1e6,
             s.index_bytes as f64 / 1e6,
             s.index_memory_bytes as f64 / 1e3
-        ))?;
+        );
     }
     if r.systems.iter().any(|s| !s.queries.is_empty()) {
-        crate::out(format_args!(
-            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}\n",
+        let _ = writeln!(
+            o,
+            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}",
             "system",
             "attribute",
             "class",
@@ -45,12 +51,13 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
             "blocks",
             "min blk",
             "idx blk"
-        ))?;
+        );
     }
     for s in &r.systems {
         for q in &s.queries {
-            crate::out(format_args!(
-                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}\n",
+            let _ = writeln!(
+                o,
+                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}",
                 s.system,
                 q.attribute,
                 q.class,
@@ -61,31 +68,67 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
                 q.blocks_read_mean,
                 q.min_blocks_mean,
                 q.index_blocks_mean
-            ))?;
+            );
         }
     }
     if r.systems.iter().any(|s| !s.ops.is_empty()) {
-        crate::out(format_args!(
-            "\n{:<34} {:<7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        let _ = writeln!(
+            o,
+            "\n{:<34} {:<7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "system", "op", "count", "ops/s", "mean us", "p50 us", "p95 us", "p99 us"
-        ))?;
+        );
         for s in &r.systems {
-            for o in &s.ops {
-                crate::out(format_args!(
-                    "{:<34} {:<7} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
-                    s.system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p95_us, o.p99_us
-                ))?;
+            for op in &s.ops {
+                let _ = writeln!(
+                    o,
+                    "{:<34} {:<7} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                    s.system,
+                    op.op,
+                    op.count,
+                    op.ops_per_sec,
+                    op.mean_us,
+                    op.p50_us,
+                    op.p95_us,
+                    op.p99_us
+                );
             }
         }
     }
-    Ok(())
+    o
+}
+
+/// Per-operation summary of mixed and replayed runs (printed after
+/// [`table`]).
+pub fn ops_table(r: &RunResults) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\n{:<34} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "system", "op", "count", "ops/s", "mean us", "p50 us", "p99 us", "mismatch"
+    );
+    for s in &r.systems {
+        for op in &s.ops {
+            let _ = writeln!(
+                o,
+                "{:<34} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}",
+                s.system,
+                op.op,
+                op.count,
+                op.ops_per_sec,
+                op.mean_us,
+                op.p50_us,
+                op.p99_us,
+                op.mismatches
+            );
+        }
+    }
+    o
 }
 
 // ------------------------------------------------------------ helpers
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    std::fs::write(path, bytes)
-        .map_err(|e| CliError::Other(format!("write {}: {e}", path.display())))
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    std::fs::write(path, bytes).map_err(|e| Error::Other(format!("write {}: {e}", path.display())))
 }
 
 /// The (attribute, class, top_k) query sets of the run, in first-seen order.
@@ -188,7 +231,7 @@ impl Plots {
 const CHART_W: usize = 900;
 const CHART_H: usize = 440;
 
-fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
+fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
     let mut plots = Plots::default();
     let keys = query_keys(r);
     for attr in attributes(r) {
@@ -350,7 +393,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
 /// is skipped): the tables of the papers' experiments (NEXT Tables 3-5
 /// layout: one row per system, columns per selectivity), per-operation
 /// tables, the correctness line and the "Paper vs us" section.
-pub fn write_report(r: &RunResults, dir: &Path) -> Result<PathBuf, CliError> {
+pub fn write_report(r: &RunResults, dir: &Path) -> Result<PathBuf, Error> {
     let plots = write_plots(r, dir)?;
     let s = render_markdown(r, &plots);
     let path = dir.join("report.md");

@@ -1,5 +1,5 @@
 //! From a `--systems` entry to an open [`BenchSystem`]: `strata:...` names
-//! are Strata ([`crate::bench_strata`]); `rocksdb`, `sqlite` and `fjall` are
+//! are Strata ([`crate::strata_system`]); `rocksdb`, `sqlite` and `fjall` are
 //! the peers of the `strata-compare` crate, compiled in with
 //! `--features peers` (and `--features rocksdb` for RocksDB).
 
@@ -8,7 +8,7 @@ use std::path::Path;
 
 use strata_bench::system::{BenchSystem, IndexDecl, OpenFn, SysResult, SystemOptions};
 
-use crate::bench_strata::{StrataSpec, StrataSystem};
+use crate::strata_system::{StrataSpec, StrataSystem};
 
 /// Peer systems known to the harness (implemented in `strata-compare`).
 pub const PEERS: [&str; 3] = ["rocksdb", "sqlite", "fjall"];
