@@ -8,6 +8,8 @@
 //!   [`BenchSystem`](strata_bench::system::BenchSystem): Strata
 //!   ([`strata_system`]) beside the peers of `strata-compare` (features
 //!   `peers` and `rocksdb`).
+//! * [`names`]: the one grammar and parser of system names
+//!   (`strata:next[delta=off]@user_id`, aliases).
 //! * [`report`] and [`plot`]: the stdout tables, `report.md` and its PNG
 //!   plots.
 //! * [`progress`]: progress bars on stderr.
@@ -17,6 +19,7 @@
 
 pub mod db_bench;
 pub mod error;
+pub mod names;
 pub mod plot;
 pub mod progress;
 pub mod registry;

@@ -10,6 +10,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::names::SystemName;
 use crate::plot::{self, Area, BarChart, BarSeries, Canvas, LineChart, LineSeries, Scale};
 use crate::Error;
 use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
@@ -642,32 +643,28 @@ pub(crate) enum Kind {
     Other,
 }
 
-fn strategy_params(name: &str) -> (String, Vec<(String, String)>) {
-    let (head, params) = match name.split_once('[') {
-        Some((h, p)) => (h, p.trim_end_matches(']')),
-        None => (name, ""),
-    };
-    let strategy = head.rsplit(':').next().unwrap_or(head).to_ascii_lowercase();
-    let params = params
-        .split(';')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    (strategy, params)
-}
-
+/// The kind of system `name` is (its strategy, whatever the family; see
+/// [`crate::names`]): `Other` for a name without a strategy or that does
+/// not parse.
 pub(crate) fn kind(name: &str) -> Kind {
-    let (strategy, params) = strategy_params(name);
-    let delta_off = params.iter().any(|(k, v)| k == "delta" && v == "off");
-    match strategy.as_str() {
-        "none" | "noindex" | "no-index" => Kind::NoIndex,
-        "next" if delta_off => Kind::NextNoDelta,
-        "next" => Kind::Next,
-        "memory" | "eager" => Kind::Eager,
-        "composite" | "standalone" => Kind::Standalone,
-        "embedded" => Kind::Embedded,
+    let Ok(n) = SystemName::parse(name) else {
+        return Kind::Other;
+    };
+    let delta_off = n.param("delta") == Some("off");
+    match n.strategy.as_deref() {
+        Some("none") => Kind::NoIndex,
+        Some("next") if delta_off => Kind::NextNoDelta,
+        Some("next") => Kind::Next,
+        Some("memory") => Kind::Eager,
+        Some("composite") => Kind::Standalone,
+        Some("embedded") => Kind::Embedded,
         _ => Kind::Other,
     }
+}
+
+/// A system name without parameters (for NEXT: the default δ).
+fn plain(name: &str) -> bool {
+    SystemName::parse(name).is_ok_and(|n| n.params.is_empty())
 }
 
 /// The run's system of kind `k`: the first one, preferring one without
@@ -675,7 +672,7 @@ pub(crate) fn kind(name: &str) -> Kind {
 fn system(r: &RunResults, k: Kind) -> Result<&SystemResult, String> {
     let all: Vec<&SystemResult> = r.systems.iter().filter(|s| kind(&s.system) == k).collect();
     all.iter()
-        .find(|s| strategy_params(&s.system).1.is_empty())
+        .find(|s| plain(&s.system))
         .or(all.first())
         .copied()
         .ok_or_else(|| format!("no {} system in this run", k.label()))
@@ -1578,6 +1575,14 @@ mod tests {
         assert_eq!(kind("strata:memory"), Kind::Eager);
         assert_eq!(kind("rocksdb:composite"), Kind::Standalone);
         assert_eq!(kind("sqlite"), Kind::Other);
+        // The registry's grammar: aliases, and a per-index delta is not a
+        // NEXT without delta.
+        assert_eq!(kind("strata:noindex"), Kind::NoIndex);
+        assert_eq!(kind("strata:eager"), Kind::Eager);
+        assert_eq!(kind("strata:standalone"), Kind::Standalone);
+        assert_eq!(kind("strata:next[delta@user_id=off]"), Kind::Next);
+        assert_eq!(kind("strata:embedded[bits_per_key=10]"), Kind::Embedded);
+        assert_eq!(kind("strata:next[delta=off"), Kind::Other);
     }
 
     #[test]
