@@ -1,6 +1,5 @@
 //! `strata bench`: a db_bench-style fill / read / multi_get benchmark.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,6 +9,8 @@ use strata::{Db, Options, Stats, WriteBatch, WriteOptions};
 
 use crate::Error;
 use strata_bench::rng::SplitMix64;
+
+use crate::progress::Progress;
 
 pub struct BenchArgs {
     pub records: u64,
@@ -25,38 +26,6 @@ pub struct BenchArgs {
 
 /// Keys fetched by one `multi_get`.
 const MULTIGET_KEYS: usize = 16;
-
-/// Progress on stderr, only when stderr is a terminal.
-struct Progress {
-    enabled: bool,
-    phase: &'static str,
-    total: u64,
-    last: Instant,
-}
-
-impl Progress {
-    fn new(phase: &'static str, total: u64) -> Self {
-        Progress {
-            enabled: std::io::stderr().is_terminal(),
-            phase,
-            total,
-            last: Instant::now(),
-        }
-    }
-
-    fn tick(&mut self, done: u64) {
-        if self.enabled && self.last.elapsed() >= Duration::from_millis(200) {
-            self.last = Instant::now();
-            eprint!("\r{}: {done}/{}   ", self.phase, self.total);
-        }
-    }
-
-    fn finish(&self) {
-        if self.enabled {
-            eprint!("\r{}: done{:30}\r", self.phase, "");
-        }
-    }
-}
 
 /// Removes a directory this process created, even on early return.
 pub struct TempDir(pub PathBuf);

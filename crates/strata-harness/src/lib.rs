@@ -12,6 +12,7 @@
 //!   (`strata:next[delta=off]@user_id`, aliases).
 //! * [`report`] and [`plot`]: the stdout tables, `report.md` and its PNG
 //!   plots.
+//! * [`load`]: bulk loading of JSONL and CSV files.
 //! * [`progress`]: progress bars on stderr.
 //! * [`db_bench`]: the db_bench-style engine benchmark.
 //! * [`stress`] and [`verify`]: the deterministic crash-test workload and
@@ -19,6 +20,7 @@
 
 pub mod db_bench;
 pub mod error;
+pub mod load;
 pub mod names;
 pub mod plot;
 pub mod progress;
