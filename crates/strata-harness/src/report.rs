@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::names::SystemName;
-use crate::plot::{self, Area, BarChart, BarSeries, Canvas, LineChart, LineSeries, Scale};
+use crate::plot::{self, BarChart, BarSeries, LineChart, LineSeries, Scale};
 use crate::Error;
 use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 
@@ -229,8 +229,15 @@ impl Plots {
     }
 }
 
-const CHART_W: usize = 900;
-const CHART_H: usize = 440;
+const CHART_W: u32 = 900;
+const CHART_H: u32 = 440;
+
+/// Width of `ingest.png` (two charts with a group per system): 1100
+/// pixels, wider for many systems so that their names stay readable.
+fn ingest_width(systems: usize) -> u32 {
+    let systems = u32::try_from(systems).unwrap_or(u32::MAX);
+    1100u32.max(2 * (100 + 80u32.saturating_mul(systems)))
+}
 
 fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
     let mut plots = Plots::default();
@@ -263,7 +270,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
         let name = format!("latency_{}.png", file_part(&attr));
         write_file(
             &dir.join(&name),
-            &plot::bar_chart_png(&latency, CHART_W, CHART_H),
+            &plot::bar_chart_png(&latency, CHART_W, CHART_H)?,
         )?;
         plots.latency.push((attr.clone(), name));
 
@@ -291,7 +298,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
         let name = format!("blocks_{}.png", file_part(&attr));
         write_file(
             &dir.join(&name),
-            &plot::bar_chart_png(&blocks, CHART_W, CHART_H),
+            &plot::bar_chart_png(&blocks, CHART_W, CHART_H)?,
         )?;
         plots.blocks.push((attr.clone(), name));
     }
@@ -330,31 +337,11 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
             scale: Scale::Linear,
             notes: Vec::new(),
         };
-        let (w, h) = (1100usize, CHART_H);
-        let mut c = Canvas::new(w, h, plot::WHITE);
-        let half = w as i32 / 2;
-        plot::draw_bar_chart(
-            &mut c,
-            Area {
-                x: 0,
-                y: 0,
-                w: half,
-                h: h as i32,
-            },
-            &time,
-        );
-        plot::draw_bar_chart(
-            &mut c,
-            Area {
-                x: half,
-                y: 0,
-                w: half,
-                h: h as i32,
-            },
-            &size,
-        );
         let name = "ingest.png".to_string();
-        write_file(&dir.join(&name), &c.to_png(plot::Deflate::Runs))?;
+        write_file(
+            &dir.join(&name),
+            &plot::bar_charts_png(&[&time, &size], ingest_width(r.systems.len()), CHART_H)?,
+        )?;
         plots.ingest = Some(name);
     }
 
@@ -380,7 +367,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
         let name = "mixed.png".to_string();
         write_file(
             &dir.join(&name),
-            &plot::line_chart_png(&chart, CHART_W, CHART_H),
+            &plot::line_chart_png(&chart, CHART_W, CHART_H)?,
         )?;
         plots.mixed = Some(name);
     }
@@ -1391,7 +1378,7 @@ fn measure(r: &RunResults, m: &Measure, unit: Unit) -> Result<(f64, String), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plot::PNG_SIGNATURE;
+    use crate::plot::tests::PNG_SIGNATURE;
 
     fn q(
         attr: &str,
@@ -1759,7 +1746,10 @@ mod tests {
             let png = std::fs::read(dir.path().join(f)).unwrap();
             assert_eq!(&png[..8], &PNG_SIGNATURE, "{f}");
             let (w, h, _) = crate::plot::tests::decode(&png);
-            assert!(w >= CHART_W && h == CHART_H, "{f}: {w}x{h}");
+            assert!(
+                w >= CHART_W as usize && h == CHART_H as usize,
+                "{f}: {w}x{h}"
+            );
         }
     }
 
