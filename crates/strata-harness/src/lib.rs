@@ -14,10 +14,13 @@
 //!   plots.
 //! * [`load`]: bulk loading of JSONL and CSV files.
 //! * [`progress`]: progress bars on stderr.
+//! * [`dataset`]: `strata gen`, a generated data set written as JSONL
+//!   with its calibrated query sets.
 //! * [`db_bench`]: the db_bench-style engine benchmark.
 //! * [`stress`] and [`verify`]: the deterministic crash-test workload and
 //!   the check of a recovered database against its acknowledged output.
 
+pub mod dataset;
 pub mod db_bench;
 pub mod error;
 pub mod load;

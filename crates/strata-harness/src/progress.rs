@@ -50,6 +50,14 @@ impl Progress {
         Progress { bar }
     }
 
+    /// Prints `msg` as a line on stderr when it is a terminal (a phase
+    /// without a count, e.g. "calibrating query sets").
+    pub fn note(msg: &str) {
+        if std::io::stderr().is_terminal() {
+            eprintln!("{msg}");
+        }
+    }
+
     /// Reports `done` steps (or bytes); indicatif limits the redraw rate.
     pub fn tick(&mut self, done: u64) {
         self.bar.set_position(done);
