@@ -45,7 +45,7 @@ pub const DEFAULT_SYSTEMS: &str = "strata:none,strata:next";
 
 /// Systems of `delta-sweep` when `--systems` is not given: δ off, 1, 4
 /// and 16 times the data's mean value gap, and auto (8 times the mean gap
-/// per table; see `bench_strata`).
+/// per table; see [`crate::strata_system`]).
 pub const DELTA_SWEEP_SYSTEMS: &str = "strata:next[delta=off],strata:next[delta=1x],\
 strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 
