@@ -11,13 +11,21 @@
 //!   Zipf by rejection-inversion, keyed permutations).
 //! * [`places`]: the table of real cities the spatial data cluster around.
 //! * [`system`]: the interface every benchmarked system implements.
+//! * [`trace`]: every benchmark workload as an in-memory [`trace::Trace`]
+//!   (load, calibrated query sets, mixed sequences with exact expected
+//!   counts), replayed identically by every system.
+//! * [`chirp`]: the chirp trace format (parsing and writing lines).
+//! * [`results`]: the data model of `results.json`.
 //!
 //! Everything is a pure function of the seed and the record count: the
 //! generators are single-threaded iterators, so the output never depends on
 //! thread scheduling.
 
+pub mod chirp;
 pub mod gen;
 pub mod places;
 pub mod queries;
+pub mod results;
 pub mod rng;
 pub mod system;
+pub mod trace;

@@ -1,5 +1,5 @@
 //! The interface every benchmarked system implements: Strata with each
-//! index strategy (in `strata-cli`) and the peers a user would otherwise
+//! index strategy (in `strata-harness`) and the peers a user would otherwise
 //! pick (RocksDB, SQLite, fjall, in the opt-in `strata-compare` crate).
 //!
 //! Contract: a system stores records (a primary key and a JSON document)

@@ -1,15 +1,13 @@
 //! `index create|list|drop`, `load`, `query` and `check`.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
-use strata::{
-    Db, IndexSpec, IndexValue, KeyType, Predicate, QueryOptions, WriteBatch, WriteOptions,
-};
+use strata::{Db, IndexSpec, IndexValue, KeyType, Predicate, QueryOptions};
+use strata_harness::load;
 
 use crate::{out, CliError};
 
@@ -167,177 +165,26 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Splits one CSV line (RFC 4180 quoting within the line).
-fn csv_fields(line: &str) -> Result<Vec<String>, String> {
-    let mut fields = Vec::new();
-    let mut cur = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    let mut was_quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cur.push(c),
-            (false, '"') if cur.is_empty() && !was_quoted => {
-                quoted = true;
-                was_quoted = true;
-            }
-            (false, ',') => {
-                fields.push(std::mem::take(&mut cur));
-                was_quoted = false;
-            }
-            (false, c) => cur.push(c),
-        }
-    }
-    if quoted {
-        return Err("unterminated quoted field".into());
-    }
-    fields.push(cur);
-    Ok(fields)
-}
-
-/// A CSV cell as JSON: integers and finite floats become numbers.
-fn csv_value(s: &str) -> Value {
-    if let Ok(i) = s.parse::<i64>() {
-        return Value::from(i);
-    }
-    match s.parse::<f64>() {
-        Ok(f) if f.is_finite() && !s.is_empty() => Value::from(f),
-        _ => Value::from(s),
-    }
-}
-
-fn key_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// Parses line `line_no` into (key, JSON value bytes).
-fn parse_record(
-    line: &str,
-    format: Format,
-    header: &[String],
-    key_field: &str,
-) -> Result<(String, Vec<u8>), String> {
-    let obj: Map<String, Value> = match format {
-        Format::Jsonl => match serde_json::from_str::<Value>(line) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => return Err("not a JSON object".into()),
-            Err(e) => return Err(format!("bad JSON: {e}")),
-        },
-        Format::Csv => {
-            let f = csv_fields(line)?;
-            if f.len() != header.len() {
-                return Err(format!(
-                    "{} fields, the header has {}",
-                    f.len(),
-                    header.len()
-                ));
-            }
-            header
-                .iter()
-                .cloned()
-                .zip(f.iter().map(|s| csv_value(s)))
-                .collect()
-        }
-    };
-    let key = obj
-        .get(key_field)
-        .and_then(key_text)
-        .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
-    let bytes = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
-    Ok((key, bytes))
-}
-
 pub fn run_load(db: &Db, args: &LoadArgs) -> Result<(), CliError> {
-    let format = args.format.unwrap_or_else(|| {
-        if args
-            .file
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
-        {
-            Format::Csv
-        } else {
-            Format::Jsonl
-        }
-    });
-    let file = File::open(&args.file)
-        .map_err(|e| CliError::Other(format!("open {}: {e}", args.file.display())))?;
-    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let reader = BufReader::with_capacity(1 << 20, file);
-    let progress = std::io::stderr().is_terminal();
-    let t = Instant::now();
-    let mut header: Vec<String> = Vec::new();
-    let mut batch = WriteBatch::new();
-    let (mut records, mut bytes, mut skipped, mut read) = (0u64, 0u64, 0u64, 0u64);
-    let mut last_shown = Instant::now();
-    for (i, line) in reader.lines().enumerate() {
-        let line_no = i + 1;
-        let line = line.map_err(|e| {
-            CliError::Other(format!("{}: line {line_no}: {e}", args.file.display()))
-        })?;
-        read += line.len() as u64 + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if format == Format::Csv && header.is_empty() {
-            header = csv_fields(&line)
-                .map_err(|e| CliError::Other(format!("{}: header: {e}", args.file.display())))?;
-            continue;
-        }
-        match parse_record(&line, format, &header, &args.key_field) {
-            Ok((key, value)) => {
-                bytes += (key.len() + value.len()) as u64;
-                batch.put(key.as_bytes(), &value);
-                records += 1;
-            }
-            Err(e) if args.skip_bad => {
-                skipped += 1;
-                if skipped <= 10 {
-                    eprintln!("skipping {}: line {line_no}: {e}", args.file.display());
-                }
-            }
-            Err(e) => {
-                // Everything before the bad line is written; it is not.
-                db.write(std::mem::take(&mut batch), WriteOptions::default())?;
-                return Err(CliError::Other(format!(
-                    "{}: line {line_no}: {e} ({records} records before it were loaded; use --skip-bad to skip bad lines)",
-                    args.file.display()
-                )));
-            }
-        }
-        if batch.len() as u64 >= args.batch {
-            db.write(std::mem::take(&mut batch), WriteOptions::default())?;
-        }
-        if progress && last_shown.elapsed().as_millis() > 200 {
-            last_shown = Instant::now();
-            let pct = if total > 0 {
-                read as f64 * 100.0 / total as f64
-            } else {
-                0.0
-            };
-            eprint!("\rloading: {pct:5.1}%  {records} records");
-            let _ = std::io::stderr().flush();
-        }
-    }
-    db.write(batch, WriteOptions::default())?;
-    db.flush()?;
-    if progress {
-        eprint!("\r\x1b[K");
-    }
-    let secs = t.elapsed().as_secs_f64();
+    let cfg = load::LoadConfig {
+        file: args.file.clone(),
+        key_field: args.key_field.clone(),
+        format: args.format.map(|f| match f {
+            Format::Jsonl => load::Format::Jsonl,
+            Format::Csv => load::Format::Csv,
+        }),
+        skip_bad: args.skip_bad,
+        batch: args.batch,
+    };
+    let r = load::load(db, &cfg, &mut |m| eprintln!("{m}"))?;
     out(format_args!(
-        "loaded {records} records, {bytes} bytes in {secs:.2} s ({:.0} records/s){}\n",
-        records as f64 / secs.max(1e-9),
-        if skipped > 0 {
-            format!(", skipped {skipped} bad lines")
+        "loaded {} records, {} bytes in {:.2} s ({:.0} records/s){}\n",
+        r.records,
+        r.bytes,
+        r.seconds,
+        r.records as f64 / r.seconds.max(1e-9),
+        if r.skipped > 0 {
+            format!(", skipped {} bad lines", r.skipped)
         } else {
             String::new()
         }
@@ -423,36 +270,4 @@ pub fn run_check(db: &Db) -> Result<(), CliError> {
 /// Opens `dir` for an index command (the database must exist).
 pub fn open(dir: &Path) -> Result<Db, CliError> {
     crate::open_existing(dir)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_quoting() {
-        assert_eq!(
-            csv_fields(r#"a,"b,c","d""e",,f"#).unwrap(),
-            vec!["a", "b,c", "d\"e", "", "f"]
-        );
-        assert!(csv_fields(r#"a,"b"#).is_err());
-        assert_eq!(csv_value("12"), Value::from(12));
-        assert_eq!(csv_value("-1.5"), Value::from(-1.5));
-        assert_eq!(csv_value("x1"), Value::from("x1"));
-        assert_eq!(csv_value(""), Value::from(""));
-    }
-
-    #[test]
-    fn records_parse() {
-        let (k, v) = parse_record(r#"{"id": 7, "x": [1, 2]}"#, Format::Jsonl, &[], "id").unwrap();
-        assert_eq!(k, "7");
-        assert_eq!(serde_json::from_slice::<Value>(&v).unwrap()["x"][1], 2);
-        assert!(parse_record("[1]", Format::Jsonl, &[], "id").is_err());
-        assert!(parse_record(r#"{"x": 1}"#, Format::Jsonl, &[], "id").is_err());
-        let h = vec!["id".to_string(), "n".to_string()];
-        let (k, v) = parse_record("a,5", Format::Csv, &h, "id").unwrap();
-        assert_eq!(k, "a");
-        assert_eq!(serde_json::from_slice::<Value>(&v).unwrap()["n"], 5);
-        assert!(parse_record("a", Format::Csv, &h, "id").is_err());
-    }
 }

@@ -5,29 +5,18 @@
 //! unreadable file, bad input found after parsing). Bad command-line syntax
 //! is reported by clap (exit 2).
 
-mod bench;
-mod bench_run;
-mod bench_strata;
-mod bench_systems;
-mod bench_trace;
-mod chirp;
+mod bench_args;
 mod gen;
 mod index_cmd;
-mod plot;
-mod progress;
-mod report;
-mod results;
-mod verify;
-mod workload;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use strata::{Db, Options, Stats, WriteBatch, WriteOptions};
-
-use workload::{Op, Workload};
+use strata::{Db, Options, WriteOptions};
+use strata_harness::stress::{self, Workload};
+use strata_harness::{db_bench, report, run as bench_run, verify};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -227,13 +216,13 @@ enum BenchCommand {
     /// calibrated query sets; mixed: preload, then interleaved inserts,
     /// updates, gets and queries); write DIR/results.json and report.md
     /// and print a table. Exit 1 if any result count was wrong.
-    Run(bench_run::RunArgs),
+    Run(bench_args::RunArgs),
     /// Replay a trace file (chirp) on every system of --systems; results
     /// as for `run`.
-    Replay(bench_run::ReplayArgs),
+    Replay(bench_args::ReplayArgs),
     /// Write a mixed workload of generated tweets as a chirp trace (fields
     /// ID and UserID), for `bench replay`.
-    Trace(bench_run::TraceArgs),
+    Trace(bench_args::TraceArgs),
 }
 
 /// Parameters of the deterministic stress workload.
@@ -279,6 +268,16 @@ pub enum CliError {
 impl From<strata::Error> for CliError {
     fn from(e: strata::Error) -> Self {
         CliError::Db(e)
+    }
+}
+
+impl From<strata_harness::Error> for CliError {
+    fn from(e: strata_harness::Error) -> Self {
+        match e {
+            strata_harness::Error::Db(e) => CliError::Db(e),
+            strata_harness::Error::Other(m) => CliError::Other(m),
+            strata_harness::Error::Failed(m) => CliError::Failed(m),
+        }
     }
 }
 
@@ -342,15 +341,28 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bench {
             sub: Some(BenchCommand::Run(args)),
             ..
-        } => bench_run::run(&args)?,
+        } => print_outcome(&bench_run::run(&args.into())?)?,
         Command::Bench {
             sub: Some(BenchCommand::Replay(args)),
             ..
-        } => bench_run::replay(&args)?,
+        } => print_outcome(&bench_run::replay(&args.into())?)?,
         Command::Bench {
             sub: Some(BenchCommand::Trace(args)),
             ..
-        } => bench_run::trace(&args)?,
+        } => {
+            let out_file = args.out.clone();
+            let t = bench_run::trace(&args.into())?;
+            out(format_args!(
+                "wrote {} lines to {} ({} preload writes, then {} inserts, {} updates, {} rp, {} rs)\n",
+                t.lines,
+                out_file.display(),
+                t.preload,
+                t.counts["insert"],
+                t.counts["update"],
+                t.counts["get"],
+                t.counts["query"]
+            ))?;
+        }
         Command::Bench {
             sub: None,
             records,
@@ -361,17 +373,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
             key_size,
             paper,
             json,
-        } => bench::run(&bench::BenchArgs {
-            records,
-            reads: reads.unwrap_or(records),
-            multigets: multigets.unwrap_or(records / 16),
-            batch,
-            value_size,
-            key_size,
-            paper,
-            db: db_dir.clone(),
-            json,
-        })?,
+        } => out(format_args!(
+            "{}",
+            db_bench::run(&db_bench::BenchArgs {
+                records,
+                reads: reads.unwrap_or(records),
+                multigets: multigets.unwrap_or(records / 16),
+                batch,
+                value_size,
+                key_size,
+                paper,
+                db: db_dir.clone(),
+                json,
+            })?
+        ))?,
         Command::Demo {
             records,
             queries,
@@ -384,12 +399,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
                  {queries} queries per selectivity class (small/medium/large, calibrated to the NEXT paper's\n\
                  mean result counts), in full and top-10.\n\n"
             ))?;
-            bench_run::run(&bench_run::RunArgs {
+            print_outcome(&bench_run::run(&bench_run::RunConfig {
                 queries,
                 systems: Some(DEMO_SYSTEMS.into()),
                 top_k: "10".into(),
-                ..bench_run::RunArgs::new("static-tweets", records, dir)
-            })?;
+                ..bench_run::RunConfig::new("static-tweets", records, dir)
+            })?)?;
         }
         Command::Index { cmd } => {
             let create = matches!(cmd, index_cmd::IndexCommand::Create { .. });
@@ -466,7 +481,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             ops,
             sync,
             small,
-        } => stress(dir()?, workload.into(), ops, sync, small)?,
+        } => {
+            let mut o = std::io::stdout().lock();
+            stress::run(dir()?, workload.into(), ops, sync, small, &mut o).map_err(|e| match e {
+                stress::StressError::Db(e) => CliError::from(e),
+                stress::StressError::Output(e) => io_out(e),
+            })?
+        }
         Command::Verify {
             acked,
             workload,
@@ -506,47 +527,25 @@ fn run(cli: Cli) -> Result<(), CliError> {
     Ok(())
 }
 
-fn stress(dir: &Path, w: Workload, ops: u64, sync: bool, small: bool) -> Result<(), CliError> {
-    let opts = if small {
-        Options::small_for_tests()
-    } else {
-        Options::default()
-    };
-    let db = Db::open(dir, opts)?;
-    let wopts = WriteOptions { sync };
-    let mut o = std::io::stdout().lock();
-    for i in 0..ops {
-        let op = w.op(i);
-        match &op {
-            Op::Single(workload::Mutation::Put { key, value }) => {
-                db.put_opt(key.as_bytes(), value, wopts)?
-            }
-            Op::Single(workload::Mutation::Del { key }) => db.delete_opt(key.as_bytes(), wopts)?,
-            Op::Batch(ms) => {
-                let mut b = WriteBatch::new();
-                for m in ms {
-                    match m {
-                        workload::Mutation::Put { key, value } => b.put(key.as_bytes(), value),
-                        workload::Mutation::Del { key } => b.delete(key.as_bytes()),
-                    };
-                }
-                db.write(b, wopts)?;
-            }
-        }
-        let mut line = workload::ack_line(i, &op);
-        line.push('\n');
-        // One write call per line, so a kill cuts at most the last line.
-        o.write_all(line.as_bytes())
-            .and_then(|_| o.flush())
-            .map_err(io_out)?;
+/// Prints a run's tables and output paths; fails (exit 1) after printing
+/// them if any result count was wrong.
+fn print_outcome(o: &bench_run::Outcome) -> Result<(), CliError> {
+    out(format_args!("{}", report::table(&o.results)))?;
+    if o.mixed {
+        out(format_args!("{}", report::ops_table(&o.results)))?;
     }
-    Ok(())
+    out(format_args!(
+        "results: {}\nreport:  {}\n",
+        o.results_path.display(),
+        o.report_path.display()
+    ))?;
+    Ok(o.check()?)
 }
 
 /// The human-readable `stats` output.
-fn stats_table(s: &Stats) -> String {
+fn stats_table(s: &strata::Stats) -> String {
     let io = &s.io;
-    let mut t = bench::level_table(s);
+    let mut t = db_bench::level_table(s);
     let pct = |a: u64, b: u64| {
         if b == 0 {
             0.0

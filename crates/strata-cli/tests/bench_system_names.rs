@@ -3,7 +3,7 @@
 
 mod bench_support;
 
-use bench_support::strata;
+use bench_support::{bench_run, strata};
 
 fn run_err(systems: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -52,4 +52,37 @@ fn unknown_systems_and_strategies() {
             && e.contains("no-such-strategy"),
         "{e}"
     );
+}
+
+#[test]
+fn aliases_and_index_scopes_run_under_their_own_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = bench_run(
+        dir.path(),
+        &[
+            "--records",
+            "300",
+            "--queries",
+            "2",
+            "--systems",
+            "strata:noindex,strata:eager,strata:next[delta=off]@user_id",
+        ],
+    );
+    let systems = r["systems"].as_array().unwrap();
+    let names: Vec<&str> = systems
+        .iter()
+        .map(|s| s["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "strata:noindex",
+            "strata:eager",
+            "strata:next[delta=off]@user_id"
+        ]
+    );
+    // The scope applies delta=off to user_id only.
+    let params = &systems[2]["params"];
+    assert_eq!(params["user_id.delta"], "off", "{params}");
+    assert!(params.get("coordinates.delta").is_none(), "{params}");
 }

@@ -196,3 +196,24 @@ fn load_reports_bad_lines_and_reads_csv() {
         r#"{"key":"a","value":{"id":"a","label":"x, y","score":-2.5}}"#
     );
 }
+
+#[test]
+fn load_csv_with_line_breaks_in_quoted_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let csv = dir.path().join("multi.csv");
+    std::fs::write(
+        &csv,
+        "id,score,note\r\na,1,\"first line\nsecond, \"\"quoted\"\"\"\r\nb,2,plain\n",
+    )
+    .unwrap();
+    let o = check(&strata(
+        &db,
+        &["load", csv.to_str().unwrap(), "--key-field", "id"],
+    ));
+    assert!(o.contains("loaded 2 records"), "{o}");
+    let v = check(&strata(&db, &["get", "a"]));
+    let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+    assert_eq!(v["note"], "first line\nsecond, \"quoted\"");
+    assert_eq!(v["score"], 1);
+}

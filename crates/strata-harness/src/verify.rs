@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use strata::{Db, Options};
 
-use crate::workload::{self, State, Workload};
-use crate::CliError;
+use crate::stress::{self, State, Workload};
+use crate::Error;
 
 pub struct VerifyArgs {
     pub acked: PathBuf,
@@ -40,9 +40,9 @@ pub struct Verdict {
     pub partial_line: bool,
 }
 
-fn read_text(path: &Path) -> Result<String, CliError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::Other(format!("read {}: {e}", path.display())))?;
+fn read_text(path: &Path) -> Result<String, Error> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::Other(format!("read {}: {e}", path.display())))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -52,13 +52,13 @@ fn show(d: Option<&String>) -> &str {
 
 /// Reads every live key of the database (full scan) and cross-checks the
 /// scan against `get` and `multi_get` for `extra_keys` and every scanned key.
-fn read_actual(db: &Db, extra_keys: &BTreeSet<String>) -> Result<State, CliError> {
+fn read_actual(db: &Db, extra_keys: &BTreeSet<String>) -> Result<State, Error> {
     let mut actual = State::new();
     let mut raw: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     for item in db.iter(None, None)? {
         let (k, v) = item?;
         let key = String::from_utf8_lossy(&k).into_owned();
-        actual.insert(key.clone(), workload::digest(&v));
+        actual.insert(key.clone(), stress::digest(&v));
         raw.insert(key, k);
     }
     let mut keys: Vec<Vec<u8>> = extra_keys.iter().map(|k| k.as_bytes().to_vec()).collect();
@@ -72,8 +72,8 @@ fn read_actual(db: &Db, extra_keys: &BTreeSet<String>) -> Result<State, CliError
         for (k, m) in chunk.iter().zip(multi) {
             let name = String::from_utf8_lossy(k).into_owned();
             let scanned = actual.get(&name);
-            let got = db.get(k)?.map(|v| workload::digest(&v));
-            let multi = m.map(|v| workload::digest(&v));
+            let got = db.get(k)?.map(|v| stress::digest(&v));
+            let multi = m.map(|v| stress::digest(&v));
             if got.as_ref() != scanned || multi.as_ref() != scanned {
                 problems.push(format!(
                     "  {name}: scan {}, get {}, multi_get {}",
@@ -85,7 +85,7 @@ fn read_actual(db: &Db, extra_keys: &BTreeSet<String>) -> Result<State, CliError
         }
     }
     if !problems.is_empty() {
-        return Err(CliError::Failed(format!(
+        return Err(Error::Failed(format!(
             "scan, get and multi_get disagree on {} keys:\n{}",
             problems.len(),
             problems.join("\n")
@@ -94,15 +94,15 @@ fn read_actual(db: &Db, extra_keys: &BTreeSet<String>) -> Result<State, CliError
     Ok(actual)
 }
 
-pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, CliError> {
+pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
     let w = args.workload;
     let text = read_text(&args.acked)?;
-    let (acked, partial_line) = workload::parse_acked(&text)
-        .map_err(|e| CliError::Other(format!("{}: {e}", args.acked.display())))?;
+    let (acked, partial_line) = stress::parse_acked(&text)
+        .map_err(|e| Error::Other(format!("{}: {e}", args.acked.display())))?;
     for a in &acked {
         let op = w.op(a.index);
-        if a.effects != workload::effects(&op) || a.batch != matches!(op, workload::Op::Batch(_)) {
-            return Err(CliError::Other(format!(
+        if a.effects != stress::effects(&op) || a.batch != matches!(op, stress::Op::Batch(_)) {
+            return Err(Error::Other(format!(
                 "{}: op {} does not match the workload (--seed {} --keys {} --value-size {}); \
                  pass the stress run's parameters",
                 args.acked.display(),
@@ -114,10 +114,10 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, CliError> {
         }
     }
     let m = acked.len() as u64;
-    let next = workload::effects(&w.op(m));
+    let next = stress::effects(&w.op(m));
     let base = match &args.base_state {
-        Some(p) => workload::parse_state(&read_text(p)?)
-            .map_err(|e| CliError::Other(format!("{}: {e}", p.display())))?,
+        Some(p) => stress::parse_state(&read_text(p)?)
+            .map_err(|e| Error::Other(format!("{}: {e}", p.display())))?,
         None => State::new(),
     };
 
@@ -161,7 +161,7 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, CliError> {
         if j == m {
             expected_acked = cand.clone();
         }
-        workload::apply(&mut cand, effects);
+        stress::apply(&mut cand, effects);
         for (k, _) in effects {
             if cand.get(k) == actual.get(k) {
                 diff.remove(k);
@@ -213,14 +213,14 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, CliError> {
                 closest.1, closest.0
             );
         }
-        return Err(CliError::Failed(msg));
+        return Err(Error::Failed(msg));
     };
 
     if let Some(p) = &args.write_state {
         let tmp = p.with_extension("tmp");
-        std::fs::write(&tmp, workload::format_state(&actual))
+        std::fs::write(&tmp, stress::format_state(&actual))
             .and_then(|_| std::fs::rename(&tmp, p))
-            .map_err(|e| CliError::Other(format!("write {}: {e}", p.display())))?;
+            .map_err(|e| Error::Other(format!("write {}: {e}", p.display())))?;
     }
     Ok(Verdict {
         keys_checked: keys.len(),

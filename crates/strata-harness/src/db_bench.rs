@@ -1,6 +1,5 @@
 //! `strata bench`: a db_bench-style fill / read / multi_get benchmark.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -8,8 +7,10 @@ use serde_json::json;
 use strata::lsm::filename::{self, FileKind};
 use strata::{Db, Options, Stats, WriteBatch, WriteOptions};
 
-use crate::workload::SplitMix64;
-use crate::CliError;
+use crate::Error;
+use strata_bench::rng::SplitMix64;
+
+use crate::progress::Progress;
 
 pub struct BenchArgs {
     pub records: u64,
@@ -26,40 +27,8 @@ pub struct BenchArgs {
 /// Keys fetched by one `multi_get`.
 const MULTIGET_KEYS: usize = 16;
 
-/// Progress on stderr, only when stderr is a terminal.
-struct Progress {
-    enabled: bool,
-    phase: &'static str,
-    total: u64,
-    last: Instant,
-}
-
-impl Progress {
-    fn new(phase: &'static str, total: u64) -> Self {
-        Progress {
-            enabled: std::io::stderr().is_terminal(),
-            phase,
-            total,
-            last: Instant::now(),
-        }
-    }
-
-    fn tick(&mut self, done: u64) {
-        if self.enabled && self.last.elapsed() >= Duration::from_millis(200) {
-            self.last = Instant::now();
-            eprint!("\r{}: {done}/{}   ", self.phase, self.total);
-        }
-    }
-
-    fn finish(&self) {
-        if self.enabled {
-            eprint!("\r{}: done{:30}\r", self.phase, "");
-        }
-    }
-}
-
 /// Removes a directory this process created, even on early return.
-pub(crate) struct TempDir(pub(crate) PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -67,7 +36,7 @@ impl Drop for TempDir {
     }
 }
 
-pub(crate) fn make_temp_dir() -> Result<TempDir, CliError> {
+pub fn make_temp_dir() -> Result<TempDir, Error> {
     let base = std::env::temp_dir();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -81,10 +50,10 @@ pub(crate) fn make_temp_dir() -> Result<TempDir, CliError> {
         match std::fs::create_dir(&p) {
             Ok(()) => return Ok(TempDir(p)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(CliError::Other(format!("create {}: {e}", p.display()))),
+            Err(e) => return Err(Error::Other(format!("create {}: {e}", p.display()))),
         }
     }
-    Err(CliError::Other(format!(
+    Err(Error::Other(format!(
         "could not create a temporary directory in {}",
         base.display()
     )))
@@ -134,12 +103,12 @@ impl Phase {
     }
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+pub fn run(args: &BenchArgs) -> Result<String, Error> {
     if args.batch == 0 {
-        return Err(CliError::Other("--batch must be at least 1".into()));
+        return Err(Error::Other("--batch must be at least 1".into()));
     }
     if args.records > 0 && (args.records - 1).to_string().len() > args.key_size {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "--key-size {} is too small for {} records",
             args.key_size, args.records
         )));
@@ -166,7 +135,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     result
 }
 
-fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<(), CliError> {
+fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<String, Error> {
     let n = args.records;
     let entry_bytes = (args.key_size + args.value_size) as u64;
     let mut rng = SplitMix64::new(0x5EED_BE4C);
@@ -304,9 +273,8 @@ fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<(), CliError> {
             "stats": stats,
         });
         let s = serde_json::to_string_pretty(&out)
-            .map_err(|e| CliError::Other(format!("serialize: {e}")))?;
-        crate::out(format_args!("{s}\n"))?;
-        return Ok(());
+            .map_err(|e| Error::Other(format!("serialize: {e}")))?;
+        return Ok(format!("{s}\n"));
     }
 
     let mut s = String::new();
@@ -369,8 +337,7 @@ fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<(), CliError> {
         stats.io.bloom_probes, stats.io.bloom_negatives
     );
     s.push_str(&level_table(&stats));
-    crate::out(format_args!("{s}"))?;
-    Ok(())
+    Ok(s)
 }
 
 /// Files and bytes per non-empty level (and L0 always).

@@ -16,18 +16,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
 use serde_json::json;
 use strata_bench::queries::QuerySet;
 use strata_bench::system::{BenchSystem, QueryStats, Sizes, SystemOptions};
 
-use crate::bench_systems::{self, SystemSpec};
-use crate::bench_trace::{self, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
-use crate::chirp;
 use crate::progress::Progress;
-use crate::report::{print_table, write_report};
-use crate::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
-use crate::CliError;
+use crate::registry::{self, SystemSpec};
+use crate::report::write_report;
+use crate::Error;
+use strata_bench::chirp;
+use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
+use strata_bench::trace::{self as bench_trace, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
 
 /// Workloads of `bench run`.
 pub const WORKLOADS: [&str; 8] = [
@@ -46,77 +45,61 @@ pub const DEFAULT_SYSTEMS: &str = "strata:none,strata:next";
 
 /// Systems of `delta-sweep` when `--systems` is not given: δ off, 1, 4
 /// and 16 times the data's mean value gap, and auto (8 times the mean gap
-/// per table; see `bench_strata`).
+/// per table; see [`crate::strata_system`]).
 pub const DELTA_SWEEP_SYSTEMS: &str = "strata:next[delta=off],strata:next[delta=1x],\
 strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
+#[derive(Debug, Clone)]
+pub struct RunConfig {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
     /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy
     /// (see docs/benchmarks.md).
-    #[arg(long, default_value = "static-tweets")]
     pub workload: String,
     /// Records to generate and load (mixed workloads: the preload).
-    #[arg(long, default_value_t = 200_000)]
     pub records: u64,
     /// Queries per calibrated query set (mixed workloads cycle through them).
-    #[arg(long, default_value_t = 1000)]
     pub queries: usize,
     /// Comma-separated systems: strata:none, strata:next,
     /// strata:next[delta=off], strata:<strategy>[key=value;key@index=value],
     /// or a peer (rocksdb, sqlite, fjall; needs --features peers). Default:
     /// strata:none,strata:next (delta-sweep: its δ sweep).
-    #[arg(long)]
     pub systems: Option<String>,
     /// Static workloads: top-K variants to run besides the full queries
     /// (comma-separated). Mixed workloads: one K, the limit of every query.
-    #[arg(long, default_value = "")]
     pub top_k: String,
-    #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Static workloads: fraction of the load's writes that update an
     /// already-written key with new attribute values, in [0, 1). Queries
     /// are calibrated and counted on the final records.
-    #[arg(long)]
     pub update_fraction: Option<f64>,
     /// Mixed workloads: operations after the preload (default: records/2).
-    #[arg(long)]
     pub ops: Option<u64>,
     /// Mixed workloads: selectivity class of the queries (small, medium,
     /// large; default small).
-    #[arg(long)]
     pub query_class: Option<String>,
     /// Mixed workloads: fraction of the query share done as primary-key
     /// gets (LevelDB++ Table 7b: 0.75), in [0, 1]; default 0.
-    #[arg(long)]
     pub get_fraction: Option<f64>,
     /// Mixed workloads: operations per latency interval (default ops/50).
-    #[arg(long)]
     pub interval: Option<u64>,
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: Output,
 }
 
 /// Options of `bench run` and `bench replay`: the systems' cache and I/O
 /// mode, and where results and databases go.
-#[derive(Args, Debug, Clone)]
-pub struct OutputArgs {
+#[derive(Debug, Clone)]
+pub struct Output {
     /// Block / page cache of every system, in MiB (paper preset: 64).
-    #[arg(long, default_value_t = 64)]
     pub cache_mb: u64,
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
-    #[arg(long)]
     pub direct_io: bool,
     /// Output directory (created).
-    #[arg(long)]
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
-    #[arg(long)]
     pub work_dir: Option<PathBuf>,
 }
 
-impl OutputArgs {
+impl Output {
     fn system_options(&self) -> SystemOptions {
         SystemOptions {
             cache_bytes: self.cache_mb.saturating_mul(1 << 20),
@@ -126,10 +109,10 @@ impl OutputArgs {
     }
 }
 
-impl RunArgs {
+impl RunConfig {
     /// Arguments of a run with every option at its default.
-    pub fn new(workload: &str, records: u64, out: PathBuf) -> RunArgs {
-        RunArgs {
+    pub fn new(workload: &str, records: u64, out: PathBuf) -> RunConfig {
+        RunConfig {
             workload: workload.into(),
             records,
             queries: 1000,
@@ -141,7 +124,7 @@ impl RunArgs {
             query_class: None,
             get_fraction: None,
             interval: None,
-            output: OutputArgs {
+            output: Output {
                 cache_mb: 64,
                 direct_io: false,
                 out,
@@ -152,61 +135,46 @@ impl RunArgs {
 }
 
 /// Trace file formats.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceFormat {
     /// Chirp: `<ts>\tw\t<json>`, `<ts>\trp\t<pk>`, `<ts>\trs\t<k>[\t<hi>]`.
     Chirp,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct ReplayArgs {
+#[derive(Debug, Clone)]
+pub struct ReplayConfig {
     /// The trace file.
     pub file: PathBuf,
-    #[arg(long, value_enum)]
     pub format: TraceFormat,
     /// JSON field of the secondary key (`rs` lines), an integer.
-    #[arg(long, default_value = "UserID")]
     pub attribute: String,
     /// Limit of every secondary query (LevelDB++ and PERSEID use 10).
-    #[arg(long)]
     pub top_k: Option<usize>,
     /// Comma-separated systems (as for `bench run`).
-    #[arg(long, default_value = DEFAULT_SYSTEMS)]
     pub systems: String,
     /// Operations per latency interval (default: operations/50).
-    #[arg(long)]
     pub interval: Option<u64>,
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: Output,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct TraceArgs {
-    #[arg(long, value_enum)]
+#[derive(Debug, Clone)]
+pub struct TraceConfig {
     pub format: TraceFormat,
     /// A mixed workload: mixed-write-heavy, mixed-read-heavy,
     /// mixed-update-heavy (queries on UserID only).
-    #[arg(long, default_value = "mixed-read-heavy")]
     pub workload: String,
     /// Tweets written first (the preload).
-    #[arg(long, default_value_t = 10_000)]
     pub records: u64,
     /// Operations after the preload (default: records/2).
-    #[arg(long)]
     pub ops: Option<u64>,
-    #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Queries per calibrated set (cycled through).
-    #[arg(long, default_value_t = 1000)]
     pub queries: usize,
     /// Selectivity class of the `rs` ranges: small, medium, large.
-    #[arg(long, default_value = "small")]
     pub query_class: String,
     /// Fraction of the read share written as `rp` (primary) reads.
-    #[arg(long, default_value_t = 0.0)]
     pub get_fraction: f64,
     /// Output file.
-    #[arg(long)]
     pub out: PathBuf,
 }
 
@@ -348,8 +316,8 @@ struct MixedObs {
     label_pos: Vec<Option<usize>>,
 }
 
-fn sys_err(e: String) -> CliError {
-    CliError::Other(e)
+fn sys_err(e: String) -> Error {
+    Error::Other(e)
 }
 
 fn fill_sizes(r: &mut SystemResult, z: Sizes) {
@@ -375,11 +343,11 @@ fn run_system(
     trace: &Trace,
     exec: &Exec,
     dir: &Path,
-) -> Result<(SystemResult, Option<MixedObs>), CliError> {
+) -> Result<(SystemResult, Option<MixedObs>), Error> {
     let name = spec.name().to_string();
     if dir.exists() {
         std::fs::remove_dir_all(dir)
-            .map_err(|e| CliError::Other(format!("remove {}: {e}", dir.display())))?;
+            .map_err(|e| Error::Other(format!("remove {}: {e}", dir.display())))?;
     }
     let mut result = SystemResult {
         system: name.clone(),
@@ -447,7 +415,7 @@ fn run_sets(
     interleave: bool,
     top_k: Option<usize>,
     phase: &str,
-) -> Result<Vec<QueryResult>, CliError> {
+) -> Result<Vec<QueryResult>, Error> {
     let order: Vec<(usize, usize)> = if interleave {
         let longest = sets.iter().map(|s| s.queries.len()).max().unwrap_or(0);
         (0..longest)
@@ -498,7 +466,7 @@ fn run_mixed(
     trace: &Trace,
     exec: &Exec,
     result: &mut SystemResult,
-) -> Result<MixedObs, CliError> {
+) -> Result<MixedObs, Error> {
     let n = trace.ops.len();
     let queries_ok = sys.supports_queries();
     let mut obs = MixedObs {
@@ -632,7 +600,7 @@ fn cross_check(trace: &Trace, results: &mut [SystemResult], obs: &[MixedObs]) {
 fn assemble(
     trace: &Trace,
     exec: &Exec,
-    output: &OutputArgs,
+    output: &Output,
     seed: u64,
     systems: Vec<SystemResult>,
 ) -> RunResults {
@@ -661,35 +629,66 @@ fn assemble(
 
 /// Writes `results` as pretty JSON to `path` (through a temporary file, so
 /// a reader never sees half a document).
-fn write_json(path: &Path, results: &RunResults) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(results).map_err(|e| CliError::Other(e.to_string()))?;
+fn write_json(path: &Path, results: &RunResults) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| Error::Other(e.to_string()))?;
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, text)
-        .map_err(|e| CliError::Other(format!("write {}: {e}", tmp.display())))?;
+        .map_err(|e| Error::Other(format!("write {}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, path)
-        .map_err(|e| CliError::Other(format!("rename to {}: {e}", path.display())))
+        .map_err(|e| Error::Other(format!("rename to {}: {e}", path.display())))
 }
 
-/// Runs `trace` on every system and writes the outputs; exits 1 (after
-/// writing them) if any result count was wrong.
+/// What a run or replay produced (written to `out` before returning).
+#[derive(Debug)]
+pub struct Outcome {
+    pub results: RunResults,
+    /// `DIR/results.json`.
+    pub results_path: PathBuf,
+    /// `DIR/report.md`.
+    pub report_path: PathBuf,
+    /// The workload had a mixed or replayed sequence (per-operation
+    /// summaries in `results`).
+    pub mixed: bool,
+    /// Operations that returned a wrong result count (0 in a correct run).
+    pub mismatches: u64,
+}
+
+impl Outcome {
+    /// The error a command reports after printing its outputs, if any
+    /// result count was wrong.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.mismatches > 0 {
+            return Err(Error::Failed(format!(
+                "error: {} operations returned a wrong result count (see `mismatches` in {})",
+                self.mismatches,
+                self.results_path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `trace` on every system and writes `results.json` and the report;
+/// a wrong result count is reported in [`Outcome::mismatches`], not as an
+/// error.
 fn execute(
     trace: &Trace,
     systems: &[SystemSpec],
     exec: &Exec,
-    output: &OutputArgs,
+    output: &Output,
     seed: u64,
-) -> Result<(), CliError> {
+) -> Result<Outcome, Error> {
     let out = output.out.as_path();
     std::fs::create_dir_all(out)
-        .map_err(|e| CliError::Other(format!("create {}: {e}", out.display())))?;
+        .map_err(|e| Error::Other(format!("create {}: {e}", out.display())))?;
     let (_tmp, base) = match &output.work_dir {
         Some(d) => {
             std::fs::create_dir_all(d)
-                .map_err(|e| CliError::Other(format!("create {}: {e}", d.display())))?;
+                .map_err(|e| Error::Other(format!("create {}: {e}", d.display())))?;
             (None, d.to_path_buf())
         }
         None => {
-            let t = crate::bench::make_temp_dir()?;
+            let t = crate::db_bench::make_temp_dir()?;
             let p = t.0.clone();
             (Some(t), p)
         }
@@ -717,19 +716,10 @@ fn execute(
     write_json(&path, &results)?;
     if partial.exists() {
         std::fs::remove_file(&partial)
-            .map_err(|e| CliError::Other(format!("remove {}: {e}", partial.display())))?;
-    }
-    print_table(&results)?;
-    if !trace.ops.is_empty() {
-        print_ops(&results)?;
+            .map_err(|e| Error::Other(format!("remove {}: {e}", partial.display())))?;
     }
     let report = write_report(&results, out)?;
-    crate::out(format_args!(
-        "results: {}\nreport:  {}\n",
-        path.display(),
-        report.display()
-    ))?;
-    let bad: u64 = results
+    let mismatches: u64 = results
         .systems
         .iter()
         .map(|s| {
@@ -741,38 +731,21 @@ fn execute(
                     .sum::<u64>()
         })
         .sum();
-    if bad > 0 {
-        return Err(CliError::Failed(format!(
-            "error: {bad} operations returned a wrong result count (see `mismatches` in {})",
-            path.display()
-        )));
-    }
-    Ok(())
+    Ok(Outcome {
+        results,
+        results_path: path,
+        report_path: report,
+        mixed: !trace.ops.is_empty(),
+        mismatches,
+    })
 }
 
-/// Per-operation summary of mixed and replayed runs on stdout.
-fn print_ops(r: &RunResults) -> Result<(), CliError> {
-    crate::out(format_args!(
-        "\n{:<34} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}\n",
-        "system", "op", "count", "ops/s", "mean us", "p50 us", "p99 us", "mismatch"
-    ))?;
-    for s in &r.systems {
-        for o in &s.ops {
-            crate::out(format_args!(
-                "{:<34} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}\n",
-                s.system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p99_us, o.mismatches
-            ))?;
-        }
-    }
-    Ok(())
-}
-
-fn parse_top_ks(s: &str) -> Result<Vec<usize>, CliError> {
+fn parse_top_ks(s: &str) -> Result<Vec<usize>, Error> {
     s.split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|s| match s.trim().parse::<usize>() {
             Ok(k) if k > 0 => Ok(k),
-            _ => Err(CliError::Other(format!(
+            _ => Err(Error::Other(format!(
                 "bad --top-k value {s:?} (a positive integer)"
             ))),
         })
@@ -784,10 +757,10 @@ fn default_interval(ops: usize) -> u64 {
 }
 
 /// `strata bench run`.
-pub fn run(args: &RunArgs) -> Result<(), CliError> {
+pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
     let w = args.workload.as_str();
     if !WORKLOADS.contains(&w) {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "unknown workload {w:?} (available: {})",
             WORKLOADS.join(", ")
         )));
@@ -801,24 +774,24 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     ];
     if !mixed {
         if let Some((flag, _)) = only_mixed.iter().find(|(_, given)| *given) {
-            return Err(CliError::Other(format!(
+            return Err(Error::Other(format!(
                 "{flag} applies to the mixed workloads only, not {w}"
             )));
         }
     } else if args.update_fraction.is_some() {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "--update-fraction applies to static workloads; {w} has its own update share"
         )));
     }
     let update_fraction = args.update_fraction.unwrap_or(0.0);
     if !(0.0..1.0).contains(&update_fraction) {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "--update-fraction must be in [0, 1), got {update_fraction}"
         )));
     }
     let get_fraction = args.get_fraction.unwrap_or(0.0);
     if !(0.0..=1.0).contains(&get_fraction) {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "--get-fraction must be in [0, 1], got {get_fraction}"
         )));
     }
@@ -828,7 +801,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             [] => None,
             [k] => Some(k),
             _ => {
-                return Err(CliError::Other(
+                return Err(Error::Other(
                     "mixed workloads take one --top-k value (the limit of every query)".into(),
                 ))
             }
@@ -841,8 +814,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     } else {
         DEFAULT_SYSTEMS
     };
-    let systems = bench_systems::resolve_list(args.systems.as_deref().unwrap_or(default_systems))
-        .map_err(CliError::Other)?;
+    let systems = registry::resolve_list(args.systems.as_deref().unwrap_or(default_systems))
+        .map_err(Error::Other)?;
 
     let scfg = StaticCfg {
         records: args.records,
@@ -865,7 +838,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             get_fraction,
             style: Style::Native,
         })
-        .map_err(CliError::Other)?,
+        .map_err(Error::Other)?,
     };
     let exec = Exec {
         top_ks: if mixed { Vec::new() } else { top_ks },
@@ -879,15 +852,15 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
 }
 
 /// `strata bench replay`.
-pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
-    let systems = bench_systems::resolve_list(&args.systems).map_err(CliError::Other)?;
+pub fn replay(args: &ReplayConfig) -> Result<Outcome, Error> {
+    let systems = registry::resolve_list(&args.systems).map_err(Error::Other)?;
     if args.top_k == Some(0) {
-        return Err(CliError::Other("--top-k must be positive".into()));
+        return Err(Error::Other("--top-k must be positive".into()));
     }
     let ops = match args.format {
         TraceFormat::Chirp => chirp::read_trace(&args.file, &args.attribute),
     }
-    .map_err(CliError::Other)?;
+    .map_err(Error::Other)?;
     let mut trace = bench_trace::from_chirp(ops, &args.attribute);
     trace
         .parameters
@@ -904,16 +877,28 @@ pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
     execute(&trace, &systems, &exec, &args.output, 0)
 }
 
+/// What `bench trace` wrote.
+#[derive(Debug, Clone)]
+pub struct TraceWritten {
+    /// Lines written.
+    pub lines: u64,
+    /// Writes of the preload (the first lines).
+    pub preload: usize,
+    /// Operations after the preload per kind (`insert`, `update`, `get`,
+    /// `query`).
+    pub counts: BTreeMap<&'static str, usize>,
+}
+
 /// `strata bench trace`: writes a mixed workload as a chirp trace.
-pub fn trace(args: &TraceArgs) -> Result<(), CliError> {
+pub fn trace(args: &TraceConfig) -> Result<TraceWritten, Error> {
     if bench_trace::mixed_ratios(&args.workload).is_none() {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "bench trace writes mixed workloads (mixed-write-heavy, mixed-read-heavy, mixed-update-heavy), not {:?}",
             args.workload
         )));
     }
     if !(0.0..=1.0).contains(&args.get_fraction) {
-        return Err(CliError::Other(format!(
+        return Err(Error::Other(format!(
             "--get-fraction must be in [0, 1], got {}",
             args.get_fraction
         )));
@@ -928,26 +913,22 @@ pub fn trace(args: &TraceArgs) -> Result<(), CliError> {
         get_fraction: args.get_fraction,
         style: Style::Chirp,
     })
-    .map_err(CliError::Other)?;
+    .map_err(Error::Other)?;
     let TraceFormat::Chirp = args.format;
     let f = std::fs::File::create(&args.out)
-        .map_err(|e| CliError::Other(format!("create {}: {e}", args.out.display())))?;
+        .map_err(|e| Error::Other(format!("create {}: {e}", args.out.display())))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let lines = chirp::write_trace(&t, &mut w)
-        .map_err(|e| CliError::Other(format!("{}: {e}", args.out.display())))?;
+    let lines = bench_trace::write_chirp(&t, &mut w)
+        .map_err(|e| Error::Other(format!("{}: {e}", args.out.display())))?;
     std::io::Write::flush(&mut w)
-        .map_err(|e| CliError::Other(format!("write {}: {e}", args.out.display())))?;
-    let counts: BTreeMap<&str, usize> = OpKind::ALL
+        .map_err(|e| Error::Other(format!("write {}: {e}", args.out.display())))?;
+    let counts: BTreeMap<&'static str, usize> = OpKind::ALL
         .iter()
         .map(|k| (k.name(), t.ops.iter().filter(|o| o.kind() == *k).count()))
         .collect();
-    crate::out(format_args!(
-        "wrote {lines} lines to {} ({} preload writes, then {} inserts, {} updates, {} rp, {} rs)\n",
-        args.out.display(),
-        t.load.len(),
-        counts["insert"],
-        counts["update"],
-        counts["get"],
-        counts["query"]
-    ))
+    Ok(TraceWritten {
+        lines,
+        preload: t.load.len(),
+        counts,
+    })
 }

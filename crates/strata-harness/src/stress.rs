@@ -19,40 +19,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, good enough to drive
-/// workloads. Not cryptographic.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
+use strata::{Db, Options, WriteBatch, WriteOptions};
+use strata_bench::rng::{mix64, SplitMix64};
 
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix64(self.state)
-    }
-
-    /// Uniform-enough value in `0..n` (`n > 0`; 0 when `n == 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        // Multiply-shift range reduction: unbiased enough for workloads.
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
-
-/// The SplitMix64 finalizer: a bijective 64-bit mixer.
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use crate::Error;
 
 /// 64-bit FNV-1a.
 pub fn fnv1a(data: &[u8]) -> u64 {
@@ -453,4 +426,60 @@ mod tests {
         assert!(parse_state("k1\tzz\n").is_err());
         assert!(parse_state("k1\n").is_err());
     }
+}
+
+/// Runs `ops` operations of `w` on the database in `dir` and writes one
+/// acknowledgement line per operation to `out` after the write returned,
+/// flushing each line with one write call (so a kill cuts at most the
+/// last line). `small`: tiny memtables and levels
+/// ([`Options::small_for_tests`]). A failed write to `out` is returned as
+/// is, so a caller can tell a closed pipe from an engine error.
+pub fn run(
+    dir: &Path,
+    w: Workload,
+    ops: u64,
+    sync: bool,
+    small: bool,
+    out: &mut dyn Write,
+) -> Result<(), StressError> {
+    let opts = if small {
+        Options::small_for_tests()
+    } else {
+        Options::default()
+    };
+    let db = Db::open(dir, opts).map_err(|e| StressError::Db(e.into()))?;
+    let wopts = WriteOptions { sync };
+    for i in 0..ops {
+        let op = w.op(i);
+        let written = match &op {
+            Op::Single(Mutation::Put { key, value }) => db.put_opt(key.as_bytes(), value, wopts),
+            Op::Single(Mutation::Del { key }) => db.delete_opt(key.as_bytes(), wopts),
+            Op::Batch(ms) => {
+                let mut b = WriteBatch::new();
+                for m in ms {
+                    match m {
+                        Mutation::Put { key, value } => b.put(key.as_bytes(), value),
+                        Mutation::Del { key } => b.delete(key.as_bytes()),
+                    };
+                }
+                db.write(b, wopts)
+            }
+        };
+        written.map_err(|e| StressError::Db(e.into()))?;
+        let mut line = ack_line(i, &op);
+        line.push('\n');
+        out.write_all(line.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(StressError::Output)?;
+    }
+    Ok(())
+}
+
+/// Why [`run`] stopped.
+#[derive(Debug)]
+pub enum StressError {
+    /// The database failed.
+    Db(Error),
+    /// Writing an acknowledgement line failed.
+    Output(std::io::Error),
 }

@@ -7,13 +7,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde_json::{json, Value};
-use strata_bench::gen::{self as g, Building, Dist, SyntheticRecord, Tweet};
-use strata_bench::queries::{self, Query, QuerySet};
-use strata_bench::rng::SplitMix64;
-use strata_bench::system::{AttrType, IndexDecl};
-
 use crate::chirp::{self, ChirpOp};
+use crate::gen::{self as g, Building, Dist, SyntheticRecord, Tweet};
+use crate::queries::{self, Query, QuerySet};
+use crate::rng::SplitMix64;
+use crate::system::{AttrType, IndexDecl};
+use serde_json::{json, Value};
 
 /// One write.
 #[derive(Debug, Clone, PartialEq)]
@@ -965,6 +964,39 @@ pub fn from_chirp(ops: Vec<ChirpOp>, attribute: &str) -> Trace {
         ]),
         ..Trace::default()
     }
+}
+
+/// Writes `trace` (load, then operations) as chirp lines; returns the
+/// number of lines. Values must be single-line JSON; queries must be
+/// integer lookups or ranges.
+pub fn write_chirp(trace: &Trace, out: &mut dyn std::io::Write) -> Result<u64, String> {
+    let mut ts = 0u64;
+    let mut n = 0u64;
+    for p in &trace.load {
+        ts = ts.max(p.ts_ms);
+        chirp::write_write(out, ts, &p.value)?;
+        n += 1;
+    }
+    for op in &trace.ops {
+        match op {
+            Op::Put(p) => {
+                ts = ts.max(p.ts_ms);
+                chirp::write_write(out, ts, &p.value)?;
+            }
+            Op::Get { key, .. } => chirp::write_read_primary(out, ts, key)?,
+            Op::Query { query, .. } => match *query {
+                Query::Lookup(v) => chirp::write_read_secondary(out, ts, v, None)?,
+                Query::Range(lo, hi) => chirp::write_read_secondary(out, ts, lo, Some(hi))?,
+                other => {
+                    return Err(format!(
+                        "query {other:?} cannot be written to a chirp trace (integer keys only)"
+                    ))
+                }
+            },
+        }
+        n += 1;
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! Strata as a [`BenchSystem`]: one `strata::Db` with the paper preset and
 //! one secondary index per [`IndexDecl`], configured from the system name.
 //!
-//! System names: `strata:<strategy>[<params>]`, where `<strategy>` is
-//! `none` (no index: the primary store alone) or any strategy name, passed
-//! through to [`IndexSpec::strategy`] (the engine validates it), and
-//! `<params>` is an optional `;`-separated list of `key=value` pairs passed
-//! to [`IndexSpec::param`] of every index. Two harness-level extensions:
+//! System names (grammar in [`crate::names`]): `strata:<strategy>[<params>]`,
+//! where `<strategy>` is `none` (no index: the primary store alone) or any
+//! strategy name (aliases resolved), passed through to
+//! [`IndexSpec::strategy`] (the engine validates it), and `<params>` is an
+//! optional `;`-separated list of `key=value` pairs passed to
+//! [`IndexSpec::param`] of every index. Two harness-level extensions:
 //!
 //! * `key@index=value` applies to index `index` only (overriding a plain
 //!   `key=value`); naming an index the workload does not have is an error.
@@ -27,6 +28,9 @@ use strata_bench::system::{
     dir_bytes, AttrType, BenchSystem, IndexDecl, QueryStats, Sizes, SysResult, SystemOptions,
 };
 
+pub use crate::names::Param;
+use crate::names::SystemName;
+
 /// One index's parameters: (index name, key -> value).
 pub type IndexParam = (String, BTreeMap<String, String>);
 
@@ -38,80 +42,33 @@ pub type IndexParams = Vec<IndexParam>;
 pub struct StrataSpec {
     /// The name as given (the label in results).
     pub name: String,
-    /// `None` for `strata:none`.
+    /// `None` for `strata:none`; aliases resolved.
     pub strategy: Option<String>,
     /// In the order given.
     pub params: Vec<Param>,
 }
 
-/// One `key[@index]=value` parameter.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Param {
-    pub key: String,
-    /// `Some` for `key@index=value`.
-    pub index: Option<String>,
-    pub value: String,
-}
-
 impl StrataSpec {
-    /// Parses `strata:<strategy>[k=v;k@index=v;...]`. `Ok(None)` if `name`
-    /// is not a Strata system (no `strata:` prefix).
+    /// The Strata system `name` names, from its parsed form
+    /// ([`SystemName::parse`]); `None` if it is not a Strata system or has
+    /// no strategy.
+    pub fn from_name(name: SystemName) -> Option<StrataSpec> {
+        if !name.is_strata() {
+            return None;
+        }
+        let strategy = name.strategy?;
+        Some(StrataSpec {
+            name: name.text,
+            strategy: (strategy != "none").then_some(strategy),
+            params: name.params,
+        })
+    }
+
+    /// Parses `strata:<strategy>[k=v;k@index=v;...]` with the one system
+    /// name grammar ([`crate::names`]). `Ok(None)` if `name` is not a
+    /// Strata system (another family, or no strategy).
     pub fn parse(name: &str) -> Result<Option<StrataSpec>, String> {
-        let Some(rest) = name.strip_prefix("strata:") else {
-            return Ok(None);
-        };
-        let bad = |why: String| format!("system {name:?}: {why}");
-        let (strategy, params) = match rest.split_once('[') {
-            Some((s, p)) => {
-                let p = p
-                    .strip_suffix(']')
-                    .ok_or_else(|| bad("parameters must end with ']'".into()))?;
-                (s, Some(p))
-            }
-            None => (rest, None),
-        };
-        if strategy.is_empty()
-            || !strategy
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(bad(format!(
-                "strategy {strategy:?} must be letters, digits, '_' or '-'"
-            )));
-        }
-        let mut out: Vec<Param> = Vec::new();
-        for kv in params.unwrap_or("").split(';').map(str::trim) {
-            if kv.is_empty() {
-                continue;
-            }
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| bad(format!("{kv:?} is not key=value")))?;
-            let (key, index) = match k.split_once('@') {
-                Some((k, i)) => (k.trim(), Some(i.trim().to_string())),
-                None => (k.trim(), None),
-            };
-            let v = v.trim();
-            if key.is_empty() || v.is_empty() || index.as_deref() == Some("") {
-                return Err(bad(format!("{kv:?}: empty key, index or value")));
-            }
-            if out.iter().any(|p| p.key == key && p.index == index) {
-                return Err(bad(format!("parameter {k:?} given twice")));
-            }
-            out.push(Param {
-                key: key.to_string(),
-                index,
-                value: v.to_string(),
-            });
-        }
-        if strategy == "none" && !out.is_empty() {
-            return Err(bad("strata:none takes no parameters".into()));
-        }
-        Ok(Some(StrataSpec {
-            name: name.to_string(),
-            strategy: (strategy != "none").then(|| strategy.to_string()),
-            params: out,
-        }))
+        Ok(StrataSpec::from_name(SystemName::parse(name)?))
     }
 
     /// The parameters of each index, with `key@index` overrides applied and

@@ -19,11 +19,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
+use crate::gen::Tweet;
 use serde_json::Value;
-use strata_bench::gen::Tweet;
-use strata_bench::queries::Query;
-
-use crate::bench_trace::{Op, Trace};
 
 /// One parsed chirp line.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,50 +173,40 @@ pub fn tweet_json(t: &Tweet) -> String {
     .to_string()
 }
 
-/// Writes `trace` (load, then operations) as chirp lines. Values must be
-/// single-line JSON; queries must be integer lookups or ranges.
-pub fn write_trace(trace: &Trace, out: &mut impl Write) -> Result<u64, String> {
-    let mut ts = 0u64;
-    let mut n = 0u64;
-    let io = |e: std::io::Error| format!("write trace: {e}");
-    let write = |out: &mut dyn Write, ts: u64, value: &[u8]| -> Result<(), String> {
-        if value.contains(&b'\n') || value.contains(&b'\r') {
-            return Err("a record contains a line break: it cannot be a chirp line".into());
-        }
-        out.write_all(format!("{ts:08}\tw\t").as_bytes())
-            .and_then(|_| out.write_all(value))
-            .and_then(|_| out.write_all(b"\n"))
-            .map_err(io)
-    };
-    for p in &trace.load {
-        ts = ts.max(p.ts_ms);
-        write(out, ts, &p.value)?;
-        n += 1;
+/// Writes one `w` line: `<ts>\tw\t<json>`. The value must be single-line
+/// JSON.
+pub fn write_write(out: &mut dyn Write, ts_ms: u64, value: &[u8]) -> Result<(), String> {
+    if value.contains(&b'\n') || value.contains(&b'\r') {
+        return Err("a record contains a line break: it cannot be a chirp line".into());
     }
-    for op in &trace.ops {
-        match op {
-            Op::Put(p) => {
-                ts = ts.max(p.ts_ms);
-                write(out, ts, &p.value)?;
-            }
-            Op::Get { key, .. } => {
-                let k = std::str::from_utf8(key)
-                    .map_err(|_| "a primary key is not UTF-8".to_string())?;
-                writeln!(out, "{ts:08}\trp\t{k}").map_err(io)?;
-            }
-            Op::Query { query, .. } => match *query {
-                Query::Lookup(v) => writeln!(out, "{ts:08}\trs\t{v}").map_err(io)?,
-                Query::Range(lo, hi) => writeln!(out, "{ts:08}\trs\t{lo}\t{hi}").map_err(io)?,
-                other => {
-                    return Err(format!(
-                        "query {other:?} cannot be written to a chirp trace (integer keys only)"
-                    ))
-                }
-            },
-        }
-        n += 1;
+    out.write_all(format!("{ts_ms:08}\tw\t").as_bytes())
+        .and_then(|_| out.write_all(value))
+        .and_then(|_| out.write_all(b"\n"))
+        .map_err(io_err)
+}
+
+/// Writes one `rp` line: `<ts>\trp\t<pk>`. The key must be UTF-8.
+pub fn write_read_primary(out: &mut dyn Write, ts_ms: u64, key: &[u8]) -> Result<(), String> {
+    let k = std::str::from_utf8(key).map_err(|_| "a primary key is not UTF-8".to_string())?;
+    writeln!(out, "{ts_ms:08}\trp\t{k}").map_err(io_err)
+}
+
+/// Writes one `rs` line: a lookup (`hi` = `None`) or a range.
+pub fn write_read_secondary(
+    out: &mut dyn Write,
+    ts_ms: u64,
+    lo: i64,
+    hi: Option<i64>,
+) -> Result<(), String> {
+    match hi {
+        None => writeln!(out, "{ts_ms:08}\trs\t{lo}"),
+        Some(hi) => writeln!(out, "{ts_ms:08}\trs\t{lo}\t{hi}"),
     }
-    Ok(n)
+    .map_err(io_err)
+}
+
+fn io_err(e: std::io::Error) -> String {
+    format!("write trace: {e}")
 }
 
 #[cfg(test)]
@@ -318,7 +305,7 @@ mod tests {
 
     #[test]
     fn generated_tweets_round_trip() {
-        let t = strata_bench::gen::tweets(1, 3).next().unwrap();
+        let t = crate::gen::tweets(1, 3).next().unwrap();
         let line = format!("00000000\tw\t{}", tweet_json(&t));
         match p(&line).unwrap() {
             ChirpOp::Write { key, attr, .. } => {

@@ -1,5 +1,5 @@
 //! From a `--systems` entry to an open [`BenchSystem`]: `strata:...` names
-//! are Strata ([`crate::bench_strata`]); `rocksdb`, `sqlite` and `fjall` are
+//! are Strata ([`crate::strata_system`]); `rocksdb`, `sqlite` and `fjall` are
 //! the peers of the `strata-compare` crate, compiled in with
 //! `--features peers` (and `--features rocksdb` for RocksDB).
 
@@ -8,7 +8,8 @@ use std::path::Path;
 
 use strata_bench::system::{BenchSystem, IndexDecl, OpenFn, SysResult, SystemOptions};
 
-use crate::bench_strata::{StrataSpec, StrataSystem};
+use crate::names::SystemName;
+use crate::strata_system::{StrataSpec, StrataSystem};
 
 /// Peer systems known to the harness (implemented in `strata-compare`).
 pub const PEERS: [&str; 3] = ["rocksdb", "sqlite", "fjall"];
@@ -62,10 +63,27 @@ impl SystemSpec {
     }
 }
 
-/// Resolves one `--systems` entry.
+/// Resolves one `--systems` entry (grammar in [`crate::names`]).
 pub fn resolve(name: &str) -> Result<SystemSpec, String> {
-    if let Some(s) = StrataSpec::parse(name)? {
-        return Ok(SystemSpec::Strata(s));
+    let parsed = match SystemName::parse(name) {
+        Ok(n) => n,
+        // A malformed Strata name says what is wrong with it; anything
+        // else is not a system this harness knows.
+        Err(e) if name.starts_with("strata:") => return Err(e),
+        Err(_) => return Err(peer_unavailable(name)),
+    };
+    if parsed.is_strata() {
+        return StrataSpec::from_name(parsed)
+            .map(SystemSpec::Strata)
+            .ok_or_else(|| peer_unavailable(name));
+    }
+    if PEERS.contains(&parsed.family.as_str())
+        && (parsed.strategy.is_some() || !parsed.params.is_empty())
+    {
+        return Err(format!(
+            "system {name:?}: a peer takes no strategy or parameters (write {:?})",
+            parsed.family
+        ));
     }
     match peer_open_fn(name) {
         Some(open) => Ok(SystemSpec::Peer {
@@ -136,6 +154,22 @@ mod tests {
         assert!(resolve_list(" , ").is_err());
         let e = resolve("foo").err().unwrap();
         assert!(e.starts_with("unknown system \"foo\""), "{e}");
+        let e = resolve("strata").err().unwrap();
+        assert!(e.starts_with("unknown system \"strata\""), "{e}");
+        let e = resolve("foo bar").err().unwrap();
+        assert!(e.starts_with("unknown system \"foo bar\""), "{e}");
+        let e = resolve("strata:next[delta=off").err().unwrap();
+        assert!(e.contains("must end with ']'"), "{e}");
+        let e = resolve("sqlite:composite").err().unwrap();
+        assert!(e.contains("a peer takes no strategy"), "{e}");
+        // Aliases resolve to the engine's strategy names.
+        match resolve("strata:eager").unwrap() {
+            SystemSpec::Strata(s) => {
+                assert_eq!(s.strategy.as_deref(), Some("memory"));
+                assert_eq!(s.name, "strata:eager");
+            }
+            SystemSpec::Peer { .. } => panic!("strata:eager is Strata"),
+        }
         if !cfg!(feature = "peers") {
             let e = resolve("sqlite").err().unwrap();
             assert_eq!(

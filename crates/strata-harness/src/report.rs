@@ -10,31 +10,38 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::plot::{self, Area, BarChart, BarSeries, Canvas, LineChart, LineSeries, Scale};
-use crate::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
-use crate::CliError;
+use crate::names::SystemName;
+use crate::plot::{self, BarChart, BarSeries, LineChart, LineSeries, Scale};
+use crate::Error;
+use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 
 // ------------------------------------------------------------- stdout
 
-pub fn print_table(r: &RunResults) -> Result<(), CliError> {
-    crate::out(format_args!(
-        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11}\n",
+/// The stdout table of a run: ingest cost and sizes per system, then one
+/// row per query set (and per operation kind of a mixed sequence).
+pub fn table(r: &RunResults) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11}",
         "system", "ingest s", "reopen s", "db MB", "index MB", "index RAM KB"
-    ))?;
+    );
     for s in &r.systems {
-        crate::out(format_args!(
-            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}\n",
+        let _ = writeln!(
+            o,
+            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}",
             s.system,
             s.ingest_seconds + s.settle_seconds,
             s.reopen_seconds,
             s.db_bytes as f64 / 1e6,
             s.index_bytes as f64 / 1e6,
             s.index_memory_bytes as f64 / 1e3
-        ))?;
+        );
     }
     if r.systems.iter().any(|s| !s.queries.is_empty()) {
-        crate::out(format_args!(
-            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}\n",
+        let _ = writeln!(
+            o,
+            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}",
             "system",
             "attribute",
             "class",
@@ -45,12 +52,13 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
             "blocks",
             "min blk",
             "idx blk"
-        ))?;
+        );
     }
     for s in &r.systems {
         for q in &s.queries {
-            crate::out(format_args!(
-                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}\n",
+            let _ = writeln!(
+                o,
+                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}",
                 s.system,
                 q.attribute,
                 q.class,
@@ -61,31 +69,67 @@ pub fn print_table(r: &RunResults) -> Result<(), CliError> {
                 q.blocks_read_mean,
                 q.min_blocks_mean,
                 q.index_blocks_mean
-            ))?;
+            );
         }
     }
     if r.systems.iter().any(|s| !s.ops.is_empty()) {
-        crate::out(format_args!(
-            "\n{:<34} {:<7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        let _ = writeln!(
+            o,
+            "\n{:<34} {:<7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "system", "op", "count", "ops/s", "mean us", "p50 us", "p95 us", "p99 us"
-        ))?;
+        );
         for s in &r.systems {
-            for o in &s.ops {
-                crate::out(format_args!(
-                    "{:<34} {:<7} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
-                    s.system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p95_us, o.p99_us
-                ))?;
+            for op in &s.ops {
+                let _ = writeln!(
+                    o,
+                    "{:<34} {:<7} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                    s.system,
+                    op.op,
+                    op.count,
+                    op.ops_per_sec,
+                    op.mean_us,
+                    op.p50_us,
+                    op.p95_us,
+                    op.p99_us
+                );
             }
         }
     }
-    Ok(())
+    o
+}
+
+/// Per-operation summary of mixed and replayed runs (printed after
+/// [`table`]).
+pub fn ops_table(r: &RunResults) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\n{:<34} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "system", "op", "count", "ops/s", "mean us", "p50 us", "p99 us", "mismatch"
+    );
+    for s in &r.systems {
+        for op in &s.ops {
+            let _ = writeln!(
+                o,
+                "{:<34} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}",
+                s.system,
+                op.op,
+                op.count,
+                op.ops_per_sec,
+                op.mean_us,
+                op.p50_us,
+                op.p99_us,
+                op.mismatches
+            );
+        }
+    }
+    o
 }
 
 // ------------------------------------------------------------ helpers
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    std::fs::write(path, bytes)
-        .map_err(|e| CliError::Other(format!("write {}: {e}", path.display())))
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    std::fs::write(path, bytes).map_err(|e| Error::Other(format!("write {}: {e}", path.display())))
 }
 
 /// The (attribute, class, top_k) query sets of the run, in first-seen order.
@@ -185,10 +229,17 @@ impl Plots {
     }
 }
 
-const CHART_W: usize = 900;
-const CHART_H: usize = 440;
+const CHART_W: u32 = 900;
+const CHART_H: u32 = 440;
 
-fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
+/// Width of `ingest.png` (two charts with a group per system): 1100
+/// pixels, wider for many systems so that their names stay readable.
+fn ingest_width(systems: usize) -> u32 {
+    let systems = u32::try_from(systems).unwrap_or(u32::MAX);
+    1100u32.max(2 * (100 + 80u32.saturating_mul(systems)))
+}
+
+fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, Error> {
     let mut plots = Plots::default();
     let keys = query_keys(r);
     for attr in attributes(r) {
@@ -219,7 +270,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
         let name = format!("latency_{}.png", file_part(&attr));
         write_file(
             &dir.join(&name),
-            &plot::bar_chart_png(&latency, CHART_W, CHART_H),
+            &plot::bar_chart_png(&latency, CHART_W, CHART_H)?,
         )?;
         plots.latency.push((attr.clone(), name));
 
@@ -247,7 +298,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
         let name = format!("blocks_{}.png", file_part(&attr));
         write_file(
             &dir.join(&name),
-            &plot::bar_chart_png(&blocks, CHART_W, CHART_H),
+            &plot::bar_chart_png(&blocks, CHART_W, CHART_H)?,
         )?;
         plots.blocks.push((attr.clone(), name));
     }
@@ -286,31 +337,11 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
             scale: Scale::Linear,
             notes: Vec::new(),
         };
-        let (w, h) = (1100usize, CHART_H);
-        let mut c = Canvas::new(w, h, plot::WHITE);
-        let half = w as i32 / 2;
-        plot::draw_bar_chart(
-            &mut c,
-            Area {
-                x: 0,
-                y: 0,
-                w: half,
-                h: h as i32,
-            },
-            &time,
-        );
-        plot::draw_bar_chart(
-            &mut c,
-            Area {
-                x: half,
-                y: 0,
-                w: half,
-                h: h as i32,
-            },
-            &size,
-        );
         let name = "ingest.png".to_string();
-        write_file(&dir.join(&name), &c.to_png(plot::Deflate::Runs))?;
+        write_file(
+            &dir.join(&name),
+            &plot::bar_charts_png(&[&time, &size], ingest_width(r.systems.len()), CHART_H)?,
+        )?;
         plots.ingest = Some(name);
     }
 
@@ -336,7 +367,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
         let name = "mixed.png".to_string();
         write_file(
             &dir.join(&name),
-            &plot::line_chart_png(&chart, CHART_W, CHART_H),
+            &plot::line_chart_png(&chart, CHART_W, CHART_H)?,
         )?;
         plots.mixed = Some(name);
     }
@@ -350,7 +381,7 @@ fn write_plots(r: &RunResults, dir: &Path) -> Result<Plots, CliError> {
 /// is skipped): the tables of the papers' experiments (NEXT Tables 3-5
 /// layout: one row per system, columns per selectivity), per-operation
 /// tables, the correctness line and the "Paper vs us" section.
-pub fn write_report(r: &RunResults, dir: &Path) -> Result<PathBuf, CliError> {
+pub fn write_report(r: &RunResults, dir: &Path) -> Result<PathBuf, Error> {
     let plots = write_plots(r, dir)?;
     let s = render_markdown(r, &plots);
     let path = dir.join("report.md");
@@ -599,32 +630,28 @@ pub(crate) enum Kind {
     Other,
 }
 
-fn strategy_params(name: &str) -> (String, Vec<(String, String)>) {
-    let (head, params) = match name.split_once('[') {
-        Some((h, p)) => (h, p.trim_end_matches(']')),
-        None => (name, ""),
-    };
-    let strategy = head.rsplit(':').next().unwrap_or(head).to_ascii_lowercase();
-    let params = params
-        .split(';')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    (strategy, params)
-}
-
+/// The kind of system `name` is (its strategy, whatever the family; see
+/// [`crate::names`]): `Other` for a name without a strategy or that does
+/// not parse.
 pub(crate) fn kind(name: &str) -> Kind {
-    let (strategy, params) = strategy_params(name);
-    let delta_off = params.iter().any(|(k, v)| k == "delta" && v == "off");
-    match strategy.as_str() {
-        "none" | "noindex" | "no-index" => Kind::NoIndex,
-        "next" if delta_off => Kind::NextNoDelta,
-        "next" => Kind::Next,
-        "memory" | "eager" => Kind::Eager,
-        "composite" | "standalone" => Kind::Standalone,
-        "embedded" => Kind::Embedded,
+    let Ok(n) = SystemName::parse(name) else {
+        return Kind::Other;
+    };
+    let delta_off = n.param("delta") == Some("off");
+    match n.strategy.as_deref() {
+        Some("none") => Kind::NoIndex,
+        Some("next") if delta_off => Kind::NextNoDelta,
+        Some("next") => Kind::Next,
+        Some("memory") => Kind::Eager,
+        Some("composite") => Kind::Standalone,
+        Some("embedded") => Kind::Embedded,
         _ => Kind::Other,
     }
+}
+
+/// A system name without parameters (for NEXT: the default δ).
+fn plain(name: &str) -> bool {
+    SystemName::parse(name).is_ok_and(|n| n.params.is_empty())
 }
 
 /// The run's system of kind `k`: the first one, preferring one without
@@ -632,7 +659,7 @@ pub(crate) fn kind(name: &str) -> Kind {
 fn system(r: &RunResults, k: Kind) -> Result<&SystemResult, String> {
     let all: Vec<&SystemResult> = r.systems.iter().filter(|s| kind(&s.system) == k).collect();
     all.iter()
-        .find(|s| strategy_params(&s.system).1.is_empty())
+        .find(|s| plain(&s.system))
         .or(all.first())
         .copied()
         .ok_or_else(|| format!("no {} system in this run", k.label()))
@@ -1351,7 +1378,7 @@ fn measure(r: &RunResults, m: &Measure, unit: Unit) -> Result<(f64, String), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plot::PNG_SIGNATURE;
+    use crate::plot::tests::PNG_SIGNATURE;
 
     fn q(
         attr: &str,
@@ -1535,6 +1562,14 @@ mod tests {
         assert_eq!(kind("strata:memory"), Kind::Eager);
         assert_eq!(kind("rocksdb:composite"), Kind::Standalone);
         assert_eq!(kind("sqlite"), Kind::Other);
+        // The registry's grammar: aliases, and a per-index delta is not a
+        // NEXT without delta.
+        assert_eq!(kind("strata:noindex"), Kind::NoIndex);
+        assert_eq!(kind("strata:eager"), Kind::Eager);
+        assert_eq!(kind("strata:standalone"), Kind::Standalone);
+        assert_eq!(kind("strata:next[delta@user_id=off]"), Kind::Next);
+        assert_eq!(kind("strata:embedded[bits_per_key=10]"), Kind::Embedded);
+        assert_eq!(kind("strata:next[delta=off"), Kind::Other);
     }
 
     #[test]
@@ -1711,7 +1746,10 @@ mod tests {
             let png = std::fs::read(dir.path().join(f)).unwrap();
             assert_eq!(&png[..8], &PNG_SIGNATURE, "{f}");
             let (w, h, _) = crate::plot::tests::decode(&png);
-            assert!(w >= CHART_W && h == CHART_H, "{f}: {w}x{h}");
+            assert!(
+                w >= CHART_W as usize && h == CHART_H as usize,
+                "{f}: {w}x{h}"
+            );
         }
     }
 
