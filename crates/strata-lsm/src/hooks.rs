@@ -47,7 +47,6 @@
 //! error from `before_batch` fails the write and makes the database
 //! read-only.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,11 +54,13 @@ use std::sync::{Arc, Mutex};
 use crate::batch::WriteBatch;
 use crate::cache::TableCache;
 use crate::error::Result;
-use crate::key::{SeqNo, ValueKind};
+use crate::key::SeqNo;
 use crate::memtable::{MemSide, MemTable};
 use crate::merge::MergeOperator;
-use crate::sstable::BlockHandle;
-use crate::version::{FileMetaData, Version};
+use crate::version::{FileMetaData, Version, VersionExtension};
+
+pub use crate::sstable::observer::{EntryRef, TableObserver};
+pub use crate::version::ext::{ExtState, InstallEvent, InstallOutcome, InstallReason};
 
 /// Why a table is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,42 +78,6 @@ pub struct TableContext {
     pub reason: TableReason,
     /// The compaction's input tables (empty for a flush).
     pub input_files: Vec<u64>,
-}
-
-/// One entry as stored: user key, sequence number, kind and value.
-#[derive(Debug, Clone, Copy)]
-pub struct EntryRef<'a> {
-    pub user_key: &'a [u8],
-    pub seq: SeqNo,
-    pub kind: ValueKind,
-    pub value: &'a [u8],
-}
-
-/// Observes one table as it is built. Created per table; dropped without
-/// `finish` if the build is abandoned.
-pub trait TableObserver: Send {
-    /// Called once per entry, in key order, with the final handle of the
-    /// data block that holds it.
-    fn on_entry(&mut self, entry: &EntryRef<'_>, block: BlockHandle);
-    /// Called after the last `on_entry` of a data block.
-    fn on_block_finished(&mut self, _block: BlockHandle) {}
-    /// Returns named meta blocks to append to the table. Names must be
-    /// unique within the table and must not start with `strata.`.
-    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>>;
-
-    /// Called once, after [`TableObserver::finish`]: entries of this table
-    /// that every reader must treat as absent, as (data block, ordinal of
-    /// the entry among the block's entries as delivered to `on_entry`).
-    /// They go to the table's immutable obsolete bitmap
-    /// (`sstable::obsolete`); reads skip them and the table's next
-    /// compaction drops them.
-    ///
-    /// Contract: mark an entry only if no reader, at any snapshot it can
-    /// still read at, needs it; skipping an entry exposes the next older
-    /// version of its user key, if any.
-    fn obsolete_entries(&mut self) -> Vec<(BlockHandle, u32)> {
-        Vec::new()
-    }
 }
 
 /// Describes one compaction.
@@ -145,39 +110,6 @@ pub trait CompactionObserver: Send {
     fn finish(&mut self) -> Result<()> {
         Ok(())
     }
-}
-
-/// Why a version is being installed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InstallReason {
-    Flush,
-    Compaction,
-    /// Tables added by a caller outside flush/compaction (not used yet).
-    External,
-}
-
-/// The change being installed.
-#[derive(Debug)]
-pub struct InstallEvent<'a> {
-    pub reason: InstallReason,
-    /// (level, file) pairs added.
-    pub added: &'a [(usize, Arc<FileMetaData>)],
-    /// (level, file number) pairs removed.
-    pub removed: &'a [(usize, u64)],
-    /// The extension's state in the version being replaced.
-    pub previous: Option<&'a ExtState>,
-}
-
-/// Immutable extension state carried by a version.
-pub type ExtState = Arc<dyn Any + Send + Sync>;
-
-/// What an install hook contributes to the new version.
-#[derive(Default)]
-pub struct InstallOutcome {
-    /// Appended to the same manifest record as the file changes.
-    pub payload: Option<Vec<u8>>,
-    /// The extension's state in the new version (`None` keeps the previous).
-    pub state: Option<ExtState>,
 }
 
 /// An engine extension. See the module documentation for when each method
@@ -254,6 +186,27 @@ pub trait EngineHooks: Send + Sync {
     }
 }
 
+/// Presents an extension to the version set.
+pub(crate) struct AsVersionExtension(pub Arc<dyn EngineHooks>);
+
+impl VersionExtension for AsVersionExtension {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn on_install(&self, event: &InstallEvent<'_>) -> Result<InstallOutcome> {
+        self.0.on_install(event)
+    }
+
+    fn on_recover(
+        &self,
+        payloads: &[Vec<u8>],
+        files: &[(usize, Arc<FileMetaData>)],
+    ) -> Result<Option<ExtState>> {
+        self.0.on_recover(payloads, files)
+    }
+}
+
 /// Anything a hook holds while a batch is published (see
 /// [`EngineHooks::before_batch`]).
 pub trait Held {}
@@ -262,8 +215,7 @@ impl<T> Held for T {}
 /// A guard returned by [`EngineHooks::before_batch`].
 pub type BatchGuard<'a> = Box<dyn Held + 'a>;
 
-/// A record with the sequence number of the write that stored it.
-pub type Versioned = (SeqNo, Vec<u8>);
+pub use crate::read::Versioned;
 
 /// What a batch hook may read: the components the batch will shadow.
 pub struct BatchContext<'a> {
@@ -284,7 +236,7 @@ impl BatchContext<'_> {
     /// The newest record of each key before the batch (`None`: absent or
     /// deleted), in the order of `keys`: one batched lookup.
     pub fn current(&self, keys: &[&[u8]], before: SeqNo) -> Result<Vec<Option<Versioned>>> {
-        crate::db::multi_get_components(
+        crate::read::multi_get_components(
             self.tables,
             self.merge_operator,
             self.mems,
@@ -298,7 +250,7 @@ impl BatchContext<'_> {
     /// range and Bloom filter for tables (no data I/O). A `false` is
     /// certain.
     pub fn may_exist(&self, key: &[u8]) -> bool {
-        crate::db::may_exist(self.tables, key, self.mems, self.version)
+        crate::read::may_exist(self.tables, key, self.mems, self.version)
     }
 }
 
@@ -321,7 +273,7 @@ impl EngineHandle {
     /// The oldest sequence number a reader may read at: the oldest live
     /// snapshot, else the last published sequence number.
     pub fn oldest_readable(&self) -> SeqNo {
-        crate::db::oldest_readable(&self.snapshots, &self.last_sequence)
+        crate::read::oldest_readable(&self.snapshots, &self.last_sequence)
     }
 
     /// The last published sequence number.

@@ -24,15 +24,17 @@ pub mod key;
 pub mod memtable;
 pub mod merge;
 pub mod options;
+pub mod read;
 pub mod sstable;
 pub mod stats;
+pub mod sync;
 pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
+pub use db::iter::DbIterator;
 pub use db::{BlockEntry, Db, Snapshot, Versioned};
 pub use error::{Error, Result};
-pub use iter::db_iter::DbIterator;
 pub use merge::MergeOperator;
 pub use options::{Compression, Options, WalRecovery, WriteOptions};
 pub use stats::{IoStats, Stats};

@@ -11,23 +11,8 @@ use crate::error::{Error, Result};
 use crate::hooks::EngineHooks;
 use crate::merge::MergeOperator;
 
-/// Per-block compression of SSTable blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Compression {
-    None = 0,
-    Lz4 = 1,
-}
-
-/// What WAL recovery does with a record that fails its checksum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WalRecovery {
-    /// A damaged tail (a torn last write) ends the log; damage followed by
-    /// valid records is `Error::Corruption`. The default.
-    TolerateTornTail,
-    /// Skip damaged records and recover everything else that checks out.
-    BestEffort,
-}
+pub use crate::sstable::Compression;
+pub use crate::wal::WalRecovery;
 
 /// Longest key accepted by writes.
 pub const MAX_KEY_SIZE: usize = 64 * 1024;

@@ -1,8 +1,7 @@
-//! Caches: the sharded block cache (byte budget, LRU) and the table cache
-//! (bounded number of open tables).
+//! The table cache (bounded number of open tables). The block cache is
+//! part of the table reader (`sstable::block_cache`), re-exported here.
 
-mod block_cache;
 mod table_cache;
 
-pub use block_cache::{BlockCache, CacheKey};
+pub use crate::sstable::block_cache::{BlockCache, CacheKey};
 pub use table_cache::TableCache;

@@ -6,16 +6,15 @@
 //! through [`DbInner::install`], which takes the version-set lock, then the
 //! state lock (the only lock order used).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 use crate::compaction::{self, finish_table, BuildEnv, Compaction};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::hooks::{InstallReason, TableReason};
-use crate::key::SeqNo;
 use crate::memtable::MemTable;
+use crate::read::oldest_readable;
 use crate::stats::Counters;
 use crate::version::{FileMetaData, Version, VersionEdit};
 
@@ -268,16 +267,4 @@ impl DbInner {
         while self.compact_one()? {}
         Ok(())
     }
-}
-
-/// The oldest live snapshot in `snaps`, else the last published sequence
-/// number: the oldest sequence number a reader may read at. Read under the
-/// snapshot lock, which `Db::snapshot` also holds while it reads `last`.
-pub(crate) fn oldest_readable(snaps: &Mutex<BTreeMap<SeqNo, usize>>, last: &AtomicU64) -> SeqNo {
-    let snaps = lock(snaps);
-    snaps
-        .keys()
-        .next()
-        .copied()
-        .unwrap_or_else(|| last.load(Ordering::SeqCst))
 }

@@ -9,10 +9,11 @@
 //! nobody may take it while holding `state`, `versions` or `log`.
 
 mod background;
+pub mod iter;
 mod write;
 
-pub(crate) use background::oldest_readable;
-pub(crate) use write::may_exist;
+use crate::read::multi_get_components;
+pub use crate::read::Versioned;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -27,17 +28,17 @@ use crate::compaction::{key_range, Compaction, CompactionPicker, LeveledPicker};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::hooks::{EngineHandle, EngineHooks, InstallReason};
-use crate::iter::db_iter::DbIterator;
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{SeqNo, ValueKind};
 use crate::memtable::{MemGet, MemTable};
-use crate::merge::{self, MergeOperator};
+use crate::merge;
 use crate::options::{Options, WriteOptions};
 use crate::sstable::{BlockHandle, Found, TableReadOptions};
 use crate::stats::{Counters, LevelStats, ReadPurpose, Stats};
 use crate::version::{Version, VersionEdit, VersionSet};
 use crate::wal::{LogReader, LogWriter};
+use iter::DbIterator;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -95,9 +96,6 @@ pub struct Snapshot {
     inner: Arc<DbInner>,
     seq: SeqNo,
 }
-
-/// A value with the sequence number of the write that stored it.
-pub type Versioned = (SeqNo, Vec<u8>);
 
 /// One entry of a data block read by handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +167,13 @@ impl Db {
             h.attach(&handle);
         }
         let side = || hooks.iter().find_map(|h| h.memtable_side());
+        let version_exts: Vec<Arc<dyn crate::version::VersionExtension>> = hooks
+            .iter()
+            .map(|h| {
+                Arc::new(crate::hooks::AsVersionExtension(h.clone()))
+                    as Arc<dyn crate::version::VersionExtension>
+            })
+            .collect();
         if VersionSet::exists(&dir) {
             if opts.error_if_exists {
                 return Err(Error::invalid(format!(
@@ -180,9 +185,9 @@ impl Db {
             if !opts.create_if_missing {
                 return Err(Error::NotFound(format!("no database in {}", dir.display())));
             }
-            VersionSet::create(&dir, opts.num_levels, hooks.clone())?;
+            VersionSet::create(&dir, opts.num_levels, version_exts.clone())?;
         }
-        let recovered = VersionSet::recover(&dir, opts.num_levels, hooks.clone())?;
+        let recovered = VersionSet::recover(&dir, opts.num_levels, version_exts.clone())?;
         let mut versions = recovered.versions;
         let mut last_seq = recovered.last_sequence;
         versions.write_fresh_manifest(last_seq)?;
@@ -437,7 +442,7 @@ impl Db {
                 }
                 let mut seen = false;
                 for f in version.files_for_key(key) {
-                    if write::bloom_may_match(&self.inner.tables, f, key) {
+                    if crate::read::bloom_may_match(&self.inner.tables, f, key) {
                         if f.largest_seq > after {
                             return true;
                         }
@@ -879,77 +884,4 @@ impl DbInner {
             Box::new(version),
         ))
     }
-}
-
-/// See [`DbInner::multi_get_in`]; usable before the `DbInner` exists (WAL
-/// replay).
-pub(crate) fn multi_get_components(
-    tables: &TableCache,
-    merge_operator: Option<&Arc<dyn MergeOperator>>,
-    mems: &[Arc<MemTable>],
-    version: &Version,
-    keys: &[&[u8]],
-    seq: SeqNo,
-) -> Result<Vec<Option<Versioned>>> {
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
-    order.dedup_by(|a, b| keys[*a] == keys[*b]);
-    let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
-    let mut out: Vec<Option<Found>> = vec![None; sorted.len()];
-    let mut done = vec![false; sorted.len()];
-    for (i, k) in sorted.iter().enumerate() {
-        for m in mems {
-            match m.get(k, seq) {
-                Some(MemGet::Value(s, v)) => {
-                    out[i] = Some(Found {
-                        seq: s,
-                        kind: ValueKind::Value,
-                        value: v,
-                    });
-                }
-                Some(MemGet::Deleted(s)) => {
-                    out[i] = Some(Found {
-                        seq: s,
-                        kind: ValueKind::Deletion,
-                        value: Vec::new(),
-                    });
-                }
-                Some(MemGet::Merge(s)) => {
-                    out[i] = Some(Found {
-                        seq: s,
-                        kind: ValueKind::Merge,
-                        value: Vec::new(),
-                    });
-                }
-                None => continue,
-            }
-            done[i] = true;
-            break;
-        }
-    }
-    version.multi_get(tables, &sorted, seq, &mut out, &mut done)?;
-    // Keys whose newest entry is a merge operand read their older entries.
-    for (i, k) in sorted.iter().enumerate() {
-        if out[i].as_ref().is_some_and(|f| f.kind == ValueKind::Merge) {
-            let op = merge::require(merge_operator)?;
-            out[i] =
-                merge::resolve_at(op, tables, mems, version, k, seq)?.map(|(s, value)| Found {
-                    seq: s,
-                    kind: ValueKind::Value,
-                    value,
-                });
-        }
-    }
-    let mut result = vec![None; keys.len()];
-    let by_key: BTreeMap<&[u8], usize> = sorted.iter().enumerate().map(|(i, k)| (*k, i)).collect();
-    for (i, k) in keys.iter().enumerate() {
-        if let Some(&j) = by_key.get(k) {
-            if let Some(f) = &out[j] {
-                if f.kind == ValueKind::Value {
-                    result[i] = Some((f.seq, f.value.clone()));
-                }
-            }
-        }
-    }
-    Ok(result)
 }

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::batch::{BatchOp, WriteBatch};
-use crate::cache::TableCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::hooks::{BatchContext, EngineHooks};
@@ -30,7 +29,6 @@ use crate::memtable::MemTable;
 use crate::merge;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::stats::Counters;
-use crate::version::Version;
 use crate::wal::LogWriter;
 
 use super::{DbInner, State};
@@ -92,38 +90,6 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
         }
     }
     Ok(bytes)
-}
-
-/// May `key` have a version in `mems` or `version`? Exact for memtables;
-/// key range and Bloom filter for tables (no data I/O).
-pub(crate) fn may_exist(
-    tables: &TableCache,
-    key: &[u8],
-    mems: &[Arc<MemTable>],
-    version: &Version,
-) -> bool {
-    if mems
-        .iter()
-        .any(|m| m.get(key, crate::key::MAX_SEQ).is_some())
-    {
-        return true;
-    }
-    version
-        .files_for_key(key)
-        .any(|f| bloom_may_match(tables, f, key))
-}
-
-/// The Bloom probe of `key` in table `f` (true if the table cannot be
-/// opened: the caller then reads it and reports the error).
-pub(crate) fn bloom_may_match(
-    tables: &TableCache,
-    f: &crate::version::FileMetaData,
-    key: &[u8],
-) -> bool {
-    match tables.get(f.number, f.file_size) {
-        Ok(t) => t.key_may_match(key),
-        Err(_) => true,
-    }
 }
 
 impl DbInner {

@@ -3,10 +3,9 @@
 //! Every source of entries (memtable, block, table, level, merge) implements
 //! [`InternalIterator`]: a cursor over `(internal key, value)` pairs in
 //! [`crate::key::compare_internal`] order. `merging` combines sources newest
-//! first; `db_iter` turns internal entries into the user view at a snapshot
-//! (newest visible version of each key, tombstones hidden).
+//! first. The user view at a snapshot (newest visible version of each key,
+//! tombstones hidden) is `db::iter`, above merge operands.
 
-pub mod db_iter;
 pub mod merging;
 
 use crate::error::Result;

@@ -12,14 +12,14 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::hooks::{EntryRef, TableObserver};
 use crate::io::sync_file;
 use crate::key::{compare_internal, parse_internal_key, ValueKind};
-use crate::options::Compression;
 use crate::sstable::block::BlockBuilder;
 use crate::sstable::filter::BloomBuilder;
 use crate::sstable::format::{block_trailer, compress_block, Footer, BLOCK_TRAILER_LEN};
+use crate::sstable::observer::{EntryRef, TableObserver};
 use crate::sstable::obsolete::{ObsoleteMap, OBSOLETE_BLOCK_NAME};
+use crate::sstable::Compression;
 use crate::sstable::{BlockHandle, TableProperties};
 
 /// Metaindex name of the Bloom filter block.

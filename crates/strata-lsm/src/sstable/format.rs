@@ -14,7 +14,14 @@ use crate::coding::{
     put_fixed64, put_varint64,
 };
 use crate::error::{Error, Result};
-use crate::options::Compression;
+
+/// Per-block compression of SSTable blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Compression {
+    None = 0,
+    Lz4 = 1,
+}
 
 /// Current table format version, stored in the footer.
 pub const TABLE_FORMAT_VERSION: u32 = 1;

@@ -8,12 +8,14 @@
 //! immutable bitmaps of entries readers skip.
 
 pub mod block;
+pub mod block_cache;
 pub mod builder;
 pub mod filter;
 pub mod format;
+pub mod observer;
 pub mod obsolete;
 pub mod table;
 
 pub use builder::{BuiltTable, TableBuildOptions, TableBuilder};
-pub use format::BlockHandle;
+pub use format::{BlockHandle, Compression};
 pub use table::{Found, Table, TableIter, TableProperties, TableReadOptions};

@@ -15,13 +15,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{BlockCache, CacheKey};
 use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, seek_key, SeqNo, ValueKind};
 use crate::sstable::block::{bytewise_cmp, Block, BlockIter};
+use crate::sstable::block_cache::{BlockCache, CacheKey};
 use crate::sstable::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RESERVED_META_PREFIX};
 use crate::sstable::filter::BloomFilter;
 use crate::sstable::format::{decode_block, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
@@ -680,10 +680,10 @@ mod tests {
 
     use super::*;
     use crate::cache::TableCache;
-    use crate::hooks::{EntryRef, TableObserver};
     use crate::key::{make_internal_key, MAX_SEQ};
-    use crate::options::Compression;
     use crate::sstable::builder::{TableBuildOptions, TableBuilder};
+    use crate::sstable::observer::{EntryRef, TableObserver};
+    use crate::sstable::Compression;
     use crate::stats::IoStats;
 
     type Entry = (Vec<u8>, Vec<u8>);

@@ -9,10 +9,12 @@
 //! file a reader can still reach.
 
 pub mod edit;
+pub mod ext;
 mod set;
 #[allow(clippy::module_inception)]
 mod version;
 
 pub use edit::{FileMetaData, VersionEdit};
+pub use ext::VersionExtension;
 pub use set::{Recovered, VersionSet};
 pub use version::{LevelIter, Version};

@@ -7,10 +7,10 @@ use std::sync::{Arc, Weak};
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::hooks::{EngineHooks, InstallEvent, InstallReason};
 use crate::io::sync_dir;
-use crate::options::WalRecovery;
+use crate::version::ext::{InstallEvent, InstallReason, VersionExtension};
 use crate::version::{Version, VersionEdit};
+use crate::wal::WalRecovery;
 use crate::wal::{LogReader, LogWriter};
 
 /// Owns the MANIFEST and the current version.
@@ -30,7 +30,7 @@ pub struct VersionSet {
     next_file_number: Arc<AtomicU64>,
     /// WAL files numbered below this hold nothing that is not in a table.
     log_number: u64,
-    hooks: Vec<Arc<dyn EngineHooks>>,
+    hooks: Vec<Arc<dyn VersionExtension>>,
     /// Payloads of every extension (registered or not), oldest first; written
     /// again when a fresh manifest is started.
     payload_history: BTreeMap<String, Vec<Vec<u8>>>,
@@ -50,7 +50,11 @@ impl VersionSet {
     }
 
     /// Writes an empty database's first manifest and CURRENT.
-    pub fn create(dir: &Path, num_levels: usize, hooks: Vec<Arc<dyn EngineHooks>>) -> Result<()> {
+    pub fn create(
+        dir: &Path,
+        num_levels: usize,
+        hooks: Vec<Arc<dyn VersionExtension>>,
+    ) -> Result<()> {
         let mut vs = VersionSet {
             dir: dir.to_path_buf(),
             current: Arc::new(Version::new(num_levels)),
@@ -69,7 +73,7 @@ impl VersionSet {
     pub fn recover(
         dir: &Path,
         num_levels: usize,
-        hooks: Vec<Arc<dyn EngineHooks>>,
+        hooks: Vec<Arc<dyn VersionExtension>>,
     ) -> Result<Recovered> {
         let current_path = filename::current_file(dir);
         let current = fs::read_to_string(&current_path).path_ctx("read", &current_path)?;

@@ -3,11 +3,11 @@ use std::sync::Arc;
 
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
-use crate::hooks::ExtState;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo};
 use crate::sstable::{Found, TableIter};
 use crate::stats::ReadPurpose;
+use crate::version::ext::ExtState;
 use crate::version::{FileMetaData, VersionEdit};
 
 /// An immutable snapshot of the LSM shape.

@@ -15,6 +15,16 @@ mod writer;
 pub use reader::{LogReader, ReadReport};
 pub use writer::LogWriter;
 
+/// What WAL recovery does with a record that fails its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// A damaged tail (a torn last write) ends the log; damage followed by
+    /// valid records is `Error::Corruption`. The default.
+    TolerateTornTail,
+    /// Skip damaged records and recover everything else that checks out.
+    BestEffort,
+}
+
 /// Size of a log block.
 pub const BLOCK_SIZE: usize = 32 * 1024;
 /// checksum (4) + length (2) + type (1).
@@ -55,7 +65,7 @@ mod tests {
     use super::*;
     use crate::coding::masked_crc2;
     use crate::error::{Error, Result};
-    use crate::options::WalRecovery::{self, BestEffort, TolerateTornTail};
+    use crate::wal::WalRecovery::{self, BestEffort, TolerateTornTail};
 
     /// Deterministic test payload of `len` bytes, distinct per `seed`.
     fn payload(seed: u64, len: usize) -> Vec<u8> {

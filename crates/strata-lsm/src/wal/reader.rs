@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::{decode_fixed32, masked_crc2};
 use crate::error::{Error, Result};
-use crate::options::WalRecovery;
+use crate::wal::WalRecovery;
 
 /// What a reader skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

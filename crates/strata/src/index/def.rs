@@ -1,15 +1,14 @@
-//! A live index definition: its spec, its strategy, its attribute
-//! extraction and its counters.
+//! What every layer of the framework knows of a live index: its id, its
+//! spec, its attribute extraction and its counters ([`IndexMeta`]). The
+//! definition with its strategy and state is `manager::IndexDef`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde_json::Value;
 
-use super::strategy::IndexStrategy;
 use super::value::{self, IndexValue, Skip};
 use super::{ExtractorFn, IndexSpec};
 
@@ -26,41 +25,20 @@ pub(crate) struct DefCounters {
     pub exact: AtomicU64,
 }
 
-/// A live index definition.
-pub(crate) struct IndexDef {
+/// A live index as strategies and the memtable side see it.
+pub(crate) struct IndexMeta {
     pub id: u32,
     pub spec: IndexSpec,
     /// The parsed field path (empty for a registered extractor).
     pub(super) path: Vec<String>,
     pub(super) custom: Option<ExtractorFn>,
-    pub strategy: Arc<dyn IndexStrategy>,
-    pub(super) ready: AtomicBool,
     pub counters: DefCounters,
-    /// Declared after `strategy` so that the strategy's files are closed
-    /// first.
-    pub(super) remove_dir: RemoveOnDrop,
-}
-
-/// Removes an index's directory when its definition is dropped, if armed
-/// (the index was dropped).
-#[derive(Default)]
-pub(super) struct RemoveOnDrop {
-    pub path: Option<std::path::PathBuf>,
-    pub armed: AtomicBool,
-}
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        if let (Some(p), true) = (&self.path, self.armed.load(Relaxed)) {
-            let _ = std::fs::remove_dir_all(p);
-        }
-    }
 }
 
 /// A record's JSON parse: `Err` for a malformed document.
 pub(crate) type Doc = std::result::Result<Value, ()>;
 
-impl IndexDef {
+impl IndexMeta {
     pub fn needs_json(&self) -> bool {
         self.custom.is_none()
     }
@@ -103,10 +81,6 @@ impl IndexDef {
             }
         }
     }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Relaxed)
-    }
 }
 
 /// Parses `raw` as JSON once for all of `defs`, if any of them extracts
@@ -114,7 +88,7 @@ impl IndexDef {
 /// malformed document.
 pub(crate) fn parse_doc<'a>(
     raw: &[u8],
-    mut defs: impl Iterator<Item = &'a IndexDef>,
+    mut defs: impl Iterator<Item = &'a IndexMeta>,
 ) -> Option<Doc> {
     defs.any(|d| d.needs_json())
         .then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()))
@@ -144,7 +118,7 @@ impl DocCache {
 /// Attribute extraction for one index during one batch (see
 /// [`IndexStrategy::apply`]).
 pub(crate) struct Attrs<'a> {
-    pub def: &'a IndexDef,
+    pub def: &'a IndexMeta,
     pub docs: &'a DocCache,
     /// False during a build over existing data: records are not counted as
     /// indexed or skipped writes.

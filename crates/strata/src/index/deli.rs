@@ -27,8 +27,8 @@ use strata_lsm::error::Result;
 use strata_lsm::Snapshot;
 use strata_lsm::WriteBatch;
 
-use super::composite::{entry_key, scan_entries};
 use super::def::Attrs;
+use super::entries::{entry_key, scan_entries};
 use super::strategy::{
     self, BuildMethod, Check, Counters, Current, DroppedEntry, IndexStrategy, NeedsCurrent, OpenCx,
     Query, QueryCx, StrategyKind, VersionSlot, WritePath,
@@ -38,7 +38,7 @@ use super::value::KeyType;
 use super::{Hit, IndexStats, OpRef, QueryProfile};
 
 /// Tree key of `ts_last`; sorts after every entry.
-pub(crate) const TS_LAST_KEY: &[u8] = b"\xff\xff\xffstrata.deli.ts_last";
+use super::tree::DELI_TS_LAST_KEY as TS_LAST_KEY;
 
 pub(crate) struct Deli {
     ty: KeyType,

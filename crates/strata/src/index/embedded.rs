@@ -59,7 +59,7 @@ use strata_lsm::version::FileMetaData;
 use strata_lsm::cache::TableCache;
 use strata_lsm::version::Version;
 
-use super::def::{parse_doc, IndexDef};
+use super::def::{parse_doc, IndexMeta};
 use super::results::Results;
 use super::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
@@ -763,7 +763,7 @@ fn newest_in_mems(mems: &[Arc<MemTable>], key: &[u8], snapshot: SeqNo) -> Option
 
 /// One query's walk over the components.
 struct Search<'a, 'v> {
-    def: &'a IndexDef,
+    def: &'a IndexMeta,
     pred: &'a Predicate,
     view: &'a QueryView<'v>,
     keys_only: bool,

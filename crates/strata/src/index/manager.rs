@@ -22,12 +22,13 @@ use strata_lsm::memtable::{MemSide, MemTable};
 use strata_lsm::sstable::BlockHandle;
 use strata_lsm::version::{FileMetaData, Version};
 
-use super::def::{parse_doc, Attrs, DocCache, IndexDef, RemoveOnDrop};
+use super::def::{parse_doc, Attrs, DocCache, IndexMeta};
 use super::memo::{self, Memo};
 use super::side::IndexSide;
+use super::strategy::IndexStrategy;
 use super::strategy::{
-    self, DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder,
-    VersionSlot, WritePath,
+    DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
+    WritePath,
 };
 use super::{
     lock, read, tree, value, write, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState,
@@ -56,6 +57,47 @@ pub(crate) struct IndexVersionState {
 /// A dropped version: key, sequence number, whether it was a tombstone
 /// dropped at the bottom.
 type Dropped = (Vec<u8>, SeqNo, bool);
+
+/// A live index definition: what every layer knows of it, its strategy,
+/// and whether it answers queries yet.
+pub(crate) struct IndexDef {
+    pub meta: Arc<IndexMeta>,
+    pub strategy: Arc<dyn IndexStrategy>,
+    ready: AtomicBool,
+    /// Declared after `strategy` so that the strategy's files are closed
+    /// first.
+    remove_dir: RemoveOnDrop,
+}
+
+impl std::ops::Deref for IndexDef {
+    type Target = IndexMeta;
+
+    fn deref(&self) -> &IndexMeta {
+        &self.meta
+    }
+}
+
+impl IndexDef {
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Relaxed)
+    }
+}
+
+/// Removes an index's directory when its definition is dropped, if armed
+/// (the index was dropped).
+#[derive(Default)]
+struct RemoveOnDrop {
+    path: Option<std::path::PathBuf>,
+    armed: AtomicBool,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let (Some(p), true) = (&self.path, self.armed.load(Relaxed)) {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
 
 /// The engine extension behind all secondary indexes.
 pub(crate) struct IndexManager {
@@ -149,7 +191,7 @@ impl IndexManager {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let strategy = strategy::open(
+        let strategy = super::registry::open(
             kind,
             &OpenCx {
                 id,
@@ -163,17 +205,19 @@ impl IndexManager {
         )?;
         debug_assert_eq!(strategy.kind(), kind);
         Ok(IndexDef {
-            id,
-            path,
-            custom,
+            meta: Arc::new(IndexMeta {
+                id,
+                spec,
+                path,
+                custom,
+                counters: Default::default(),
+            }),
             remove_dir: RemoveOnDrop {
                 path: strategy.has_own_files().then_some(dir),
                 armed: AtomicBool::new(false),
             },
             strategy,
-            spec,
             ready: AtomicBool::new(ready),
-            counters: Default::default(),
         })
     }
 
@@ -233,7 +277,7 @@ impl IndexManager {
         let side = IndexSide::new();
         for d in self.defs() {
             if d.strategy.write_path() == WritePath::Tables {
-                side.attach(d);
+                side.attach(d.meta.clone());
             }
         }
         Some(Arc::new(side))
@@ -252,7 +296,7 @@ impl IndexManager {
             .side()
             .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
         {
-            side.attach(def.clone());
+            side.attach(def.meta.clone());
         }
     }
 
@@ -319,7 +363,7 @@ impl IndexManager {
         let docs = DocCache::default();
         for d in defs {
             let attrs = Attrs {
-                def: d,
+                def: &d.meta,
                 docs: &docs,
                 count,
             };
@@ -384,7 +428,7 @@ impl IndexManager {
         def.counters.queries.fetch_add(1, Relaxed);
         let state = Self::state_of(&view.version);
         let cx = QueryCx {
-            def: &def,
+            def: &def.meta,
             pred,
             opts,
             view,
@@ -503,7 +547,7 @@ impl TableObserver for IndexObserver {
             }
             return;
         }
-        let doc = parse_doc(e.value, self.defs.iter().map(|d| &**d));
+        let doc = parse_doc(e.value, self.defs.iter().map(|d| &*d.meta));
         for (d, b) in self.defs.iter().zip(self.builders.iter_mut()) {
             b.add(e.user_key, block, d.extract(e.value, doc.as_ref()).ok());
         }
@@ -548,7 +592,7 @@ impl CompactionObserver for DropCollector {
         if e.kind != ValueKind::Value || self.repairers.is_empty() {
             return;
         }
-        let doc = parse_doc(e.value, self.repairers.iter().map(|d| &**d));
+        let doc = parse_doc(e.value, self.repairers.iter().map(|d| &*d.meta));
         for (d, out) in self.repairers.iter().zip(self.repairs.iter_mut()) {
             if let Ok(v) = d.extract(e.value, doc.as_ref()) {
                 out.push((e.user_key.to_vec(), e.seq, v));

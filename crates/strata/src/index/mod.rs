@@ -17,7 +17,7 @@
 //!
 //! Every strategy implements `strategy::IndexStrategy` in its own module
 //! and is chosen by [`StrategyKind`] through the registry
-//! (`strategy::open`):
+//! (`registry::open`):
 //! * `next` (NEXT, SIGMOD 2025: per-table secondary index blocks plus an
 //!   in-memory global index, memo validation; [`next`]);
 //! * `embedded` (LevelDB++ §3: per-block zone maps and Bloom filters,
@@ -35,11 +35,13 @@ pub(crate) mod composite;
 pub(crate) mod def;
 pub(crate) mod deli;
 pub mod embedded;
+pub(crate) mod entries;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;
 pub mod next;
 pub(crate) mod posting;
+pub(crate) mod registry;
 pub(crate) mod repair;
 pub(crate) mod results;
 pub(crate) mod side;
@@ -58,7 +60,7 @@ use strata_lsm::key::SeqNo;
 use strata_lsm::memtable::{MemGet, MemTable};
 use strata_lsm::version::Version;
 
-pub(crate) use def::IndexDef;
+pub(crate) use manager::IndexDef;
 pub(crate) use manager::IndexManager;
 pub use strategy::StrategyKind;
 pub use value::{IndexValue, KeyType, Predicate};

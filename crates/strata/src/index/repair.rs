@@ -47,7 +47,7 @@ use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::sstable::BlockHandle;
 use strata_lsm::Snapshot;
 
-use super::composite::decode_entry;
+use super::entries::decode_entry;
 use super::strategy::Counters;
 use super::tree::{self, IndexTree};
 use super::value::KeyType;

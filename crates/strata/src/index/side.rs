@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemSide;
 
-use super::def::{parse_doc, IndexDef};
+use super::def::{parse_doc, IndexMeta};
 use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
@@ -28,7 +28,7 @@ enum SideIndex {
 /// entries (every version; validation picks the live ones). Indexes can be
 /// attached while the memtable is active (see `IndexManager::attach`).
 pub(crate) struct IndexSide {
-    indexes: RwLock<Vec<(Arc<IndexDef>, SideIndex)>>,
+    indexes: RwLock<Vec<(Arc<IndexMeta>, SideIndex)>>,
     bytes: AtomicUsize,
 }
 
@@ -40,7 +40,7 @@ impl IndexSide {
         }
     }
 
-    pub fn attach(&self, def: Arc<IndexDef>) {
+    pub fn attach(&self, def: Arc<IndexMeta>) {
         let mut idx = write(&self.indexes);
         if idx.iter().any(|(d, _)| d.id == def.id) {
             return;

@@ -42,7 +42,7 @@ use strata_lsm::sstable::BlockHandle;
 use strata_lsm::version::{FileMetaData, Version};
 use strata_lsm::{Snapshot, Versioned};
 
-use super::def::{Attrs, IndexDef};
+use super::def::{Attrs, IndexMeta};
 use super::memo::Memo;
 use super::tree::IndexTree;
 use super::value::{IndexValue, Predicate};
@@ -112,20 +112,6 @@ pub(crate) struct OpenCx<'a> {
     pub tree_opts: &'a strata_lsm::Options,
     pub tables: &'a Arc<TableCache>,
     pub gate: &'a Arc<SyncGate>,
-}
-
-/// The registry: opens the strategy of `kind`, which parses and checks its
-/// parameters (a clear error for an unknown or invalid one).
-pub(crate) fn open(kind: StrategyKind, cx: &OpenCx<'_>) -> Result<Arc<dyn IndexStrategy>> {
-    Ok(match kind {
-        StrategyKind::Next => Arc::new(super::next::Next::open(cx)?),
-        StrategyKind::Memory => Arc::new(super::memory::Memory::open(cx)?),
-        StrategyKind::Embedded => Arc::new(super::embedded::Embedded::open(cx)?),
-        StrategyKind::Composite => Arc::new(super::composite::Composite::open(cx)?),
-        StrategyKind::Deli => Arc::new(super::deli::Deli::open(cx)?),
-        StrategyKind::PostingEager => Arc::new(super::posting::Posting::open(cx, true)?),
-        StrategyKind::PostingLazy => Arc::new(super::posting::Posting::open(cx, false)?),
-    })
 }
 
 /// How writes reach a strategy's structure.
@@ -293,7 +279,7 @@ pub(crate) trait IndexStrategy: Send + Sync {
 }
 
 pub(crate) struct QueryCx<'a> {
-    pub def: &'a IndexDef,
+    pub def: &'a IndexMeta,
     pub pred: &'a Predicate,
     pub opts: QueryOptions,
     /// The components and the pinned snapshot of the query.

@@ -54,12 +54,13 @@ const EXTENT_KEY: &[u8] = b"\xff\xff\xffstrata.extent";
 /// The layout version of the tree's keys and values.
 const LAYOUT_KEY: &[u8] = b"\xff\xff\xffstrata.layout";
 const LAYOUT_VERSION: &[u8] = b"1";
+/// DELI's largest repaired sequence number (`deli`).
+pub(crate) const DELI_TS_LAST_KEY: &[u8] = b"\xff\xff\xffstrata.deli.ts_last";
 
 /// True for metadata keys (scans skip them): exactly the keys above and
 /// DELI's `ts_last`, all starting with [`META_PREFIX`].
 pub fn is_meta(key: &[u8]) -> bool {
-    key.starts_with(META_PREFIX)
-        && [EXTENT_KEY, LAYOUT_KEY, super::deli::TS_LAST_KEY].contains(&key)
+    key.starts_with(META_PREFIX) && [EXTENT_KEY, LAYOUT_KEY, DELI_TS_LAST_KEY].contains(&key)
 }
 
 const GRID: u32 = 1 << 16;

@@ -1,0 +1,64 @@
+//! The entry layout of the stand-alone trees that index one record
+//! version per key (`composite`, `deli`, and merge repair):
+//! `sort_key(value) ‖ primary key ‖ seq` (Luo & Carey §3, DELI), and the
+//! scan of the entries matching a query.
+
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
+use strata_lsm::Snapshot;
+
+use super::strategy::{Cand, Query};
+use super::tree::{self, IndexTree};
+use super::value::{IndexValue, KeyType};
+use super::QueryProfile;
+
+/// The entry of version `seq` of `pk` whose attribute is `v`.
+pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
+    let mut k = tree::sort_key(v);
+    k.extend_from_slice(pk);
+    k.extend_from_slice(&tree::seq_bytes(seq, false));
+    k
+}
+
+/// `(primary key, seq)` of an entry key.
+pub(crate) fn decode_entry(ty: KeyType, key: &[u8]) -> Result<(Vec<u8>, SeqNo)> {
+    let sk = tree::sort_key_len(ty, key)?;
+    if key.len() < sk + 8 {
+        return Err(Error::corruption("index tree entry key too short"));
+    }
+    let seq = tree::read_seq(&key[key.len() - 8..], false)?;
+    Ok((key[sk..key.len() - 8].to_vec(), seq))
+}
+
+/// Candidates `(pk, seq)` with `seq <= q.snapshot` of the entries of
+/// `tree` (read through `snap`) matching `q.pred`, and, if `keep_keys`,
+/// each candidate's entry key (in the same order).
+pub(crate) fn scan_entries(
+    ty: KeyType,
+    tree: &IndexTree,
+    snap: &Snapshot,
+    q: &Query<'_>,
+    keep_keys: bool,
+    profile: &mut QueryProfile,
+) -> Result<(Vec<Cand>, Vec<Vec<u8>>)> {
+    let before = tree.blocks_read();
+    let mut out = Vec::new();
+    let mut keys = Vec::new();
+    for (from, to) in tree::key_ranges(q.pred, tree.extent()) {
+        for kv in snap.iter(Some(&from), to.as_deref())? {
+            let (k, geom) = kv?;
+            if tree::is_meta(&k) {
+                continue;
+            }
+            let (pk, seq) = decode_entry(ty, &k)?;
+            if seq <= q.snapshot && tree::entry_matches(ty, q.pred, &geom)? {
+                out.push((pk, seq));
+                if keep_keys {
+                    keys.push(k);
+                }
+            }
+        }
+    }
+    profile.index_blocks_read += tree.blocks_read().saturating_sub(before);
+    Ok((out, keys))
+}
