@@ -25,7 +25,7 @@
 //!   (Algorithm 6); queries without a limit read the merged lists. Entries of records updated to another value stay
 //!   in their old list until validation filters them (as in the paper).
 //!
-//! Lazy list encoding (`docs/format/index.md`): `varint count`, then per
+//! Lazy list encoding (`docs/format/standalone.md`): `varint count`, then per
 //! entry `varint pk_len ‖ pk ‖ fixed64_le(seq << 1 | is_marker)`, newest
 //! first.
 
