@@ -5,13 +5,15 @@
 //! operator to act on.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Every error a Strata call can return.
+/// Every error a Strata call can return. New variants may be added: match
+/// with a wildcard arm.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O error, with what we were doing at the time.
     Io {
@@ -20,7 +22,7 @@ pub enum Error {
     },
     /// Bytes on disk failed a checksum or could not be decoded. Never
     /// returned as data: the read fails instead.
-    Corruption(String),
+    Corruption(Corruption),
     /// The caller passed something we refuse (oversized key, bad option, ...).
     /// Nothing was changed.
     InvalidArgument(String),
@@ -35,7 +37,31 @@ pub enum Error {
     Closed,
 }
 
+/// Where damaged bytes are and what was expected there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Corruption {
+    /// The file holding them, when known.
+    pub file: Option<PathBuf>,
+    /// Byte offset in `file` of the damaged record or block, when known.
+    pub offset: Option<u64>,
+    /// What was expected there (and usually what was found).
+    pub expected: String,
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, self.offset) {
+            (Some(p), Some(o)) => write!(f, "{} at offset {o}: {}", p.display(), self.expected),
+            (Some(p), None) => write!(f, "{}: {}", p.display(), self.expected),
+            (None, Some(o)) => write!(f, "at offset {o}: {}", self.expected),
+            (None, None) => f.write_str(&self.expected),
+        }
+    }
+}
+
 impl Error {
+    /// An I/O error with what was being done (usually naming the file).
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {
             context: context.into(),
@@ -43,10 +69,55 @@ impl Error {
         }
     }
 
-    pub fn corruption(msg: impl Into<String>) -> Error {
-        Error::Corruption(msg.into())
+    /// Corruption with what was expected; the caller that knows the file
+    /// adds it with [`Error::with_location`].
+    pub fn corruption(expected: impl Into<String>) -> Error {
+        Error::Corruption(Corruption {
+            file: None,
+            offset: None,
+            expected: expected.into(),
+        })
     }
 
+    /// Corruption in `file` at `offset` (when known).
+    pub fn corruption_at(
+        file: impl Into<PathBuf>,
+        offset: Option<u64>,
+        expected: impl Into<String>,
+    ) -> Error {
+        Error::Corruption(Corruption {
+            file: Some(file.into()),
+            offset,
+            expected: expected.into(),
+        })
+    }
+
+    /// Fills in the file (and offset) of a corruption that lacks them;
+    /// other errors are returned unchanged.
+    pub fn with_location(self, file: &Path, offset: Option<u64>) -> Error {
+        match self {
+            Error::Corruption(mut c) => {
+                if c.file.is_none() {
+                    c.file = Some(file.to_path_buf());
+                    if c.offset.is_none() {
+                        c.offset = offset;
+                    }
+                }
+                Error::Corruption(c)
+            }
+            e => e,
+        }
+    }
+
+    /// The location and expectation of a corruption.
+    pub fn corruption_info(&self) -> Option<&Corruption> {
+        match self {
+            Error::Corruption(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The caller passed something that is refused; nothing was changed.
     pub fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidArgument(msg.into())
     }
@@ -61,7 +132,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { context, source } => write!(f, "I/O error: {context}: {source}"),
-            Error::Corruption(m) => write!(f, "corruption: {m}"),
+            Error::Corruption(c) => write!(f, "corruption: {c}"),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::NotFound(m) => write!(f, "not found: {m}"),
             Error::Locked(m) => write!(f, "database locked: {m}"),
@@ -89,7 +160,7 @@ impl Clone for Error {
                 context: context.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            Error::Corruption(m) => Error::Corruption(m.clone()),
+            Error::Corruption(c) => Error::Corruption(c.clone()),
             Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
             Error::NotFound(m) => Error::NotFound(m.clone()),
             Error::Locked(m) => Error::Locked(m.clone()),

@@ -301,7 +301,7 @@ impl Db {
     /// Logs a definition in state `building` without building it, as a
     /// crash in the middle of [`Db::create_index`] would leave it. For tests
     /// of the resume path.
-    #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn begin_index_for_tests(&self, spec: IndexSpec) -> Result<()> {
         let (_, payload) = self.index.begin_create(spec)?;
         self.log_index_payload(payload)

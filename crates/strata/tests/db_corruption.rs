@@ -100,7 +100,11 @@ fn table_corruption_is_detected() {
                 }
             }
             Err(e) => {
-                assert!(e.is_corruption(), "unexpected error {e}");
+                // Structured: the damaged table is named.
+                let c = e
+                    .corruption_info()
+                    .unwrap_or_else(|| panic!("unexpected error {e}"));
+                assert_eq!(c.file.as_deref(), Some(target.as_path()), "{e}");
                 detected += 1;
             }
         }
@@ -194,14 +198,25 @@ fn flipped_bit_in_the_last_wal_record_is_an_error_not_a_lost_write() {
         .max_by_key(|p| fs::metadata(p).unwrap().len())
         .unwrap();
     let len = fs::metadata(&log).unwrap().len() as usize;
-    // The last record is a batch header (12 bytes), the key and the value.
-    let last_record_len = 7 + 12 + 1 + 1 + 1 + b"new value".len();
+    // The last record: log header (7), batch header (12), then the put:
+    // kind, key length, key, value length, value.
+    let last_record_len = 7 + 12 + 1 + 1 + 1 + 1 + b"new value".len();
     for offset in len - last_record_len..len {
         let work = tempfile::tempdir().unwrap();
         copy_dir(base.path(), work.path());
         flip(&work.path().join(log.file_name().unwrap()), offset);
         match Db::open(work.path(), Options::default()) {
-            Err(e) => assert!(e.is_corruption(), "offset {offset}: {e}"),
+            Err(e) => {
+                // Structured: the log file and the damaged record's offset.
+                let c = e
+                    .corruption_info()
+                    .unwrap_or_else(|| panic!("offset {offset}: {e}"));
+                assert_eq!(
+                    c.file.as_deref(),
+                    Some(work.path().join(log.file_name().unwrap()).as_path())
+                );
+                assert_eq!(c.offset, Some((len - last_record_len) as u64), "{e}");
+            }
             Ok(db) => panic!(
                 "offset {offset}: opened, k = {:?}",
                 db.get(b"k")

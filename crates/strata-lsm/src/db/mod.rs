@@ -216,8 +216,7 @@ impl Db {
             let file = File::open(&path).path_ctx("open WAL", &path)?;
             let mut reader = LogReader::new(file, path.clone(), opts.wal_recovery);
             while let Some(rec) = reader.read_record()? {
-                let batch = WriteBatch::from_data(rec)
-                    .map_err(|e| Error::corruption(format!("{}: {e}", path.display())))?;
+                let batch = WriteBatch::from_data(rec).map_err(|e| e.with_location(&path, None))?;
                 if batch.is_empty() {
                     continue;
                 }

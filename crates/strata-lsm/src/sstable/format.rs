@@ -172,13 +172,9 @@ pub fn block_trailer(contents: &[u8], block_type: u8) -> [u8; BLOCK_TRAILER_LEN]
 
 /// Verifies and decompresses a block read from disk. `raw` is exactly the
 /// stored contents followed by the trailer (`handle.size + 5` bytes).
-pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle, file: &str) -> Result<Vec<u8>> {
-    let bad = |what: &str| {
-        Error::corruption(format!(
-            "table {file}: block at offset {} (size {}): {what}",
-            handle.offset, handle.size
-        ))
-    };
+pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
+    // The caller adds the file and `handle.offset`.
+    let bad = |what: &str| Error::corruption(format!("block of {} bytes: {what}", handle.size));
     if raw.len() < BLOCK_TRAILER_LEN {
         return Err(bad("shorter than its trailer"));
     }
@@ -276,13 +272,13 @@ mod tests {
             let mut file = stored.to_vec();
             file.extend_from_slice(&block_trailer(&stored, t));
             let h = BlockHandle::new(0, stored.len() as u64);
-            assert_eq!(decode_block(file.clone(), h, "t").unwrap(), raw);
+            assert_eq!(decode_block(file.clone(), h).unwrap(), raw);
             for i in 0..file.len().min(64) {
                 let mut b = file.clone();
                 b[i] ^= 0x40;
-                assert!(decode_block(b, h, "t").is_err());
+                assert!(decode_block(b, h).is_err());
             }
-            assert!(decode_block(file[..3].to_vec(), h, "t").is_err());
+            assert!(decode_block(file[..3].to_vec(), h).is_err());
         }
     }
 }

@@ -179,9 +179,11 @@ impl Table {
     ) -> Result<Table> {
         let name = path.display().to_string();
         if file_size < FOOTER_LEN as u64 {
-            return Err(Error::corruption(format!(
-                "table {name}: {file_size} bytes is too short for a footer"
-            )));
+            return Err(Error::corruption_at(
+                path,
+                None,
+                format!("a table of at least {FOOTER_LEN} bytes (a footer), found {file_size}"),
+            ));
         }
         let file = RandomAccessFile::open(path, opts.direct_io)?;
         let blocks_end = file_size - FOOTER_LEN as u64;
@@ -433,15 +435,12 @@ impl Table {
     }
 
     fn corrupt(&self, what: &str) -> Error {
-        Error::corruption(format!("table {}: {what}", self.path.display()))
+        Error::corruption_at(&self.path, None, what)
     }
 
-    /// Names this table in a corruption message that lacks it.
+    /// Names this table in a corruption that lacks its file.
     fn wrap(&self, e: Error) -> Error {
-        match e {
-            Error::Corruption(m) if !m.starts_with("table ") => self.corrupt(&m),
-            e => e,
-        }
+        e.with_location(&self.path, None)
     }
 
     fn meta_handle(&self, name: &str) -> Option<BlockHandle> {
@@ -488,7 +487,7 @@ impl Table {
                 Counters::add(&self.opts.counters.compaction_bytes_read, total)
             }
         }
-        decode_block(raw, handle, &self.path.display().to_string())
+        decode_block(raw, handle).map_err(|e| e.with_location(&self.path, Some(handle.offset)))
     }
 
     /// Reads a block that is pinned for the table's lifetime (not cached).

@@ -81,14 +81,20 @@ impl VersionSet {
             .strip_suffix('\n')
             .filter(|n| !n.is_empty() && !n.contains('/'))
             .ok_or_else(|| {
-                Error::corruption(format!("CURRENT holds {current:?}, not a manifest name"))
+                Error::corruption_at(
+                    &current_path,
+                    None,
+                    format!("a manifest name and a newline, found {current:?}"),
+                )
             })?;
         let manifest_number = match filename::parse(name) {
             Some(filename::FileKind::Manifest(n)) => n,
             _ => {
-                return Err(Error::corruption(format!(
-                    "CURRENT names {name:?}, not a manifest"
-                )))
+                return Err(Error::corruption_at(
+                    &current_path,
+                    None,
+                    format!("a manifest name, found {name:?}"),
+                ))
             }
         };
         let path = dir.join(name);
@@ -102,19 +108,28 @@ impl VersionSet {
         let mut records = 0u64;
         while let Some(rec) = reader.read_record()? {
             let edit = VersionEdit::decode(&rec).map_err(|e| {
-                Error::corruption(format!("{}: record {records}: {e}", path.display()))
+                Error::corruption_at(
+                    &path,
+                    None,
+                    format!("a version edit in record {records}: {e}"),
+                )
             })?;
             records += 1;
             if edit.new_files.iter().any(|(l, _)| *l >= num_levels)
                 || edit.deleted_files.iter().any(|(l, _)| *l >= num_levels)
             {
-                return Err(Error::corruption(format!(
-                    "{}: a file is at a level >= num_levels ({num_levels})",
-                    path.display()
-                )));
+                return Err(Error::corruption_at(
+                    &path,
+                    None,
+                    format!("files at levels below num_levels ({num_levels})"),
+                ));
             }
             version = version.apply(&edit).map_err(|e| {
-                Error::corruption(format!("{}: record {records}: {e}", path.display()))
+                Error::corruption_at(
+                    &path,
+                    None,
+                    format!("a valid edit in record {records}: {e}"),
+                )
             })?;
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
@@ -125,10 +140,11 @@ impl VersionSet {
         }
         let (Some(log_number), Some(next_file), Some(last_seq)) = (log_number, next_file, last_seq)
         else {
-            return Err(Error::corruption(format!(
-                "{}: missing log number, next file number or last sequence",
-                path.display()
-            )));
+            return Err(Error::corruption_at(
+                &path,
+                None,
+                "a log number, a next file number and a last sequence",
+            ));
         };
         // Orphans of a crash (a table being written, a WAL created before
         // its edit) also hold numbers: never hand those out again.

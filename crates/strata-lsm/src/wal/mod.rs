@@ -141,9 +141,9 @@ mod tests {
 
     fn assert_corruption_at(res: &Result<()>, path: &Path, offset: u64) {
         match res {
-            Err(Error::Corruption(m)) => {
-                assert!(m.contains(&path.display().to_string()), "{m}");
-                assert!(m.contains(&format!("offset {offset} ")), "{m}");
+            Err(Error::Corruption(c)) => {
+                assert_eq!(c.file.as_deref(), Some(path), "{c}");
+                assert_eq!(c.offset, Some(offset), "{c}");
             }
             other => panic!("expected corruption, got {other:?}"),
         }

@@ -156,11 +156,11 @@ impl LogReader {
                     let damage_start = frag_start.take().unwrap_or(start);
                     rec.clear();
                     if certain && self.mode == WalRecovery::TolerateTornTail {
-                        return Err(Error::corruption(format!(
-                            "{}: damaged log record at offset {damage_start} ({reason}), \
-                             not a torn write",
-                            self.path.display()
-                        )));
+                        return Err(Error::corruption_at(
+                            &self.path,
+                            Some(damage_start),
+                            format!("a valid log record ({reason}; not a torn write)"),
+                        ));
                     }
                     if !self.skip_damage(damage_start, start, reason, certain)? {
                         return Ok(None);
@@ -202,11 +202,14 @@ impl LogReader {
     /// `next_valid`: an error, or skipped and counted in `BestEffort` mode.
     fn corrupt(&mut self, damage_start: u64, next_valid: u64, reason: &str) -> Result<()> {
         match self.mode {
-            WalRecovery::TolerateTornTail => Err(Error::corruption(format!(
-                "{}: damaged log record at offset {damage_start} ({reason}), \
-                 followed by a valid record at offset {next_valid}",
-                self.path.display()
-            ))),
+            WalRecovery::TolerateTornTail => Err(Error::corruption_at(
+                &self.path,
+                Some(damage_start),
+                format!(
+                    "a valid log record ({reason}), followed by a valid record at offset \
+                     {next_valid}"
+                ),
+            )),
             WalRecovery::BestEffort => {
                 self.report.corrupted_bytes += next_valid - damage_start;
                 Ok(())
