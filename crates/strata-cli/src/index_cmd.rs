@@ -26,7 +26,7 @@ pub enum IndexCommand {
         /// R-tree), `embedded` (per-block zone maps and Bloom filters),
         /// `composite` (secondary LSM tree; --param mode=sync|validation,
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`.
-        #[arg(long, default_value = "next")]
+        #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`
         /// (next) or `mode=validation` (composite).

@@ -29,6 +29,9 @@
 /// The family of Strata's own systems.
 pub const STRATA: &str = "strata";
 
+/// The strategy name of a Strata system without an index.
+pub const NO_INDEX: &str = "none";
+
 /// Strategy aliases: (alias, strategy), compared case-insensitively.
 pub const ALIASES: &[(&str, &str)] = &[
     ("noindex", "none"),
@@ -140,7 +143,7 @@ impl SystemName {
             });
         }
         let strategy = strategy.map(canonical_strategy);
-        if strategy.as_deref() == Some("none") && !out.is_empty() {
+        if strategy.as_deref() == Some(NO_INDEX) && !out.is_empty() {
             return Err(bad(format!("{family}:none takes no parameters")));
         }
         Ok(SystemName {

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use strata::StrategyKind;
 
 use crate::names::SystemName;
 use crate::plot::{self, BarChart, BarSeries, LineChart, LineSeries, Scale};
@@ -638,13 +639,16 @@ pub(crate) fn kind(name: &str) -> Kind {
         return Kind::Other;
     };
     let delta_off = n.param("delta") == Some("off");
-    match n.strategy.as_deref() {
-        Some("none") => Kind::NoIndex,
-        Some("next") if delta_off => Kind::NextNoDelta,
-        Some("next") => Kind::Next,
-        Some("memory") => Kind::Eager,
-        Some("composite") => Kind::Standalone,
-        Some("embedded") => Kind::Embedded,
+    // "none" is the harness's system without an index, not a strategy.
+    if n.strategy.as_deref() == Some(crate::names::NO_INDEX) {
+        return Kind::NoIndex;
+    }
+    match n.strategy.as_deref().map(StrategyKind::parse) {
+        Some(Ok(StrategyKind::Next)) if delta_off => Kind::NextNoDelta,
+        Some(Ok(StrategyKind::Next)) => Kind::Next,
+        Some(Ok(StrategyKind::Memory)) => Kind::Eager,
+        Some(Ok(StrategyKind::Composite)) => Kind::Standalone,
+        Some(Ok(StrategyKind::Embedded)) => Kind::Embedded,
         _ => Kind::Other,
     }
 }

@@ -73,7 +73,7 @@ impl StrategyKind {
     ];
 
     /// The name used in [`IndexSpec::strategy`], the CLI and the MANIFEST.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             StrategyKind::Next => "next",
             StrategyKind::Memory => "memory",
