@@ -33,7 +33,7 @@ pub struct GenArgs {
     #[arg(long, value_name = "N")]
     pub records: u64,
     /// Seed; the output is a function of (kind, records, seed, distribution).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
     /// Synthetic only: Zipf exponent of `attr` (the paper uses 0.5, 0.8, 1.0).
     #[arg(long, value_name = "S", conflicts_with = "uniform")]

@@ -416,6 +416,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             index_cmd::run_index(&db, cmd)?;
         }
         Command::Load(args) => {
+            // Checked before the database is opened (and maybe created): a
+            // missing input leaves no empty database behind.
+            if !args.file.is_file() {
+                return Err(CliError::Other(format!(
+                    "{} is not a readable file",
+                    args.file.display()
+                )));
+            }
             let db = Db::open(dir()?, Options::default())?;
             index_cmd::run_load(&db, &args)?;
         }

@@ -142,6 +142,26 @@ fn load_index_query_check() {
     assert_eq!(check(&strata(&db, &["index", "list"])).lines().count(), 3);
 }
 
+/// Regression (reliability issue, bad input): loading a file that does not
+/// exist created an empty database directory.
+#[test]
+fn load_of_a_missing_file_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let missing = dir.path().join("nope.jsonl");
+    let o = strata(
+        &db,
+        &["load", missing.to_str().unwrap(), "--key-field", "id"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("nope.jsonl"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!db.exists(), "no database directory was created");
+}
+
 #[test]
 fn load_reports_bad_lines_and_reads_csv() {
     let dir = tempfile::tempdir().unwrap();

@@ -67,6 +67,22 @@ fn tweets_jsonl_and_query_sets() {
     let ba = std::fs::read(&a).unwrap();
     assert_eq!(ba, std::fs::read(&b).unwrap(), "same seed, same bytes");
     assert_ne!(ba, std::fs::read(&c).unwrap(), "other seed, other bytes");
+    // Regression: --seed was required although the README's usage line
+    // omits it; the default is seed 1.
+    let d = tmp.path().join("d.jsonl");
+    let e = tmp.path().join("e.jsonl");
+    ok(&["gen", "tweets", "--records", "300", "--out", s(&d)]);
+    ok(&[
+        "gen",
+        "tweets",
+        "--records",
+        "300",
+        "--seed",
+        "1",
+        "--out",
+        s(&e),
+    ]);
+    assert_eq!(std::fs::read(&d).unwrap(), std::fs::read(&e).unwrap());
 
     let recs = lines(&a);
     assert_eq!(recs.len(), 3000);

@@ -1,13 +1,17 @@
 //! `strata load`: bulk-load JSONL or CSV records into a database (a later
 //! record is newer).
 //!
-//! JSONL: one JSON object per line; blank lines are skipped. CSV: RFC 4180
-//! through the `csv` crate, a header row first; quoted fields may hold
-//! commas, doubled quotes and line breaks; cells that parse as integers or
-//! finite floats become JSON numbers. Each record is stored as a JSON object
-//! under the text of its `key_field` (numbers in decimal). A bad record
-//! stops the load (everything before it is written) unless `skip_bad`.
+//! JSONL: one JSON object per line; blank lines are skipped; each record is
+//! stored exactly as written (so numbers beyond 64 bits are never rounded);
+//! a line that is not UTF-8 is a bad record. CSV: RFC 4180 through the
+//! `csv` crate, a header row first (a column named twice is refused);
+//! quoted fields may hold commas, doubled quotes and line breaks; cells
+//! that parse as 64-bit integers or finite floats become JSON numbers
+//! (longer integers stay text). Each record is stored under the text of its
+//! `key_field` (numbers in decimal). A bad record stops the load
+//! (everything before it is written) unless `skip_bad`.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -65,10 +69,19 @@ pub struct Loaded {
     pub seconds: f64,
 }
 
-/// A CSV cell as JSON: integers and finite floats become numbers.
+/// A CSV cell as JSON: 64-bit integers and finite floats become numbers;
+/// an integer that does not fit 64 bits stays text (as a float it would be
+/// silently rounded).
 pub fn csv_value(s: &str) -> Value {
     if let Ok(i) = s.parse::<i64>() {
         return Value::from(i);
+    }
+    if let Ok(u) = s.parse::<u64>() {
+        return Value::from(u);
+    }
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Value::from(s);
     }
     match s.parse::<f64>() {
         Ok(f) if f.is_finite() && !s.is_empty() => Value::from(f),
@@ -84,17 +97,39 @@ fn key_text(v: &Value) -> Option<String> {
     }
 }
 
-/// One JSONL line as an object.
-fn jsonl_object(line: &str) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str::<Value>(line) {
-        Ok(Value::Object(m)) => Ok(m),
+/// A record: its fields, and for JSONL the line as written (stored as is).
+struct Record {
+    obj: Map<String, Value>,
+    raw: Option<String>,
+}
+
+/// One JSONL line (without its line break) as a record.
+fn jsonl_record(line: Vec<u8>) -> Result<Record, String> {
+    let line = String::from_utf8(line).map_err(|_| "not UTF-8 text".to_string())?;
+    match serde_json::from_str::<Value>(&line) {
+        Ok(Value::Object(obj)) => Ok(Record {
+            obj,
+            raw: Some(line.trim().to_string()),
+        }),
         Ok(_) => Err("not a JSON object".into()),
         Err(e) => Err(format!("bad JSON: {e}")),
     }
 }
 
+/// Refuses a CSV header that names a column twice (a record would keep
+/// only one of the two values).
+fn csv_header(rec: &csv::StringRecord) -> Result<Vec<String>, String> {
+    let mut seen = HashSet::new();
+    for name in rec.iter() {
+        if !seen.insert(name) {
+            return Err(format!("header: column {name:?} appears twice"));
+        }
+    }
+    Ok(rec.iter().map(str::to_string).collect())
+}
+
 /// One CSV record as an object keyed by the header.
-fn csv_object(header: &[String], fields: &csv::StringRecord) -> Result<Map<String, Value>, String> {
+fn csv_object(header: &[String], fields: &csv::StringRecord) -> Result<Record, String> {
     if fields.len() != header.len() {
         return Err(format!(
             "{} fields, the header has {}",
@@ -102,27 +137,33 @@ fn csv_object(header: &[String], fields: &csv::StringRecord) -> Result<Map<Strin
             header.len()
         ));
     }
-    Ok(header
-        .iter()
-        .cloned()
-        .zip(fields.iter().map(csv_value))
-        .collect())
+    Ok(Record {
+        obj: header
+            .iter()
+            .cloned()
+            .zip(fields.iter().map(csv_value))
+            .collect(),
+        raw: None,
+    })
 }
 
 /// (key, JSON bytes) of a record.
-fn keyed(obj: Map<String, Value>, key_field: &str) -> Result<(String, Vec<u8>), String> {
-    let key = obj
+fn keyed(rec: Record, key_field: &str) -> Result<(String, Vec<u8>), String> {
+    let key = rec
+        .obj
         .get(key_field)
         .and_then(key_text)
         .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
-    let bytes = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
+    let bytes = match rec.raw {
+        Some(raw) => raw.into_bytes(),
+        None => serde_json::to_vec(&Value::Object(rec.obj)).map_err(|e| e.to_string())?,
+    };
     Ok((key, bytes))
 }
 
 /// A source of records: `Ok(None)` at the end; `Ok(Some((line, Err)))` for
 /// a bad record (skippable); `Err` for a failure that stops the load.
-type Next<'a> =
-    Box<dyn FnMut() -> Result<Option<(u64, Result<Map<String, Value>, String>)>, Error> + 'a>;
+type Next<'a> = Box<dyn FnMut() -> Result<Option<(u64, Result<Record, String>)>, Error> + 'a>;
 
 /// Loads `cfg.file` into `db`. `warn` receives the first ten "skipping"
 /// messages of a `skip_bad` load.
@@ -137,20 +178,25 @@ pub fn load(db: &Db, cfg: &LoadConfig, warn: &mut dyn FnMut(String)) -> Result<L
     let read = &read_cell;
     let mut next: Next<'_> = match format {
         Format::Jsonl => {
-            let mut lines = reader.lines().enumerate();
+            // Lines as bytes: text that is not UTF-8 is a bad record, not
+            // a failure of the load.
+            let mut lines = reader.split(b'\n').enumerate();
             Box::new(move || loop {
                 let Some((i, line)) = lines.next() else {
                     return Ok(None);
                 };
                 let line_no = i as u64 + 1;
-                let line = line.map_err(|e| {
+                let mut line = line.map_err(|e| {
                     Error::Other(format!("{}: line {line_no}: {e}", path.display()))
                 })?;
                 read.set(read.get() + line.len() as u64 + 1);
-                if line.trim().is_empty() {
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return Ok(Some((line_no, jsonl_object(&line))));
+                return Ok(Some((line_no, jsonl_record(line))));
             })
         }
         Format::Csv => {
@@ -183,7 +229,12 @@ pub fn load(db: &Db, cfg: &LoadConfig, warn: &mut dyn FnMut(String)) -> Result<L
                     continue;
                 }
                 match &header {
-                    None => header = Some(rec.iter().map(str::to_string).collect()),
+                    None => {
+                        header = Some(
+                            csv_header(&rec)
+                                .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?,
+                        )
+                    }
                     Some(h) => return Ok(Some((line_no, csv_object(h, &rec)))),
                 }
             })
@@ -311,6 +362,53 @@ mod tests {
         assert_eq!(c.result.as_ref().unwrap().skipped, 1);
         assert_eq!(c.warnings.len(), 1);
         assert!(c.db.get(b"c").unwrap().is_some());
+    }
+
+    /// Regressions (reliability issue, bad input): a 30-digit integer was
+    /// stored as 1.2345678901234568e+29; a non-UTF-8 line stopped a
+    /// `--skip-bad` load and lost the lines before it; a CSV header with a
+    /// duplicate column silently dropped a value.
+    #[test]
+    fn bad_input_is_refused_or_kept_exact() {
+        let big = "123456789012345678901234567890";
+        let c = load_str("d.jsonl", &format!("{{\"id\": 1, \"n\": {big}}}\n"), false);
+        c.result.as_ref().unwrap();
+        let stored = c.db.get(b"1").unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&stored).contains(big), "{stored:?}");
+        assert_eq!(csv_value(big), Value::from(big));
+        assert_eq!(csv_value("18446744073709551615"), Value::from(u64::MAX));
+
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("u.jsonl");
+        std::fs::write(&f, b"{\"id\": 1}\n{\"id\": \"\xff\xfe\"}\n{\"id\": 3}\n").unwrap();
+        for skip_bad in [true, false] {
+            let db = Db::open(
+                dir.path().join(format!("db{skip_bad}")),
+                Options::small_for_tests(),
+            )
+            .unwrap();
+            let cfg = LoadConfig {
+                file: f.clone(),
+                key_field: "id".into(),
+                format: None,
+                skip_bad,
+                batch: 100,
+            };
+            let r = load(&db, &cfg, &mut |_| {});
+            assert!(db.get(b"1").unwrap().is_some(), "lines before are loaded");
+            if skip_bad {
+                assert_eq!(r.unwrap().skipped, 1);
+                assert!(db.get(b"3").unwrap().is_some());
+            } else {
+                let e = r.unwrap_err().to_string();
+                assert!(e.contains("line 2: not UTF-8"), "{e}");
+            }
+        }
+
+        let c = load_str("p.csv", "id,n,n\na,1,2\n", true);
+        let e = c.result.as_ref().unwrap_err().to_string();
+        assert!(e.contains("column \"n\" appears twice"), "{e}");
+        assert!(c.db.get(b"a").unwrap().is_none());
     }
 
     #[test]

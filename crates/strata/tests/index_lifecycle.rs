@@ -153,6 +153,14 @@ fn bad_definitions_and_queries_are_rejected() {
     assert!(bad(
         IndexSpec::field("x", "a", KeyType::I64).param("colour", "red")
     ));
+    // Regression: mode=sync accepted validate=direct and ignored it.
+    assert!(bad(IndexSpec::field("x", "a", KeyType::I64)
+        .strategy("composite")
+        .param("validate", "direct")));
+    assert!(bad(IndexSpec::field("x", "a", KeyType::I64)
+        .strategy("composite")
+        .param("mode", "sync")
+        .param("validate", "timestamp")));
     assert!(
         db.indexes().is_empty(),
         "a rejected definition leaves nothing behind"

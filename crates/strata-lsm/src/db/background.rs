@@ -208,11 +208,13 @@ impl DbInner {
         }
     }
 
-    /// Records a background failure: writes fail from now on.
+    /// Records a background failure: writes fail from now on with
+    /// `Error::Background` naming it. Nothing is printed: a library does
+    /// not write to stderr (and a command's own error would follow a
+    /// misleading line).
     pub(crate) fn set_bg_error(&self, e: &Error) {
         let mut st = lock(&self.state);
         if st.bg_error.is_none() {
-            eprintln!("strata: background error, database is now read-only: {e}");
             st.bg_error = Some(e.clone());
         }
         self.cv.notify_all();

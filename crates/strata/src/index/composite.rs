@@ -76,7 +76,9 @@ impl Composite {
         let mut mode = Mode::Sync;
         let mut timestamp = true;
         let mut repair = None;
+        let mut validate_given = false;
         for (k, v) in params {
+            validate_given |= k == "validate";
             match (k.as_str(), v.as_str()) {
                 ("mode", "sync") => mode = Mode::Sync,
                 ("mode", "validation") => mode = Mode::Validation,
@@ -95,6 +97,11 @@ impl Composite {
                     )))
                 }
             }
+        }
+        if mode == Mode::Sync && validate_given {
+            return Err(Error::invalid(
+                "strategy composite: validate= needs mode=validation (mode=sync validates nothing)",
+            ));
         }
         let repair = match (mode, repair) {
             (Mode::Sync, Some(true)) => {

@@ -160,9 +160,14 @@ impl IndexValue {
     /// decimal, spatial values as comma-separated coordinates).
     pub fn parse(ty: KeyType, s: &str) -> Result<IndexValue> {
         let bad = || Error::invalid(format!("{s:?} is not a valid {} value", ty.as_str()));
+        // NaN has no place in the order or on the plane: refused, as for
+        // f64 values.
         let nums = || -> Result<Vec<f64>> {
             s.split(',')
-                .map(|p| p.trim().parse::<f64>().map_err(|_| bad()))
+                .map(|p| match p.trim().parse::<f64>() {
+                    Ok(v) if !v.is_nan() => Ok(v),
+                    _ => Err(bad()),
+                })
                 .collect()
         };
         Ok(match ty {
@@ -281,7 +286,15 @@ impl Predicate {
     /// Rejects predicates that do not fit an index of type `ty`.
     pub fn check(&self, ty: KeyType) -> Result<()> {
         let want = |v: &IndexValue| {
-            if v.key_type() == ty {
+            let nan = match v {
+                IndexValue::F64(x) => x.is_nan(),
+                IndexValue::Point(p) => p.iter().any(|c| c.is_nan()),
+                IndexValue::Rect(r) => r.iter().any(|c| c.is_nan()),
+                _ => false,
+            };
+            if nan {
+                Err(Error::invalid("NaN is not a value an index holds"))
+            } else if v.key_type() == ty {
                 Ok(())
             } else {
                 Err(Error::invalid(format!(
@@ -363,6 +376,27 @@ pub fn intersects(a: &[f64; 4], b: &[f64; 4]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (reliability issue, bad input): `nan,1` was accepted as a
+    /// point while NaN was refused elsewhere.
+    #[test]
+    fn nan_is_refused_in_every_type() {
+        for (ty, s) in [
+            (KeyType::F64, "nan"),
+            (KeyType::Point, "nan,1"),
+            (KeyType::Point, "1,NaN"),
+            (KeyType::Rect, "0,0,nan,1"),
+        ] {
+            assert!(IndexValue::parse(ty, s).is_err(), "{s}");
+        }
+        let p = Predicate::Eq(IndexValue::Point([f64::NAN, 1.0]));
+        assert!(p.check(KeyType::Point).is_err());
+        let r = Predicate::Eq(IndexValue::Rect([0.0, 0.0, f64::NAN, 1.0]));
+        assert!(r.check(KeyType::Rect).is_err());
+        assert!(Predicate::Eq(IndexValue::Point([0.5, 1.0]))
+            .check(KeyType::Point)
+            .is_ok());
+    }
 
     #[test]
     fn scalar_encoding_preserves_order() {
