@@ -71,9 +71,7 @@ impl Extractors {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use strata_lsm::sync::lock;
 
 impl Db {
     /// Opens (or creates, per `opts`) the database in `path`, replaying the

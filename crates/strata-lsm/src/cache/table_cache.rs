@@ -44,7 +44,7 @@ impl TableCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, Lru> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     /// Opens (or returns the cached) table `file_number` of `file_size` bytes.

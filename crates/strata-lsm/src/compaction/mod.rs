@@ -165,7 +165,7 @@ impl CompactionPicker for LeveledPicker {
         let inputs0 = if level == 0 {
             v.levels[0].clone()
         } else {
-            let mut ptrs = self.pointers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ptrs = crate::sync::lock(&self.pointers);
             let files = &v.levels[level];
             let after = &ptrs[level];
             let f = files

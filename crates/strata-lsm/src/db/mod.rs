@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use crate::batch::WriteBatch;
@@ -40,9 +40,7 @@ use crate::version::{Version, VersionEdit, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 use iter::DbIterator;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 /// State guarded by `DbInner::state`.
 pub(crate) struct State {
@@ -472,7 +470,7 @@ impl Db {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.to_string()));
             }
-            st = self.inner.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = crate::sync::wait(&self.inner.cv, st);
         }
         Ok(())
     }
@@ -686,7 +684,7 @@ impl Db {
                 st = lock(&self.inner.state);
                 continue;
             }
-            st = self.inner.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = crate::sync::wait(&self.inner.cv, st);
         }
     }
 }

@@ -120,9 +120,7 @@ impl BlockCache {
     fn shard(&self, key: &CacheKey) -> MutexGuard<'_, Shard> {
         // A panic while holding the lock cannot break the shard's
         // invariants mid-way in a way that matters for a cache; keep going.
-        self.shards[key.shard()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.shards[key.shard()])
     }
 
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Block>> {
@@ -149,7 +147,7 @@ impl BlockCache {
     pub fn usage(&self) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).usage as u64)
+            .map(|s| crate::sync::lock(s).usage as u64)
             .sum()
     }
 
@@ -157,7 +155,7 @@ impl BlockCache {
     pub fn capacity(&self) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).capacity as u64)
+            .map(|s| crate::sync::lock(s).capacity as u64)
             .sum()
     }
 

@@ -50,7 +50,7 @@ pub(crate) mod tree;
 pub mod value;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -358,14 +358,4 @@ impl SyncGate {
 /// published sequence number), set when the engine attaches the manager.
 pub(crate) type PrimaryClock = Box<dyn Fn() -> (SeqNo, SeqNo) + Send + Sync>;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use strata_lsm::sync::{lock, read, write};
