@@ -9,6 +9,8 @@
 //! header count is kept current, so handing a batch to the WAL needs no copy
 //! and a batch read back from the WAL is validated once, in `from_data`.
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
@@ -155,7 +157,10 @@ impl WriteBatch {
     }
 
     pub fn set_sequence(&mut self, seq: SeqNo) {
-        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
+        // `rep` always holds a header (`new` writes it, `from_data` checks it).
+        if let Some(head) = self.rep.first_chunk_mut::<8>() {
+            *head = seq.to_le_bytes();
+        }
     }
 
     /// The encoding.
@@ -199,7 +204,10 @@ impl WriteBatch {
     }
 
     fn set_count(&mut self, n: u32) {
-        self.rep[8..BATCH_HEADER_SIZE].copy_from_slice(&n.to_le_bytes());
+        // `rep` always holds a header (`new` writes it, `from_data` checks it).
+        if let Some(field) = self.rep.get_mut(8..BATCH_HEADER_SIZE) {
+            field.copy_from_slice(&n.to_le_bytes());
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 //! overlong input they return `None` and leave the cursor unspecified, so the
 //! caller turns that into `Error::Corruption` with its own context.
 
+#![deny(clippy::indexing_slicing)]
+
 pub fn put_fixed32(dst: &mut Vec<u8>, v: u32) {
     dst.extend_from_slice(&v.to_le_bytes());
 }
@@ -68,15 +70,15 @@ pub fn get_varint32(src: &mut &[u8]) -> Option<u32> {
 }
 
 pub fn get_fixed32(src: &mut &[u8]) -> Option<u32> {
-    let v = decode_fixed32(src)?;
-    *src = &src[4..];
-    Some(v)
+    let (head, rest) = src.split_first_chunk::<4>()?;
+    *src = rest;
+    Some(u32::from_le_bytes(*head))
 }
 
 pub fn get_fixed64(src: &mut &[u8]) -> Option<u64> {
-    let v = decode_fixed64(src)?;
-    *src = &src[8..];
-    Some(v)
+    let (head, rest) = src.split_first_chunk::<8>()?;
+    *src = rest;
+    Some(u64::from_le_bytes(*head))
 }
 
 /// Appends `varint(len) ‖ bytes`.
@@ -88,10 +90,7 @@ pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
 /// Reads `varint(len) ‖ bytes`, borrowing the bytes from `src`.
 pub fn get_length_prefixed<'a>(src: &mut &'a [u8]) -> Option<&'a [u8]> {
     let len = usize::try_from(get_varint64(src)?).ok()?;
-    if src.len() < len {
-        return None;
-    }
-    let (head, rest) = src.split_at(len);
+    let (head, rest) = src.split_at_checked(len)?;
     *src = rest;
     Some(head)
 }

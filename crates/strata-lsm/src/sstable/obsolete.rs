@@ -24,6 +24,8 @@
 //! Bit `j` of a block (byte `j / 8`, bit `j % 8`, least significant first)
 //! marks the block's entry of ordinal `j`. Offsets are strictly increasing.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -69,7 +71,9 @@ impl ObsoleteMap {
             if bits.len() <= i / 8 {
                 bits.resize(i / 8 + 1, 0);
             }
-            bits[i / 8] |= 1 << (i % 8);
+            if let Some(byte) = bits.get_mut(i / 8) {
+                *byte |= 1 << (i % 8);
+            }
         }
         let marked = blocks
             .values()
@@ -102,11 +106,10 @@ impl ObsoleteMap {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![VERSION];
         put_varint32(&mut out, self.restart_interval as u32);
-        let mut offsets: Vec<u64> = self.blocks.keys().copied().collect();
-        offsets.sort_unstable();
-        put_varint32(&mut out, offsets.len() as u32);
-        for off in offsets {
-            let bits = &self.blocks[&off];
+        let mut blocks: Vec<_> = self.blocks.iter().collect();
+        blocks.sort_unstable_by_key(|&(off, _)| *off);
+        put_varint32(&mut out, blocks.len() as u32);
+        for (&off, bits) in blocks {
             put_varint64(&mut out, off);
             put_varint32(&mut out, bits.len() as u32);
             out.extend_from_slice(bits);

@@ -10,6 +10,8 @@
 //! Every block is checksum-verified before it is decoded, and decoders
 //! bounds-check everything, so damaged bytes surface as `Error::Corruption`.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -281,13 +283,12 @@ impl Table {
                 keys.len()
             )));
         }
-        let candidates: Vec<usize> = (0..keys.len())
-            .filter(|&i| self.key_may_match(keys[i]))
-            .collect();
         let mut index = self.index.iter(compare_internal);
         let mut current: Option<(BlockHandle, Arc<Block>)> = None;
-        for i in candidates {
-            let user_key = keys[i];
+        for (&user_key, slot) in keys.iter().zip(out.iter_mut()) {
+            if !self.key_may_match(user_key) {
+                continue;
+            }
             let target = seek_key(user_key, snapshot);
             index.seek(&target).map_err(|e| self.wrap(e))?;
             if !index.valid() {
@@ -303,12 +304,12 @@ impl Table {
                 }
             };
             match self.search_block(handle, &block, &target, user_key, snapshot)? {
-                BlockSearch::Found(f) => out[i] = Some(f),
+                BlockSearch::Found(f) => *slot = Some(f),
                 BlockSearch::Absent => {}
                 BlockSearch::Exhausted => {
                     index.next().map_err(|e| self.wrap(e))?;
                     if let Some(f) = self.search_from(&mut index, &target, user_key, snapshot)? {
-                        out[i] = Some(f);
+                        *slot = Some(f);
                     }
                 }
             }
@@ -448,7 +449,8 @@ impl Table {
         self.meta
             .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
             .ok()
-            .map(|i| self.meta[i].1)
+            .and_then(|i| self.meta.get(i))
+            .map(|&(_, h)| h)
     }
 
     fn index_handle(&self, it: &BlockIter) -> Result<BlockHandle> {

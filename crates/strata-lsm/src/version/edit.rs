@@ -5,6 +5,8 @@
 //! Scalar fields appear at most once when encoded; on decode the last
 //! occurrence wins. Repeated fields keep their order.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::sync::Arc;
 
 use crate::coding::{get_length_prefixed, get_varint32, get_varint64, put_length_prefixed};
