@@ -7,6 +7,8 @@
 //! order is numeric order; NaN is never indexed); `string` is its UTF-8
 //! bytes; `point` is two and `rect` four little-endian f64s.
 
+#![deny(clippy::indexing_slicing)]
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -249,17 +251,19 @@ pub fn extract(doc: &Value, path: &[String], ty: KeyType) -> std::result::Result
             .ok_or(Skip::WrongType),
         KeyType::Point => match v
             .as_array()
-            .map(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .and_then(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .as_deref()
         {
-            Some(Some(c)) if c.len() == 2 => Ok(IndexValue::Point([c[0], c[1]])),
+            Some(&[x, y]) => Ok(IndexValue::Point([x, y])),
             _ => Err(Skip::WrongType),
         },
         KeyType::Rect => match v
             .as_array()
-            .map(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .and_then(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .as_deref()
         {
-            Some(Some(c)) if c.len() == 4 && c[0] <= c[2] && c[1] <= c[3] => {
-                Ok(IndexValue::Rect([c[0], c[1], c[2], c[3]]))
+            Some(&[x0, y0, x1, y1]) if x0 <= x1 && y0 <= y1 => {
+                Ok(IndexValue::Rect([x0, y0, x1, y1]))
             }
             _ => Err(Skip::WrongType),
         },
