@@ -18,8 +18,11 @@ use strata_lsm::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KeyType {
+    /// JSON integer that fits in an `i64`.
     I64,
+    /// Finite JSON number (integers included).
     F64,
+    /// JSON string.
     String,
     /// JSON `[x, y]`.
     Point,
@@ -28,6 +31,8 @@ pub enum KeyType {
 }
 
 impl KeyType {
+    /// Parses a key type name (`i64`, `f64`, `string`, `point`, `rect`);
+    /// `Error::InvalidArgument` for any other.
     pub fn parse(s: &str) -> Result<KeyType> {
         match s {
             "i64" => Ok(KeyType::I64),
@@ -41,6 +46,7 @@ impl KeyType {
         }
     }
 
+    /// The name [`KeyType::parse`] accepts.
     pub fn as_str(&self) -> &'static str {
         match self {
             KeyType::I64 => "i64",
@@ -51,6 +57,7 @@ impl KeyType {
         }
     }
 
+    /// True for the spatial types (`point`, `rect`).
     pub fn is_spatial(&self) -> bool {
         matches!(self, KeyType::Point | KeyType::Rect)
     }
@@ -59,14 +66,20 @@ impl KeyType {
 /// One attribute value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum IndexValue {
+    /// An `i64` attribute.
     I64(i64),
+    /// An `f64` attribute.
     F64(f64),
+    /// A string attribute.
     Str(String),
+    /// A point `[x, y]`.
     Point([f64; 2]),
+    /// A rectangle `[xmin, ymin, xmax, ymax]`, min <= max.
     Rect([f64; 4]),
 }
 
 impl IndexValue {
+    /// The key type this value has.
     pub fn key_type(&self) -> KeyType {
         match self {
             IndexValue::I64(_) => KeyType::I64,
