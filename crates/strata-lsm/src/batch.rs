@@ -21,26 +21,35 @@ pub const BATCH_HEADER_SIZE: usize = 12;
 /// One operation of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchOp<'a> {
+    /// Stores `value` under `key`.
     Put {
+        /// The user key.
         key: &'a [u8],
+        /// The value.
         value: &'a [u8],
     },
+    /// Deletes `key`.
     Delete {
+        /// The user key.
         key: &'a [u8],
     },
     /// A merge operand (see [`crate::merge`]).
     Merge {
+        /// The user key.
         key: &'a [u8],
+        /// The operand.
         value: &'a [u8],
     },
 }
 
 impl<'a> BatchOp<'a> {
+    /// The user key the operation writes.
     pub fn key(&self) -> &'a [u8] {
         match self {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => key,
         }
     }
+    /// The entry kind the operation stores.
     pub fn kind(&self) -> ValueKind {
         match self {
             BatchOp::Put { .. } => ValueKind::Value,
@@ -83,6 +92,7 @@ impl WriteBatch {
         }
     }
 
+    /// Appends a put of `key` → `value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.rep.push(ValueKind::Value as u8);
         put_length_prefixed(&mut self.rep, key);
@@ -91,6 +101,7 @@ impl WriteBatch {
         self
     }
 
+    /// Appends a deletion of `key`.
     pub fn delete(&mut self, key: &[u8]) -> &mut Self {
         self.rep.push(ValueKind::Deletion as u8);
         put_length_prefixed(&mut self.rep, key);
@@ -119,6 +130,7 @@ impl WriteBatch {
         self.count() as usize
     }
 
+    /// True if the batch holds no operation.
     pub fn is_empty(&self) -> bool {
         self.count() == 0
     }
@@ -156,6 +168,8 @@ impl WriteBatch {
         decode_fixed64(&self.rep).unwrap_or(0)
     }
 
+    /// Sets the sequence number of the first operation (the writer does,
+    /// when it assigns sequence numbers to a group).
     pub fn set_sequence(&mut self, seq: SeqNo) {
         // `rep` always holds a header (`new` writes it, `from_data` checks it).
         if let Some(head) = self.rep.first_chunk_mut::<8>() {

@@ -36,6 +36,7 @@ pub enum ValueKind {
 }
 
 impl ValueKind {
+    /// The kind stored as byte `b`; `None` for an unknown byte.
     pub fn from_u8(b: u8) -> Option<ValueKind> {
         match b {
             0 => Some(ValueKind::Deletion),
@@ -50,6 +51,7 @@ impl ValueKind {
 /// (user key, seq) because the trailer is compared descending.
 pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
+/// The trailer `seq << 8 | kind`; `seq` must be at most [`MAX_SEQ`].
 pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
     debug_assert!(seq <= MAX_SEQ);
     (seq << 8) | kind as u64
@@ -77,8 +79,11 @@ pub fn seek_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
 /// A decoded internal key, borrowing the user key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParsedKey<'a> {
+    /// The user key.
     pub user_key: &'a [u8],
+    /// Sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: ValueKind,
 }
 

@@ -30,6 +30,8 @@ pub struct TableCache {
 }
 
 impl TableCache {
+    /// A cache of at most `capacity` open tables of the database in `dir`,
+    /// opened with `opts`.
     pub fn new(dir: PathBuf, capacity: usize, opts: TableReadOptions) -> TableCache {
         TableCache {
             dir,
@@ -101,6 +103,7 @@ impl TableCache {
         self.lock().map.len()
     }
 
+    /// True if no table is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

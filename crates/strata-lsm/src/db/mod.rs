@@ -98,9 +98,13 @@ pub struct Snapshot {
 /// One entry of a data block read by handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockEntry {
+    /// The user key.
     pub user_key: Vec<u8>,
+    /// Sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: ValueKind,
+    /// The value (empty for a tombstone).
     pub value: Vec<u8>,
 }
 
@@ -350,28 +354,37 @@ impl Db {
         Ok(())
     }
 
+    /// The database directory.
     pub fn path(&self) -> &Path {
         &self.inner.dir
     }
 
+    /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.opts
     }
 
+    /// Writes `key` → `value` with default [`WriteOptions`]. Errors: oversized
+    /// key or value (`Error::InvalidArgument`), I/O, or an earlier background
+    /// error that stopped writes.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put_opt(key, value, WriteOptions::default())
     }
 
+    /// [`Db::put`] with explicit write options (e.g. `sync`).
     pub fn put_opt(&self, key: &[u8], value: &[u8], opts: WriteOptions) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(key, value);
         self.inner.write(b, opts)
     }
 
+    /// Deletes `key` (writes a tombstone; a no-op for readers if absent).
+    /// Errors as for [`Db::put`].
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.delete_opt(key, WriteOptions::default())
     }
 
+    /// [`Db::delete`] with explicit write options.
     pub fn delete_opt(&self, key: &[u8], opts: WriteOptions) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key);
@@ -384,6 +397,8 @@ impl Db {
         self.inner.write(batch, opts)
     }
 
+    /// The latest value of `key`; `None` if absent or deleted. Errors: I/O or
+    /// corruption of a table read.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let seq = self.inner.last_sequence.load(Ordering::SeqCst);
         self.inner.get_at(key, seq)
@@ -409,6 +424,8 @@ impl Db {
         self.inner.iter_at(from, to, seq)
     }
 
+    /// A read view of the latest published data; compactions keep every
+    /// version it sees until it is dropped.
     pub fn snapshot(&self) -> Snapshot {
         let mut snaps = lock(&self.inner.snapshots);
         let seq = self.inner.last_sequence.load(Ordering::SeqCst);
@@ -638,6 +655,7 @@ impl Db {
         lock(&self.inner.state).current.clone()
     }
 
+    /// Counters, per-level sizes and memory use, as of now.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let (v, mem_bytes, imm) = {
@@ -706,18 +724,22 @@ impl Drop for Db {
 }
 
 impl Snapshot {
+    /// The sequence number the snapshot reads at.
     pub fn sequence(&self) -> SeqNo {
         self.seq
     }
 
+    /// [`Db::get`] as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get_at(key, self.seq)
     }
 
+    /// [`Db::multi_get`] as of the snapshot.
     pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         self.inner.multi_get_at(keys, self.seq)
     }
 
+    /// [`Db::iter`] as of the snapshot.
     pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
         self.inner.iter_at(from, to, self.seq)
     }

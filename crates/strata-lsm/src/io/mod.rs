@@ -105,6 +105,7 @@ impl RandomAccessFile {
         self.read_buffered(&self.file, offset, len)
     }
 
+    /// True while reads use `O_DIRECT` (false once the file system refused it).
     pub fn is_direct(&self) -> bool {
         self.direct && !self.direct_failed.load(Ordering::Relaxed)
     }

@@ -297,6 +297,8 @@ pub struct BlockBuilder {
 }
 
 impl BlockBuilder {
+    /// An empty builder restarting prefix compression every
+    /// `restart_interval` keys (at least 1).
     pub fn new(restart_interval: usize) -> Self {
         BlockBuilder {
             restart_interval: restart_interval.max(1),
@@ -308,6 +310,8 @@ impl BlockBuilder {
         }
     }
 
+    /// Appends an entry; `key` must sort after the previous one, and the
+    /// builder must not be finished.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
         debug_assert!(!self.finished, "add after finish without reset");
         let shared = if self.counter < self.restart_interval {
@@ -341,6 +345,7 @@ impl BlockBuilder {
         }
     }
 
+    /// True if no entry was added since the last reset.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
@@ -357,6 +362,7 @@ impl BlockBuilder {
         &self.buf
     }
 
+    /// Clears the builder for the next block.
     pub fn reset(&mut self) {
         self.buf.clear();
         self.restarts.clear();

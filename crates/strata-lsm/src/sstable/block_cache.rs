@@ -18,7 +18,9 @@ pub const NUM_SHARDS: usize = 16;
 /// Identifies a block: table file number and block offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CacheKey {
+    /// Table file number.
     pub file_number: u64,
+    /// Offset of the block in the file.
     pub offset: u64,
 }
 
@@ -97,6 +99,8 @@ pub struct BlockCache {
 }
 
 impl BlockCache {
+    /// A cache holding at most about `capacity_bytes` of block contents, split
+    /// over [`NUM_SHARDS`] shards evicted least-recently-used first.
     pub fn new(capacity_bytes: usize) -> BlockCache {
         let per_shard = capacity_bytes.div_ceil(NUM_SHARDS);
         let shards = (0..NUM_SHARDS)
@@ -123,6 +127,7 @@ impl BlockCache {
         crate::sync::lock(&self.shards[key.shard()])
     }
 
+    /// The cached block, marking it recently used; counts a hit or a miss.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Block>> {
         let r = self.shard(key).get(key);
         let c = if r.is_some() {
@@ -134,6 +139,8 @@ impl BlockCache {
         r
     }
 
+    /// Caches `block` under `key`, evicting older blocks of its shard to stay
+    /// within the shard's budget.
     pub fn insert(&self, key: CacheKey, block: Arc<Block>) {
         self.shard(&key).insert(key, block)
     }

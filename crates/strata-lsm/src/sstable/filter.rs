@@ -104,6 +104,7 @@ pub struct BloomBuilder {
 }
 
 impl BloomBuilder {
+    /// A builder spending about `bits_per_key` bits per key (at least 1).
     pub fn new(bits_per_key: usize) -> Self {
         BloomBuilder {
             bits_per_key: bits_per_key.max(1),
@@ -111,6 +112,7 @@ impl BloomBuilder {
         }
     }
 
+    /// Adds a user key to the filter being built.
     pub fn add_key(&mut self, user_key: &[u8]) {
         self.hashes.push(hash64(user_key));
     }
@@ -157,6 +159,8 @@ pub struct BloomFilter {
 }
 
 impl BloomFilter {
+    /// Decodes a filter block; `Error::Corruption` if its trailer (probe
+    /// count, block count) is invalid or does not match its length.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<BloomFilter> {
         let bad = |what: String| Error::corruption(format!("bloom filter: {what}"));
         let Some(n) = bytes.len().checked_sub(FILTER_TRAILER_LEN) else {

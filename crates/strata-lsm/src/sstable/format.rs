@@ -21,7 +21,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Compression {
+    /// Stored as is.
     None = 0,
+    /// LZ4 (a block is stored compressed only if that saves at least 1/8).
     Lz4 = 1,
 }
 
@@ -53,11 +55,14 @@ pub const BLOCK_TYPE_LZ4: u8 = 1;
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
 pub struct BlockHandle {
+    /// Offset of the block in the file.
     pub offset: u64,
+    /// Size of the block contents, without the trailer.
     pub size: u64,
 }
 
 impl BlockHandle {
+    /// The handle of the block at `offset` of `size` bytes.
     pub fn new(offset: u64, size: u64) -> Self {
         BlockHandle { offset, size }
     }
@@ -98,7 +103,9 @@ impl BlockHandle {
 /// The fixed-size record at the end of a table file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
+    /// The metaindex block.
     pub metaindex: BlockHandle,
+    /// The index block.
     pub index: BlockHandle,
 }
 

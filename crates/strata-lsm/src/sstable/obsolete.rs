@@ -39,7 +39,9 @@ const VERSION: u8 = 1;
 /// The marks of one data block.
 #[derive(Debug, Clone)]
 pub struct BlockMarks {
+    /// Bit `i` (LSB first) set: the block's `i`-th entry is obsolete.
     pub bits: Arc<[u8]>,
+    /// Entries between restart points in the table's blocks.
     pub restart_interval: usize,
 }
 
@@ -91,6 +93,7 @@ impl ObsoleteMap {
         self.marked
     }
 
+    /// True if no entry is marked.
     pub fn is_empty(&self) -> bool {
         self.marked == 0
     }
@@ -103,6 +106,7 @@ impl ObsoleteMap {
         })
     }
 
+    /// The encoding stored in the table's obsolete-bitmap meta block.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![VERSION];
         put_varint32(&mut out, self.restart_interval as u32);
@@ -117,6 +121,8 @@ impl ObsoleteMap {
         out
     }
 
+    /// Decodes [`ObsoleteMap::encode`]'s output; `Error::Corruption` if it
+    /// is truncated, has trailing bytes or an unknown version.
     pub fn decode(bytes: &[u8]) -> Result<ObsoleteMap> {
         let bad = |what: &str| Error::corruption(format!("obsolete bitmap: {what}"));
         let (&version, mut src) = bytes.split_first().ok_or_else(|| bad("empty"))?;

@@ -77,6 +77,8 @@ pub struct LogReader {
 }
 
 impl LogReader {
+    /// A reader of the log `file` (named `path` in errors) from its start,
+    /// treating damage as `mode` says.
     pub fn new(file: File, path: PathBuf, mode: WalRecovery) -> LogReader {
         LogReader {
             file,
@@ -110,6 +112,7 @@ impl LogReader {
         res
     }
 
+    /// What was skipped so far.
     pub fn report(&self) -> &ReadReport {
         &self.report
     }
