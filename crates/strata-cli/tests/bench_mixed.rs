@@ -1,6 +1,7 @@
 //! The mixed workloads (NEXT Table 2) on a small preload: per-interval
 //! latencies, per-operation summaries, and every query and get checked
 //! against the in-memory oracle and across systems (0 mismatches).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod bench_support;
 

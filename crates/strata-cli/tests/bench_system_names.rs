@@ -1,5 +1,6 @@
 //! `--systems` errors: peers without the `peers` feature, unknown names,
 //! and a strategy the engine rejects (its message surfaces).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod bench_support;
 

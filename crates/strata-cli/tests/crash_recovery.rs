@@ -4,6 +4,7 @@
 //! cycles on the same directory.
 //!
 //! `STRATA_CRASH_CYCLES` overrides the number of cycles (default 20).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
 //! `strata gen`: JSONL output, determinism, query-set files, bad flags.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

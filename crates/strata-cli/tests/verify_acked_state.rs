@@ -1,6 +1,7 @@
 //! `stress` is deterministic and `verify` accepts exactly the states it
 //! should: the acknowledged state, plus-one-op, chained base states, and
 //! (with `--prefix`) earlier prefixes; it rejects everything else.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

@@ -9,6 +9,8 @@
 //! header count is kept current, so handing a batch to the WAL needs no copy
 //! and a batch read back from the WAL is validated once, in `from_data`.
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
@@ -19,26 +21,35 @@ pub const BATCH_HEADER_SIZE: usize = 12;
 /// One operation of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchOp<'a> {
+    /// Stores `value` under `key`.
     Put {
+        /// The user key.
         key: &'a [u8],
+        /// The value.
         value: &'a [u8],
     },
+    /// Deletes `key`.
     Delete {
+        /// The user key.
         key: &'a [u8],
     },
     /// A merge operand (see [`crate::merge`]).
     Merge {
+        /// The user key.
         key: &'a [u8],
+        /// The operand.
         value: &'a [u8],
     },
 }
 
 impl<'a> BatchOp<'a> {
+    /// The user key the operation writes.
     pub fn key(&self) -> &'a [u8] {
         match self {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => key,
         }
     }
+    /// The entry kind the operation stores.
     pub fn kind(&self) -> ValueKind {
         match self {
             BatchOp::Put { .. } => ValueKind::Value,
@@ -81,6 +92,7 @@ impl WriteBatch {
         }
     }
 
+    /// Appends a put of `key` → `value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.rep.push(ValueKind::Value as u8);
         put_length_prefixed(&mut self.rep, key);
@@ -89,6 +101,7 @@ impl WriteBatch {
         self
     }
 
+    /// Appends a deletion of `key`.
     pub fn delete(&mut self, key: &[u8]) -> &mut Self {
         self.rep.push(ValueKind::Deletion as u8);
         put_length_prefixed(&mut self.rep, key);
@@ -117,6 +130,7 @@ impl WriteBatch {
         self.count() as usize
     }
 
+    /// True if the batch holds no operation.
     pub fn is_empty(&self) -> bool {
         self.count() == 0
     }
@@ -154,8 +168,13 @@ impl WriteBatch {
         decode_fixed64(&self.rep).unwrap_or(0)
     }
 
+    /// Sets the sequence number of the first operation (the writer does,
+    /// when it assigns sequence numbers to a group).
     pub fn set_sequence(&mut self, seq: SeqNo) {
-        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
+        // `rep` always holds a header (`new` writes it, `from_data` checks it).
+        if let Some(head) = self.rep.first_chunk_mut::<8>() {
+            *head = seq.to_le_bytes();
+        }
     }
 
     /// The encoding.
@@ -199,7 +218,10 @@ impl WriteBatch {
     }
 
     fn set_count(&mut self, n: u32) {
-        self.rep[8..BATCH_HEADER_SIZE].copy_from_slice(&n.to_le_bytes());
+        // `rep` always holds a header (`new` writes it, `from_data` checks it).
+        if let Some(field) = self.rep.get_mut(8..BATCH_HEADER_SIZE) {
+            field.copy_from_slice(&n.to_le_bytes());
+        }
     }
 }
 

@@ -5,28 +5,36 @@
 //! overlong input they return `None` and leave the cursor unspecified, so the
 //! caller turns that into `Error::Corruption` with its own context.
 
+#![deny(clippy::indexing_slicing)]
+
+/// Appends `v` as 4 little-endian bytes.
 pub fn put_fixed32(dst: &mut Vec<u8>, v: u32) {
     dst.extend_from_slice(&v.to_le_bytes());
 }
 
+/// Appends `v` as 8 little-endian bytes.
 pub fn put_fixed64(dst: &mut Vec<u8>, v: u64) {
     dst.extend_from_slice(&v.to_le_bytes());
 }
 
+/// The little-endian `u32` in the first 4 bytes of `src`; `None` if shorter.
 pub fn decode_fixed32(src: &[u8]) -> Option<u32> {
     let b: [u8; 4] = src.get(..4)?.try_into().ok()?;
     Some(u32::from_le_bytes(b))
 }
 
+/// The little-endian `u64` in the first 8 bytes of `src`; `None` if shorter.
 pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
     let b: [u8; 8] = src.get(..8)?.try_into().ok()?;
     Some(u64::from_le_bytes(b))
 }
 
+/// Appends `v` as a LEB128 varint (1 to 5 bytes).
 pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
     put_varint64(dst, v as u64)
 }
 
+/// Appends `v` as a LEB128 varint (1 to 10 bytes).
 pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         dst.push((v as u8) | 0x80);
@@ -45,6 +53,8 @@ pub fn varint_len(mut v: u64) -> usize {
     n
 }
 
+/// Reads a LEB128 varint and advances `src` past it; `None` if truncated
+/// or longer than 64 bits.
 pub fn get_varint64(src: &mut &[u8]) -> Option<u64> {
     let mut result: u64 = 0;
     for i in 0..10 {
@@ -62,21 +72,26 @@ pub fn get_varint64(src: &mut &[u8]) -> Option<u64> {
     None
 }
 
+/// [`get_varint64`], `None` also if the value does not fit in a `u32`.
 pub fn get_varint32(src: &mut &[u8]) -> Option<u32> {
     let v = get_varint64(src)?;
     u32::try_from(v).ok()
 }
 
+/// Reads a little-endian `u32` and advances `src` past it; `None` if
+/// fewer than 4 bytes remain.
 pub fn get_fixed32(src: &mut &[u8]) -> Option<u32> {
-    let v = decode_fixed32(src)?;
-    *src = &src[4..];
-    Some(v)
+    let (head, rest) = src.split_first_chunk::<4>()?;
+    *src = rest;
+    Some(u32::from_le_bytes(*head))
 }
 
+/// Reads a little-endian `u64` and advances `src` past it; `None` if
+/// fewer than 8 bytes remain.
 pub fn get_fixed64(src: &mut &[u8]) -> Option<u64> {
-    let v = decode_fixed64(src)?;
-    *src = &src[8..];
-    Some(v)
+    let (head, rest) = src.split_first_chunk::<8>()?;
+    *src = rest;
+    Some(u64::from_le_bytes(*head))
 }
 
 /// Appends `varint(len) ‖ bytes`.
@@ -88,10 +103,7 @@ pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
 /// Reads `varint(len) ‖ bytes`, borrowing the bytes from `src`.
 pub fn get_length_prefixed<'a>(src: &mut &'a [u8]) -> Option<&'a [u8]> {
     let len = usize::try_from(get_varint64(src)?).ok()?;
-    if src.len() < len {
-        return None;
-    }
-    let (head, rest) = src.split_at(len);
+    let (head, rest) = src.split_at_checked(len)?;
     *src = rest;
     Some(head)
 }
@@ -109,10 +121,12 @@ pub fn masked_crc2(a: &[u8], b: &[u8]) -> u32 {
 
 const MASK_DELTA: u32 = 0xa282_ead8;
 
+/// Masks a raw CRC32C (the inverse of [`unmask_crc`]).
 pub fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
+/// The raw CRC32C of a masked one (the inverse of [`mask_crc`]).
 pub fn unmask_crc(masked: u32) -> u32 {
     masked.wrapping_sub(MASK_DELTA).rotate_left(15)
 }

@@ -17,7 +17,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// An operating-system I/O error, with what we were doing at the time.
     Io {
+        /// What was being done, usually naming the file.
         context: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// Bytes on disk failed a checksum or could not be decoded. Never
@@ -172,6 +174,7 @@ impl Clone for Error {
 
 /// Attaches context to `std::io::Result`s: `file.read(..).ctx(|| format!(..))?`.
 pub trait IoContext<T> {
+    /// Context from `f`, called only on error.
     fn ctx<F: FnOnce() -> String>(self, f: F) -> Result<T>;
     /// Context "`op` `path`".
     fn path_ctx(self, op: &str, path: &Path) -> Result<T>;

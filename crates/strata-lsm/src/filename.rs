@@ -5,32 +5,44 @@
 
 use std::path::{Path, PathBuf};
 
+/// What a file in a database directory is, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
+    /// `NNNNNN.log`: a write-ahead log.
     Log(u64),
+    /// `NNNNNN.sst`: a table.
     Table(u64),
+    /// `MANIFEST-NNNNNN`: a version log.
     Manifest(u64),
+    /// `CURRENT`: names the live manifest.
     Current,
+    /// `LOCK`: held by the open database.
     Lock,
+    /// `*.tmp`: a temporary, removed by the obsolete-file sweep.
     Temp,
 }
 
+/// Path of WAL file `n` in `dir`.
 pub fn log_file(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.log"))
 }
 
+/// Path of table file `n` in `dir`.
 pub fn table_file(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
 }
 
+/// Path of manifest `n` in `dir`.
 pub fn manifest_file(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("MANIFEST-{n:06}"))
 }
 
+/// Path of `CURRENT` in `dir`.
 pub fn current_file(dir: &Path) -> PathBuf {
     dir.join("CURRENT")
 }
 
+/// Path of `LOCK` in `dir`.
 pub fn lock_file(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }

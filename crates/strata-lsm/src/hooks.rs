@@ -65,16 +65,20 @@ pub use crate::version::ext::{ExtState, InstallEvent, InstallOutcome, InstallRea
 /// Why a table is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableReason {
+    /// A memtable flush (to L0).
     Flush,
+    /// A compaction output.
     Compaction,
 }
 
 /// Describes a table about to be written.
 #[derive(Debug, Clone)]
 pub struct TableContext {
+    /// File number of the table.
     pub file_number: u64,
     /// Level the table is written to (flushes write to L0).
     pub level: usize,
+    /// Why it is written (flush or compaction).
     pub reason: TableReason,
     /// The compaction's input tables (empty for a flush).
     pub input_files: Vec<u64>,
@@ -85,6 +89,7 @@ pub struct TableContext {
 pub struct CompactionContext {
     /// Input level; outputs go to `level + 1`.
     pub level: usize,
+    /// File numbers of the input tables, at both levels.
     pub input_files: Vec<u64>,
     /// True when the output level is the bottom of the tree for the
     /// compacted key range (tombstones are dropped).
@@ -105,6 +110,8 @@ pub enum DropReason {
 
 /// Receives the dropped-versions stream of one compaction.
 pub trait CompactionObserver: Send {
+    /// Called for every input entry the compaction does not write, in
+    /// input order, with why it was dropped.
     fn on_dropped(&mut self, entry: &EntryRef<'_>, reason: DropReason);
     /// Called when the compaction's outputs are written, before install.
     fn finish(&mut self) -> Result<()> {
@@ -118,14 +125,21 @@ pub trait EngineHooks: Send + Sync {
     /// Unique name; payloads are stored under it in the manifest.
     fn name(&self) -> &str;
 
+    /// For every table written (flush or compaction): an observer that sees
+    /// its entries and may add meta blocks; `None` (the default) to skip it.
     fn table_observer(&self, _ctx: &TableContext) -> Option<Box<dyn TableObserver>> {
         None
     }
 
+    /// For every compaction: an observer of its dropped versions; `None`
+    /// (the default) to skip it.
     fn compaction_observer(&self, _ctx: &CompactionContext) -> Option<Box<dyn CompactionObserver>> {
         None
     }
 
+    /// Called under the version lock before a new version's MANIFEST record
+    /// is written; returns the extension's state for that version. An error
+    /// abandons the install.
     fn on_install(&self, _event: &InstallEvent<'_>) -> Result<InstallOutcome> {
         Ok(InstallOutcome::default())
     }

@@ -5,6 +5,8 @@
 //! Order: user key ascending (bytewise), then sequence number *descending*,
 //! so the newest version of a key comes first. Sequence numbers fit in 56 bits.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::cmp::Ordering;
 
 use crate::coding::{decode_fixed64, put_fixed64};
@@ -34,6 +36,7 @@ pub enum ValueKind {
 }
 
 impl ValueKind {
+    /// The kind stored as byte `b`; `None` for an unknown byte.
     pub fn from_u8(b: u8) -> Option<ValueKind> {
         match b {
             0 => Some(ValueKind::Deletion),
@@ -48,6 +51,7 @@ impl ValueKind {
 /// (user key, seq) because the trailer is compared descending.
 pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
+/// The trailer `seq << 8 | kind`; `seq` must be at most [`MAX_SEQ`].
 pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
     debug_assert!(seq <= MAX_SEQ);
     (seq << 8) | kind as u64
@@ -75,27 +79,33 @@ pub fn seek_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
 /// A decoded internal key, borrowing the user key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParsedKey<'a> {
+    /// The user key.
     pub user_key: &'a [u8],
+    /// Sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: ValueKind,
 }
 
 /// Decodes an internal key; `Error::Corruption` if it is too short or the
 /// kind byte is unknown.
 pub fn parse_internal_key(ikey: &[u8]) -> Result<ParsedKey<'_>> {
-    if ikey.len() < TRAILER_LEN {
+    let Some((user_key, trailer)) = ikey
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .and_then(|split| ikey.split_at_checked(split))
+    else {
         return Err(Error::corruption(format!(
             "internal key of {} bytes is shorter than its trailer",
             ikey.len()
         )));
-    }
-    let split = ikey.len() - TRAILER_LEN;
-    let trailer = decode_fixed64(&ikey[split..])
+    };
+    let trailer = decode_fixed64(trailer)
         .ok_or_else(|| Error::corruption("internal key trailer truncated"))?;
     let kind = ValueKind::from_u8((trailer & 0xff) as u8)
         .ok_or_else(|| Error::corruption(format!("unknown entry kind {}", trailer & 0xff)))?;
     Ok(ParsedKey {
-        user_key: &ikey[..split],
+        user_key,
         seq: trailer >> 8,
         kind,
     })
@@ -104,14 +114,14 @@ pub fn parse_internal_key(ikey: &[u8]) -> Result<ParsedKey<'_>> {
 /// The user-key part of an internal key (the whole input if it is too short;
 /// callers that need validation use [`parse_internal_key`]).
 pub fn user_key(ikey: &[u8]) -> &[u8] {
-    &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
+    ikey.split_at(ikey.len().saturating_sub(TRAILER_LEN)).0
 }
 
 fn trailer(ikey: &[u8]) -> u64 {
-    if ikey.len() < TRAILER_LEN {
-        return 0;
+    match ikey.len().checked_sub(TRAILER_LEN) {
+        Some(split) => ikey.get(split..).and_then(decode_fixed64).unwrap_or(0),
+        None => 0,
     }
-    decode_fixed64(&ikey[ikey.len() - TRAILER_LEN..]).unwrap_or(0)
 }
 
 /// Total order on internal keys: user key ascending, then trailer

@@ -10,6 +10,8 @@
 //! `wal`/`memtable`/`sstable`/`cache` → `iter`/`merge` → `version` →
 //! `compaction` → `hooks` → `db`.
 
+#![warn(missing_docs)]
+
 pub mod batch;
 pub mod cache;
 pub mod coding;

@@ -182,8 +182,11 @@ impl History {
 pub enum ComponentEvent<'a> {
     /// One entry (any version, operands uncombined) of the component.
     Entry {
+        /// The user key.
         user_key: &'a [u8],
+        /// What the entry is.
         kind: ValueKind,
+        /// The value or operand (empty for a tombstone).
         value: &'a [u8],
     },
     /// The component's entries in every range have been reported.

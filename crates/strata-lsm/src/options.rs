@@ -21,7 +21,11 @@ pub const MAX_VALUE_SIZE: usize = 256 * 1024 * 1024;
 
 macro_rules! setters {
     ($($(#[$m:meta])* $name:ident : $ty:ty),* $(,)?) => {
-        $( $(#[$m])* pub fn $name(mut self, v: $ty) -> Self { self.$name = v; self } )*
+        $(
+            $(#[$m])*
+            #[doc = concat!("Sets [`Options::", stringify!($name), "`].")]
+            pub fn $name(mut self, v: $ty) -> Self { self.$name = v; self }
+        )*
     };
 }
 
@@ -40,6 +44,7 @@ pub struct Options {
     pub block_size: usize,
     /// Keys between restart points in a block.
     pub block_restart_interval: usize,
+    /// Compression of data blocks.
     pub compression: Compression,
     /// Bloom filter bits per key; 0 disables the filter.
     pub bloom_bits_per_key: usize,
@@ -55,6 +60,7 @@ pub struct Options {
     pub l0_stop_trigger: usize,
     /// Target size of L1; level n+1 holds `level_size_ratio` times level n.
     pub max_bytes_for_level_base: u64,
+    /// Growth factor between consecutive levels ≥ 1.
     pub level_size_ratio: u64,
     /// Number of levels (L0 included).
     pub num_levels: usize,
@@ -62,6 +68,7 @@ pub struct Options {
     pub target_file_size: u64,
     /// Read SSTables with O_DIRECT (falls back with a warning if refused).
     pub direct_io: bool,
+    /// What recovery does with a damaged WAL.
     pub wal_recovery: WalRecovery,
     /// Run flushes and compactions on background threads. When false they
     /// run inline in the writing thread (deterministic tests).
@@ -248,6 +255,7 @@ pub struct WriteOptions {
 }
 
 impl WriteOptions {
+    /// Sets [`WriteOptions::sync`].
     pub fn sync(mut self, v: bool) -> Self {
         self.sync = v;
         self

@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 /// Which kind of block a read fetched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockKind {
+    /// A data block.
     Data,
+    /// An index block.
     Index,
+    /// A Bloom filter block.
     Filter,
     /// Properties, metaindex, and named meta blocks owned by index strategies.
     Meta,
@@ -25,7 +28,9 @@ pub enum BlockKind {
 /// compaction reads bypass the cache and are counted as compaction input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadPurpose {
+    /// A read for a user query (counted; may fill the cache).
     Query,
+    /// A compaction input read (bypasses the cache).
     Compaction,
 }
 
@@ -44,17 +49,24 @@ pub struct Counters {
     meta: BlockCounter,
     /// Bytes read from table files for queries (block bytes incl. trailers).
     pub bytes_read: AtomicU64,
+    /// Bloom filter probes made for queries.
     pub bloom_probes: AtomicU64,
     /// Probes that the filter answered "definitely not here".
     pub bloom_negatives: AtomicU64,
+    /// Bytes appended to the WAL.
     pub wal_bytes_written: AtomicU64,
+    /// Bytes of tables written by flushes.
     pub flush_bytes_written: AtomicU64,
+    /// Bytes of input tables read by compactions.
     pub compaction_bytes_read: AtomicU64,
+    /// Bytes of tables written by compactions.
     pub compaction_bytes_written: AtomicU64,
     /// Bytes of keys and values accepted from users (the denominator of
     /// write amplification).
     pub user_bytes_written: AtomicU64,
+    /// Memtable flushes completed.
     pub flushes: AtomicU64,
+    /// Compactions completed.
     pub compactions: AtomicU64,
     /// Microseconds writers spent delayed or stalled by L0 back-pressure.
     pub write_stall_micros: AtomicU64,
@@ -82,6 +94,7 @@ impl Counters {
         }
     }
 
+    /// Adds `n` to `counter` (relaxed: counters order nothing).
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Relaxed);
     }
@@ -115,11 +128,14 @@ impl Counters {
 /// Blocks of one kind fetched for queries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockReads {
+    /// Read from the table file.
     pub disk: u64,
+    /// Found in the block cache.
     pub cache: u64,
 }
 
 impl BlockReads {
+    /// Blocks fetched from either.
     pub fn total(&self) -> u64 {
         self.disk + self.cache
     }
@@ -129,20 +145,35 @@ impl BlockReads {
 /// operation (`after.delta(&before)`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoStats {
+    /// Data blocks fetched for queries.
     pub data_blocks: BlockReads,
+    /// Index blocks fetched for queries.
     pub index_blocks: BlockReads,
+    /// Filter blocks fetched for queries.
     pub filter_blocks: BlockReads,
+    /// Meta blocks (properties, metaindex, extension blocks) fetched.
     pub meta_blocks: BlockReads,
+    /// Bytes read from table files for queries.
     pub bytes_read: u64,
+    /// Bloom filter probes made for queries.
     pub bloom_probes: u64,
+    /// Probes the filter answered "definitely not here".
     pub bloom_negatives: u64,
+    /// Bytes appended to the WAL.
     pub wal_bytes_written: u64,
+    /// Bytes of tables written by flushes.
     pub flush_bytes_written: u64,
+    /// Bytes of input tables read by compactions.
     pub compaction_bytes_read: u64,
+    /// Bytes of tables written by compactions.
     pub compaction_bytes_written: u64,
+    /// Bytes of keys and values accepted from users.
     pub user_bytes_written: u64,
+    /// Memtable flushes completed.
     pub flushes: u64,
+    /// Compactions completed.
     pub compactions: u64,
+    /// Microseconds writers spent delayed or stalled by L0 back-pressure.
     pub write_stall_micros: u64,
 }
 
@@ -190,8 +221,11 @@ impl IoStats {
 /// Files and bytes at one LSM level.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LevelStats {
+    /// The level (0 is the newest).
     pub level: usize,
+    /// Live tables at the level.
     pub files: usize,
+    /// Sum of their file sizes.
     pub bytes: u64,
     /// Entries in the level's tables (values, tombstones, merge operands).
     #[serde(default)]
@@ -201,15 +235,19 @@ pub struct LevelStats {
 /// What [`crate::Db::stats`] returns.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Stats {
+    /// I/O counters since open.
     pub io: IoStats,
+    /// One entry per level, level 0 first.
     pub levels: Vec<LevelStats>,
     /// Bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
+    /// Immutable memtables waiting to be flushed.
     pub immutable_memtables: usize,
     /// Bytes charged to the block cache.
     pub block_cache_bytes: u64,
     /// Sum of live table file sizes.
     pub table_bytes: u64,
+    /// Last published sequence number.
     pub last_sequence: u64,
     /// Write amplification including the WAL (see [`IoStats::write_amplification`]).
     pub write_amplification: f64,

@@ -1,4 +1,5 @@
 //! Each engine hook fires with correct data.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

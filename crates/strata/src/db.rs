@@ -35,6 +35,7 @@ pub struct Db {
 /// What [`Db::check_index`] found.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IndexCheck {
+    /// Name of the index checked.
     pub index: String,
     /// Records whose attribute the index should find (by a full scan).
     pub expected: usize,
@@ -43,10 +44,13 @@ pub struct IndexCheck {
     /// Keys the index missed, and keys it returned wrongly (or with a
     /// wrong value), at most 100 each.
     pub missing: Vec<String>,
+    /// Keys the index returned that a full scan does not match (or whose
+    /// value differs), at most 100.
     pub extra: Vec<String>,
 }
 
 impl IndexCheck {
+    /// True if the index returned exactly the records a full scan matches.
     pub fn ok(&self) -> bool {
         self.missing.is_empty() && self.extra.is_empty() && self.expected == self.found
     }
@@ -60,6 +64,7 @@ pub struct Extractors {
 }
 
 impl Extractors {
+    /// An empty registry.
     pub fn new() -> Extractors {
         Extractors::default()
     }
@@ -71,9 +76,7 @@ impl Extractors {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use strata_lsm::sync::lock;
 
 impl Db {
     /// Opens (or creates, per `opts`) the database in `path`, replaying the
@@ -131,26 +134,36 @@ impl Db {
         &self.engine
     }
 
+    /// The database directory.
     pub fn path(&self) -> &Path {
         self.engine.path()
     }
 
+    /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         self.engine.options()
     }
 
+    /// Writes `key` → `value` with default [`WriteOptions`]; every index
+    /// sees the new value. Errors: oversized key or value
+    /// (`Error::InvalidArgument`), I/O, a database closed by an earlier
+    /// background error.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.engine.put(key, value)
     }
 
+    /// [`Db::put`] with explicit write options (e.g. `sync`).
     pub fn put_opt(&self, key: &[u8], value: &[u8], opts: WriteOptions) -> Result<()> {
         self.engine.put_opt(key, value, opts)
     }
 
+    /// Deletes `key` (a no-op if absent); indexes stop returning it.
+    /// Errors as for [`Db::put`].
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.engine.delete(key)
     }
 
+    /// [`Db::delete`] with explicit write options.
     pub fn delete_opt(&self, key: &[u8], opts: WriteOptions) -> Result<()> {
         self.engine.delete_opt(key, opts)
     }
@@ -160,6 +173,8 @@ impl Db {
         self.engine.write(batch, opts)
     }
 
+    /// The current value of `key`, `None` if absent or deleted. Errors:
+    /// I/O or corruption of the tables read.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.engine.get(key)
     }
@@ -229,6 +244,8 @@ impl Db {
         self.engine.read_data_block(file, handle)
     }
 
+    /// The engine's current version (the live tables per level); it keeps
+    /// its files alive while held.
     pub fn current_version(&self) -> Arc<strata_lsm::version::Version> {
         self.engine.current_version()
     }

@@ -9,6 +9,8 @@
 //! current attribute matches, newest first. The design is described in
 //! `docs/design.md`.
 
+#![warn(missing_docs)]
+
 mod db;
 mod index;
 

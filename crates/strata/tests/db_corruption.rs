@@ -1,5 +1,6 @@
 //! Flipping bytes in tables, the WAL and the MANIFEST yields errors, never
 //! wrong data.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Merge operands against an in-memory model: gets, batched gets and
 //! iterators at the latest state and at snapshots, across flushes,
 //! compactions (full and partial merges) and reopen.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Model-based test: random sequences of put/delete/batch/get/multi_get/
 //! scan/snapshot/flush/compact/reopen checked against a BTreeMap.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

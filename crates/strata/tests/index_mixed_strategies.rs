@@ -3,6 +3,7 @@
 //! deletes, batches that touch one key several times, flushes, compactions,
 //! an index created over existing data, and reopens; and a concurrency test
 //! showing that `memory` queries see one snapshot while writers run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

@@ -7,6 +7,7 @@
 //! A new strategy joins by adding its name to `STRATEGIES`. Setting
 //! `STRATA_ORACLE_ONLY=name[,name...]` runs only those strategies (while
 //! developing one); CI runs them all.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

@@ -10,6 +10,7 @@
 //! level and accepts it. The test hook pauses each query after it has
 //! pinned what it reads and runs that writer in the pause, so the race
 //! happens in every run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

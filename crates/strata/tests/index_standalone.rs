@@ -1,6 +1,7 @@
 //! Behaviour specific to the stand-alone strategies (secondary trees):
 //! validation and repair counters, DELI's compaction-coupled repair, read
 //! repair, directories removed with the index, bad parameters.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Helpers shared by the `bench_*` tests: run `strata bench ...` and check
 //! the results.json contract.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 #![allow(dead_code)]
 
 use std::path::Path;

@@ -1,4 +1,5 @@
 //! Helpers shared by the CLI tests: run the `strata` binary and check it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 #![allow(dead_code)]
 
 use std::path::Path;

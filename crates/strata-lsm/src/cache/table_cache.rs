@@ -30,6 +30,8 @@ pub struct TableCache {
 }
 
 impl TableCache {
+    /// A cache of at most `capacity` open tables of the database in `dir`,
+    /// opened with `opts`.
     pub fn new(dir: PathBuf, capacity: usize, opts: TableReadOptions) -> TableCache {
         TableCache {
             dir,
@@ -44,7 +46,7 @@ impl TableCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, Lru> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     /// Opens (or returns the cached) table `file_number` of `file_size` bytes.
@@ -101,6 +103,7 @@ impl TableCache {
         self.lock().map.len()
     }
 
+    /// True if no table is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -45,8 +45,11 @@ use crate::version::{FileMetaData, LevelIter, Version, VersionEdit};
 /// last level in place (`output_level == level`, `inputs[1]` empty).
 #[derive(Debug, Clone)]
 pub struct Compaction {
+    /// Level of the first input set.
     pub level: usize,
+    /// Level the outputs are written to.
     pub output_level: usize,
+    /// Input tables at `level` and at `output_level`.
     pub inputs: [Vec<Arc<FileMetaData>>; 2],
     /// Whether a lone input with nothing to merge may be moved instead of
     /// rewritten (manual compactions rewrite, to drop obsolete versions).
@@ -68,10 +71,12 @@ impl Compaction {
         }
     }
 
+    /// Level the outputs are written to.
     pub fn output_level(&self) -> usize {
         self.output_level
     }
 
+    /// Every input table, those at `level` first.
     pub fn input_files(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
         self.inputs[0].iter().chain(self.inputs[1].iter())
     }
@@ -106,6 +111,7 @@ pub struct LeveledPicker {
 }
 
 impl LeveledPicker {
+    /// A picker with the triggers and level sizes of `opts`.
     pub fn new(opts: &Options) -> Self {
         LeveledPicker {
             l0_trigger: opts.l0_compaction_trigger,
@@ -165,7 +171,7 @@ impl CompactionPicker for LeveledPicker {
         let inputs0 = if level == 0 {
             v.levels[0].clone()
         } else {
-            let mut ptrs = self.pointers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ptrs = crate::sync::lock(&self.pointers);
             let files = &v.levels[level];
             let after = &ptrs[level];
             let f = files
@@ -184,8 +190,11 @@ impl CompactionPicker for LeveledPicker {
 
 /// Everything a compaction or flush needs to write tables.
 pub struct BuildEnv<'a> {
+    /// The database directory.
     pub dir: &'a Path,
+    /// The database's options.
     pub opts: &'a Options,
+    /// Extensions whose table and compaction observers see the outputs.
     pub hooks: &'a [Arc<dyn EngineHooks>],
     /// Allocates a file number for a new table and registers it as an
     /// in-progress output, atomically, so that obsolete-file deletion never
@@ -194,6 +203,7 @@ pub struct BuildEnv<'a> {
 }
 
 impl BuildEnv<'_> {
+    /// Table builder options from the database's options.
     pub fn table_options(&self) -> TableBuildOptions {
         TableBuildOptions {
             block_size: self.opts.block_size,
@@ -247,8 +257,11 @@ pub fn finish_table(number: u64, builder: TableBuilder) -> Result<Arc<FileMetaDa
 
 /// Result of running a compaction.
 pub struct CompactionOutput {
+    /// Removes the inputs and adds the outputs.
     pub edit: VersionEdit,
+    /// Bytes of output tables written.
     pub bytes_written: u64,
+    /// Input entries not written (obsolete versions and tombstones).
     pub entries_dropped: u64,
 }
 

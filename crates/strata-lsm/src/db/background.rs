@@ -230,7 +230,7 @@ impl DbInner {
             {
                 let mut st: MutexGuard<'_, State> = lock(&self.state);
                 while !st.shutting_down && (st.imm.is_empty() || st.bg_error.is_some()) {
-                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st = crate::sync::wait(&self.cv, st);
                 }
                 if st.shutting_down {
                     return;
@@ -248,7 +248,7 @@ impl DbInner {
             {
                 let mut st = lock(&self.state);
                 while !st.shutting_down && (st.bg_error.is_some() || !self.needs_compaction(&st)) {
-                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st = crate::sync::wait(&self.cv, st);
                 }
                 if st.shutting_down {
                     return;

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use crate::batch::WriteBatch;
@@ -40,9 +40,7 @@ use crate::version::{Version, VersionEdit, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 use iter::DbIterator;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 /// State guarded by `DbInner::state`.
 pub(crate) struct State {
@@ -100,9 +98,13 @@ pub struct Snapshot {
 /// One entry of a data block read by handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockEntry {
+    /// The user key.
     pub user_key: Vec<u8>,
+    /// Sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: ValueKind,
+    /// The value (empty for a tombstone).
     pub value: Vec<u8>,
 }
 
@@ -351,28 +353,37 @@ impl Db {
         Ok(())
     }
 
+    /// The database directory.
     pub fn path(&self) -> &Path {
         &self.inner.dir
     }
 
+    /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.opts
     }
 
+    /// Writes `key` → `value` with default [`WriteOptions`]. Errors: oversized
+    /// key or value (`Error::InvalidArgument`), I/O, or an earlier background
+    /// error that stopped writes.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put_opt(key, value, WriteOptions::default())
     }
 
+    /// [`Db::put`] with explicit write options (e.g. `sync`).
     pub fn put_opt(&self, key: &[u8], value: &[u8], opts: WriteOptions) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(key, value);
         self.inner.write(b, opts)
     }
 
+    /// Deletes `key` (writes a tombstone; a no-op for readers if absent).
+    /// Errors as for [`Db::put`].
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.delete_opt(key, WriteOptions::default())
     }
 
+    /// [`Db::delete`] with explicit write options.
     pub fn delete_opt(&self, key: &[u8], opts: WriteOptions) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key);
@@ -385,6 +396,8 @@ impl Db {
         self.inner.write(batch, opts)
     }
 
+    /// The latest value of `key`; `None` if absent or deleted. Errors: I/O or
+    /// corruption of a table read.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let seq = self.inner.last_sequence.load(Ordering::SeqCst);
         self.inner.get_at(key, seq)
@@ -410,6 +423,8 @@ impl Db {
         self.inner.iter_at(from, to, seq)
     }
 
+    /// A read view of the latest published data; compactions keep every
+    /// version it sees until it is dropped.
     pub fn snapshot(&self) -> Snapshot {
         let mut snaps = lock(&self.inner.snapshots);
         let seq = self.inner.last_sequence.load(Ordering::SeqCst);
@@ -471,7 +486,7 @@ impl Db {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.to_string()));
             }
-            st = self.inner.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = crate::sync::wait(&self.inner.cv, st);
         }
         Ok(())
     }
@@ -639,6 +654,7 @@ impl Db {
         lock(&self.inner.state).current.clone()
     }
 
+    /// Counters, per-level sizes and memory use, as of now.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let (v, mem_bytes, imm) = {
@@ -685,7 +701,7 @@ impl Db {
                 st = lock(&self.inner.state);
                 continue;
             }
-            st = self.inner.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = crate::sync::wait(&self.inner.cv, st);
         }
     }
 }
@@ -707,18 +723,22 @@ impl Drop for Db {
 }
 
 impl Snapshot {
+    /// The sequence number the snapshot reads at.
     pub fn sequence(&self) -> SeqNo {
         self.seq
     }
 
+    /// [`Db::get`] as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get_at(key, self.seq)
     }
 
+    /// [`Db::multi_get`] as of the snapshot.
     pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         self.inner.multi_get_at(keys, self.seq)
     }
 
+    /// [`Db::iter`] as of the snapshot.
     pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
         self.inner.iter_at(from, to, self.seq)
     }

@@ -43,9 +43,7 @@ pub(crate) struct Writer {
 /// Largest group a leader assembles.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sync::lock;
 
 /// Rejects batches with oversized keys or values (nothing is written);
 /// returns whether the batch holds merge operands.
@@ -119,7 +117,7 @@ impl DbInner {
             if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
                 break;
             }
-            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = crate::sync::wait(&self.cv, st);
         }
 
         // Leader.
@@ -237,7 +235,7 @@ impl DbInner {
         let mut st = lock(&self.state);
         st.writers.push_back(w.clone());
         while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
-            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = crate::sync::wait(&self.cv, st);
         }
         st
     }
@@ -341,7 +339,7 @@ impl DbInner {
     ) -> Result<MutexGuard<'a, State>> {
         if self.opts.background_work {
             let t = Instant::now();
-            let st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            let st = crate::sync::wait(&self.cv, st);
             Counters::add(
                 &self.counters.write_stall_micros,
                 t.elapsed().as_micros() as u64,

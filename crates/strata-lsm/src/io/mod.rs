@@ -7,6 +7,8 @@
 //! the requested bytes out. Whenever the kernel refuses direct I/O (EINVAL at
 //! open or at read) the file falls back to buffered reads.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -105,6 +107,7 @@ impl RandomAccessFile {
         self.read_buffered(&self.file, offset, len)
     }
 
+    /// True while reads use `O_DIRECT` (false once the file system refused it).
     pub fn is_direct(&self) -> bool {
         self.direct && !self.direct_failed.load(Ordering::Relaxed)
     }
@@ -149,10 +152,12 @@ impl RandomAccessFile {
         if pad >= DIRECT_ALIGN {
             return Ok(None);
         }
-        let window = &mut buf[pad..pad + alen];
+        let Some(window) = buf.get_mut(pad..pad + alen) else {
+            return Ok(None);
+        };
         let mut got = 0;
-        while got < alen {
-            match self.file.read_at(&mut window[got..], start + got as u64) {
+        while let Some(unread) = window.get_mut(got..).filter(|u| !u.is_empty()) {
+            match self.file.read_at(unread, start + got as u64) {
                 Ok(0) => break,
                 Ok(n) => {
                     got += n;
@@ -170,7 +175,7 @@ impl RandomAccessFile {
         if got < skip + len {
             return Ok(None);
         }
-        Ok(Some(window[skip..skip + len].to_vec()))
+        Ok(window.get(skip..skip + len).map(<[u8]>::to_vec))
     }
 }
 
@@ -178,8 +183,8 @@ impl RandomAccessFile {
 /// the number of bytes read.
 fn read_fully(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], offset + got as u64) {
+    while let Some(unread) = buf.get_mut(got..).filter(|u| !u.is_empty()) {
+        match file.read_at(unread, offset + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 
+/// Merges its children into one cursor in internal-key order.
 pub struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
     /// Min-heap (by current key) of indexes of valid children.
@@ -44,6 +45,7 @@ impl Ord for HeapItem {
 }
 
 impl MergingIterator {
+    /// A cursor over the union of `children` (positioned by a seek).
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
         MergingIterator {
             children,

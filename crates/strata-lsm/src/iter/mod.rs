@@ -15,12 +15,17 @@ use crate::error::Result;
 /// Contract: `key()`/`value()` may be called only while `valid()`; a method
 /// that returns an error leaves the iterator invalid.
 pub trait InternalIterator: Send {
+    /// True if positioned at an entry.
     fn valid(&self) -> bool;
+    /// Positions at the first entry (invalid if there is none).
     fn seek_to_first(&mut self) -> Result<()>;
     /// Positions at the first entry whose internal key is `>= target`.
     fn seek(&mut self, target: &[u8]) -> Result<()>;
+    /// Moves to the next entry (invalid past the last); requires `valid()`.
     fn next(&mut self) -> Result<()>;
+    /// The current internal key; requires `valid()`.
     fn key(&self) -> &[u8];
+    /// The current value; requires `valid()`.
     fn value(&self) -> &[u8];
 }
 

@@ -24,6 +24,8 @@ use crate::key::{self, InternalKey, SeqNo, ValueKind};
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
 
+/// The in-memory component: a concurrent skiplist of internal keys, with
+/// an optional side structure fed every insert.
 pub struct MemTable {
     map: SkipMap<InternalKey, Vec<u8>>,
     approximate_bytes: AtomicUsize,
@@ -37,7 +39,9 @@ pub struct MemTable {
 /// A structure maintained alongside a memtable: sees every insert, after
 /// the entry is in the skiplist and before its sequence number is visible.
 pub trait MemSide: Send + Sync {
+    /// Sees one inserted entry.
     fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]);
+    /// The structure as `Any`, for its owner to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
     /// Bytes used, charged to the memtable's budget.
     fn approximate_bytes(&self) -> usize;
@@ -46,7 +50,9 @@ pub trait MemSide: Send + Sync {
 /// What a memtable holds for a user key at a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemGet {
+    /// The newest visible entry is a value (its sequence number and value).
     Value(SeqNo, Vec<u8>),
+    /// The newest visible entry is a tombstone.
     Deleted(SeqNo),
     /// The newest entry is a merge operand: the value needs the key's
     /// older entries too (see `merge::resolve_at`).
@@ -54,10 +60,12 @@ pub enum MemGet {
 }
 
 impl MemTable {
+    /// An empty memtable whose writes are in WAL file `log_number`.
     pub fn new(log_number: u64) -> MemTable {
         Self::with_side(log_number, None)
     }
 
+    /// [`MemTable::new`] with a side structure that sees every insert.
     pub fn with_side(log_number: u64, side: Option<Arc<dyn MemSide>>) -> MemTable {
         MemTable {
             map: SkipMap::new(),
@@ -67,10 +75,12 @@ impl MemTable {
         }
     }
 
+    /// The side structure, if any.
     pub fn side(&self) -> Option<&Arc<dyn MemSide>> {
         self.side.as_ref()
     }
 
+    /// The WAL file that holds this memtable's writes.
     pub fn log_number(&self) -> u64 {
         self.log_number
     }
@@ -86,15 +96,18 @@ impl MemTable {
         }
     }
 
+    /// Bytes used (keys, values, per-entry overhead, side structure).
     pub fn approximate_bytes(&self) -> usize {
         self.approximate_bytes.load(Ordering::Relaxed)
             + self.side.as_ref().map_or(0, |s| s.approximate_bytes())
     }
 
+    /// True if no entry was inserted.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
+    /// Entries inserted.
     pub fn len(&self) -> usize {
         self.map.len()
     }

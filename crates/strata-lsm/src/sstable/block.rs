@@ -17,6 +17,8 @@
 //! against the entry area; a malformed entry yields `Error::Corruption` and an
 //! invalid iterator, never a panic.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -51,10 +53,10 @@ impl Block {
     pub fn new(contents: Vec<u8>) -> Result<Block> {
         let bad = |what: &str| Error::corruption(format!("block: {what}"));
         let len = contents.len();
-        if len < 4 {
+        let Some((_, count)) = contents.split_last_chunk::<4>() else {
             return Err(bad("shorter than its restart count"));
-        }
-        let n = decode_fixed32(&contents[len - 4..]).ok_or_else(|| bad("truncated"))? as usize;
+        };
+        let n = u32::from_le_bytes(*count) as usize;
         let max = (len - 4) / 4;
         if n == 0 || n > max {
             return Err(bad(&format!("restart count {n} is invalid")));
@@ -62,7 +64,9 @@ impl Block {
         let restarts_off = len - 4 - 4 * n;
         let mut prev: Option<usize> = None;
         for i in 0..n {
-            let r = decode_fixed32(&contents[restarts_off + 4 * i..])
+            let r = contents
+                .get(restarts_off + 4 * i..)
+                .and_then(decode_fixed32)
                 .ok_or_else(|| bad("restart array truncated"))? as usize;
             let ok = match prev {
                 None => r == 0,
@@ -105,7 +109,10 @@ impl Block {
 
     fn restart_point(&self, i: usize) -> usize {
         // In bounds by the invariant checked in `new`.
-        decode_fixed32(&self.data[self.restarts_off + 4 * i..]).unwrap_or(0) as usize
+        self.data
+            .get(self.restarts_off + 4 * i..)
+            .and_then(decode_fixed32)
+            .unwrap_or(0) as usize
     }
 
     /// Decodes the entry header at `off`: (shared, non_shared, value_len,
@@ -192,9 +199,11 @@ impl BlockIter {
         if shared > self.key.len() {
             return Err(self.corrupt(off));
         }
+        let Some(delta_bytes) = self.block.data.get(delta..delta + non_shared) else {
+            return Err(self.corrupt(off));
+        };
         self.key.truncate(shared);
-        self.key
-            .extend_from_slice(&self.block.data[delta..delta + non_shared]);
+        self.key.extend_from_slice(delta_bytes);
         self.current = off;
         self.value_start = delta + non_shared;
         self.value_len = value_len;
@@ -239,7 +248,11 @@ impl InternalIterator for BlockIter {
         while left < right {
             let mid = (left + right).div_ceil(2);
             let (s, e) = self.restart_key(mid)?;
-            if (self.cmp)(&self.block.data[s..e], target) == Ordering::Less {
+            let less = match self.block.data.get(s..e) {
+                Some(key) => (self.cmp)(key, target) == Ordering::Less,
+                None => return Err(self.corrupt(s)),
+            };
+            if less {
                 left = mid;
             } else {
                 right = mid - 1;
@@ -264,7 +277,11 @@ impl InternalIterator for BlockIter {
     }
 
     fn value(&self) -> &[u8] {
-        &self.block.data[self.value_start..self.value_start + self.value_len]
+        // In bounds: `parse_next` checked the entry against the block.
+        self.block
+            .data
+            .get(self.value_start..self.value_start + self.value_len)
+            .unwrap_or(&[])
     }
 }
 
@@ -280,6 +297,8 @@ pub struct BlockBuilder {
 }
 
 impl BlockBuilder {
+    /// An empty builder restarting prefix compression every
+    /// `restart_interval` keys (at least 1).
     pub fn new(restart_interval: usize) -> Self {
         BlockBuilder {
             restart_interval: restart_interval.max(1),
@@ -291,6 +310,8 @@ impl BlockBuilder {
         }
     }
 
+    /// Appends an entry; `key` must sort after the previous one, and the
+    /// builder must not be finished.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
         debug_assert!(!self.finished, "add after finish without reset");
         let shared = if self.counter < self.restart_interval {
@@ -307,10 +328,11 @@ impl BlockBuilder {
         put_varint32(&mut self.buf, shared as u32);
         put_varint32(&mut self.buf, non_shared as u32);
         put_varint32(&mut self.buf, value.len() as u32);
-        self.buf.extend_from_slice(&key[shared..]);
+        let (_, suffix) = key.split_at(shared); // shared <= key.len(): a common prefix
+        self.buf.extend_from_slice(suffix);
         self.buf.extend_from_slice(value);
         self.last_key.truncate(shared);
-        self.last_key.extend_from_slice(&key[shared..]);
+        self.last_key.extend_from_slice(suffix);
         self.counter += 1;
     }
 
@@ -323,6 +345,7 @@ impl BlockBuilder {
         }
     }
 
+    /// True if no entry was added since the last reset.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
@@ -339,6 +362,7 @@ impl BlockBuilder {
         &self.buf
     }
 
+    /// Clears the builder for the next block.
     pub fn reset(&mut self) {
         self.buf.clear();
         self.restarts.clear();

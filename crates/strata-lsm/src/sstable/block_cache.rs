@@ -18,7 +18,9 @@ pub const NUM_SHARDS: usize = 16;
 /// Identifies a block: table file number and block offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CacheKey {
+    /// Table file number.
     pub file_number: u64,
+    /// Offset of the block in the file.
     pub offset: u64,
 }
 
@@ -97,6 +99,8 @@ pub struct BlockCache {
 }
 
 impl BlockCache {
+    /// A cache holding at most about `capacity_bytes` of block contents, split
+    /// over [`NUM_SHARDS`] shards evicted least-recently-used first.
     pub fn new(capacity_bytes: usize) -> BlockCache {
         let per_shard = capacity_bytes.div_ceil(NUM_SHARDS);
         let shards = (0..NUM_SHARDS)
@@ -120,11 +124,10 @@ impl BlockCache {
     fn shard(&self, key: &CacheKey) -> MutexGuard<'_, Shard> {
         // A panic while holding the lock cannot break the shard's
         // invariants mid-way in a way that matters for a cache; keep going.
-        self.shards[key.shard()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.shards[key.shard()])
     }
 
+    /// The cached block, marking it recently used; counts a hit or a miss.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Block>> {
         let r = self.shard(key).get(key);
         let c = if r.is_some() {
@@ -136,6 +139,8 @@ impl BlockCache {
         r
     }
 
+    /// Caches `block` under `key`, evicting older blocks of its shard to stay
+    /// within the shard's budget.
     pub fn insert(&self, key: CacheKey, block: Arc<Block>) {
         self.shard(&key).insert(key, block)
     }
@@ -149,7 +154,7 @@ impl BlockCache {
     pub fn usage(&self) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).usage as u64)
+            .map(|s| crate::sync::lock(s).usage as u64)
             .sum()
     }
 
@@ -157,7 +162,7 @@ impl BlockCache {
     pub fn capacity(&self) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).capacity as u64)
+            .map(|s| crate::sync::lock(s).capacity as u64)
             .sum()
     }
 

@@ -32,8 +32,11 @@ pub const RESERVED_META_PREFIX: &str = "strata.";
 /// Options for building one table.
 #[derive(Debug, Clone)]
 pub struct TableBuildOptions {
+    /// Target uncompressed size of a data block.
     pub block_size: usize,
+    /// Keys between restart points in a block.
     pub restart_interval: usize,
+    /// Compression of data blocks.
     pub compression: Compression,
     /// 0 = no filter.
     pub bloom_bits_per_key: usize,
@@ -42,7 +45,9 @@ pub struct TableBuildOptions {
 /// A finished table.
 #[derive(Debug, Clone)]
 pub struct BuiltTable {
+    /// Size of the file written, in bytes.
     pub file_size: u64,
+    /// Its properties block.
     pub properties: TableProperties,
 }
 
@@ -159,6 +164,7 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Entries added so far.
     pub fn num_entries(&self) -> u64 {
         self.props.num_entries
     }

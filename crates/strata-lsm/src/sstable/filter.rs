@@ -8,6 +8,8 @@
 //!
 //! Serialized form: `bits (64 × num_blocks bytes) ‖ u8 k ‖ fixed32 num_blocks`.
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::coding::{decode_fixed32, put_fixed32};
 use crate::error::{Error, Result};
 
@@ -51,7 +53,9 @@ pub fn hash64(data: &[u8]) -> u64 {
     let rest = chunks.remainder();
     if !rest.is_empty() {
         let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
+        for (d, &b) in w.iter_mut().zip(rest) {
+            *d = b;
+        }
         h = absorb(h, u64::from_le_bytes(w));
     }
     fmix64(h)
@@ -100,6 +104,7 @@ pub struct BloomBuilder {
 }
 
 impl BloomBuilder {
+    /// A builder spending about `bits_per_key` bits per key (at least 1).
     pub fn new(bits_per_key: usize) -> Self {
         BloomBuilder {
             bits_per_key: bits_per_key.max(1),
@@ -107,6 +112,7 @@ impl BloomBuilder {
         }
     }
 
+    /// Adds a user key to the filter being built.
     pub fn add_key(&mut self, user_key: &[u8]) {
         self.hashes.push(hash64(user_key));
     }
@@ -126,9 +132,15 @@ impl BloomBuilder {
         let mut out = vec![0u8; num_blocks as usize * FILTER_BLOCK_BYTES];
         for &h in &self.hashes {
             let base = block_index(h, num_blocks) * FILTER_BLOCK_BYTES;
-            let block = &mut out[base..base + FILTER_BLOCK_BYTES];
+            // In bounds: `block_index` is below `num_blocks`, and every bit
+            // below `FILTER_BLOCK_BITS`.
+            let Some(block) = out.get_mut(base..base + FILTER_BLOCK_BYTES) else {
+                continue;
+            };
             for_each_bit(h, k, |bit| {
-                block[bit / 8] |= 1 << (bit % 8);
+                if let Some(byte) = block.get_mut(bit / 8) {
+                    *byte |= 1 << (bit % 8);
+                }
                 true
             });
         }
@@ -147,15 +159,17 @@ pub struct BloomFilter {
 }
 
 impl BloomFilter {
+    /// Decodes a filter block; `Error::Corruption` if its trailer (probe
+    /// count, block count) is invalid or does not match its length.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<BloomFilter> {
         let bad = |what: String| Error::corruption(format!("bloom filter: {what}"));
-        if bytes.len() < FILTER_TRAILER_LEN {
+        let Some(n) = bytes.len().checked_sub(FILTER_TRAILER_LEN) else {
             return Err(bad(format!("{} bytes is too short", bytes.len())));
-        }
-        let n = bytes.len() - FILTER_TRAILER_LEN;
-        let k = bytes[n];
-        let num_blocks =
-            decode_fixed32(&bytes[n + 1..]).ok_or_else(|| bad("truncated".to_string()))?;
+        };
+        let Some((&k, trailer)) = bytes.get(n..).and_then(|t| t.split_first()) else {
+            return Err(bad("truncated".to_string()));
+        };
+        let num_blocks = decode_fixed32(trailer).ok_or_else(|| bad("truncated".to_string()))?;
         if k == 0 || k as usize > MAX_PROBES {
             return Err(bad(format!("probe count {k} out of range")));
         }
@@ -185,7 +199,9 @@ impl BloomFilter {
         let Some(block) = self.bits.get(base..base + FILTER_BLOCK_BYTES) else {
             return true;
         };
-        for_each_bit(h, self.k, |bit| block[bit / 8] & (1 << (bit % 8)) != 0)
+        for_each_bit(h, self.k, |bit| {
+            block.get(bit / 8).is_none_or(|b| b & (1 << (bit % 8)) != 0)
+        })
     }
 
     /// Bytes of the bit array.

@@ -5,6 +5,8 @@
 //! fixed-size footer that locates the metaindex and index blocks. The byte
 //! layout is specified in `docs/format/sstable.md`.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +21,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Compression {
+    /// Stored as is.
     None = 0,
+    /// LZ4 (a block is stored compressed only if that saves at least 1/8).
     Lz4 = 1,
 }
 
@@ -51,11 +55,14 @@ pub const BLOCK_TYPE_LZ4: u8 = 1;
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
 pub struct BlockHandle {
+    /// Offset of the block in the file.
     pub offset: u64,
+    /// Size of the block contents, without the trailer.
     pub size: u64,
 }
 
 impl BlockHandle {
+    /// The handle of the block at `offset` of `size` bytes.
     pub fn new(offset: u64, size: u64) -> Self {
         BlockHandle { offset, size }
     }
@@ -96,7 +103,9 @@ impl BlockHandle {
 /// The fixed-size record at the end of a table file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
+    /// The metaindex block.
     pub metaindex: BlockHandle,
+    /// The index block.
     pub index: BlockHandle,
 }
 
@@ -122,24 +131,27 @@ impl Footer {
         if buf.len() != FOOTER_LEN {
             return Err(bad(&format!("is {} bytes, want {FOOTER_LEN}", buf.len())));
         }
-        let magic = decode_fixed64(&buf[FOOTER_LEN - 8..]).ok_or_else(|| bad("truncated"))?;
+        let part = |range: std::ops::Range<usize>| buf.get(range).ok_or_else(|| bad("truncated"));
+        let magic =
+            decode_fixed64(part(FOOTER_LEN - 8..FOOTER_LEN)?).ok_or_else(|| bad("truncated"))?;
         if magic != TABLE_MAGIC {
             return Err(bad(&format!(
                 "has bad magic {magic:#018x} (not a table file)"
             )));
         }
-        let stored_crc =
-            decode_fixed32(&buf[FOOTER_HANDLES_LEN + 4..]).ok_or_else(|| bad("truncated"))?;
-        if masked_crc(&buf[..FOOTER_HANDLES_LEN + 4]) != stored_crc {
+        let stored_crc = decode_fixed32(part(FOOTER_HANDLES_LEN + 4..FOOTER_LEN)?)
+            .ok_or_else(|| bad("truncated"))?;
+        if masked_crc(part(0..FOOTER_HANDLES_LEN + 4)?) != stored_crc {
             return Err(bad("checksum mismatch"));
         }
-        let version = decode_fixed32(&buf[FOOTER_HANDLES_LEN..]).ok_or_else(|| bad("truncated"))?;
+        let version = decode_fixed32(part(FOOTER_HANDLES_LEN..FOOTER_LEN)?)
+            .ok_or_else(|| bad("truncated"))?;
         if version != TABLE_FORMAT_VERSION {
             return Err(bad(&format!(
                 "has unsupported format version {version} (this build reads version {TABLE_FORMAT_VERSION})"
             )));
         }
-        let mut src = &buf[..FOOTER_HANDLES_LEN];
+        let mut src = part(0..FOOTER_HANDLES_LEN)?;
         let metaindex =
             BlockHandle::decode_from(&mut src).map_err(|_| bad("metaindex handle is malformed"))?;
         let index =
@@ -175,13 +187,15 @@ pub fn block_trailer(contents: &[u8], block_type: u8) -> [u8; BLOCK_TRAILER_LEN]
 pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
     // The caller adds the file and `handle.offset`.
     let bad = |what: &str| Error::corruption(format!("block of {} bytes: {what}", handle.size));
-    if raw.len() < BLOCK_TRAILER_LEN {
+    let Some(n) = raw.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(bad("shorter than its trailer"));
-    }
-    let n = raw.len() - BLOCK_TRAILER_LEN;
-    let block_type = raw[n];
-    let stored = decode_fixed32(&raw[n + 1..]).ok_or_else(|| bad("trailer truncated"))?;
-    if masked_crc(&raw[..n + 1]) != stored {
+    };
+    let (checked, stored) = raw.split_at(n + 1); // n + 1 <= raw.len(): the trailer is 5 bytes
+    let Some(&block_type) = checked.last() else {
+        return Err(bad("trailer truncated"));
+    };
+    let stored = decode_fixed32(stored).ok_or_else(|| bad("trailer truncated"))?;
+    if masked_crc(checked) != stored {
         return Err(bad("checksum mismatch"));
     }
     raw.truncate(n);

@@ -9,9 +9,13 @@ use crate::sstable::BlockHandle;
 /// One entry as stored: user key, sequence number, kind and value.
 #[derive(Debug, Clone, Copy)]
 pub struct EntryRef<'a> {
+    /// The user key.
     pub user_key: &'a [u8],
+    /// Sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: ValueKind,
+    /// The value (empty for a tombstone).
     pub value: &'a [u8],
 }
 

@@ -24,6 +24,8 @@
 //! Bit `j` of a block (byte `j / 8`, bit `j % 8`, least significant first)
 //! marks the block's entry of ordinal `j`. Offsets are strictly increasing.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -37,7 +39,9 @@ const VERSION: u8 = 1;
 /// The marks of one data block.
 #[derive(Debug, Clone)]
 pub struct BlockMarks {
+    /// Bit `i` (LSB first) set: the block's `i`-th entry is obsolete.
     pub bits: Arc<[u8]>,
+    /// Entries between restart points in the table's blocks.
     pub restart_interval: usize,
 }
 
@@ -69,7 +73,9 @@ impl ObsoleteMap {
             if bits.len() <= i / 8 {
                 bits.resize(i / 8 + 1, 0);
             }
-            bits[i / 8] |= 1 << (i % 8);
+            if let Some(byte) = bits.get_mut(i / 8) {
+                *byte |= 1 << (i % 8);
+            }
         }
         let marked = blocks
             .values()
@@ -87,6 +93,7 @@ impl ObsoleteMap {
         self.marked
     }
 
+    /// True if no entry is marked.
     pub fn is_empty(&self) -> bool {
         self.marked == 0
     }
@@ -99,14 +106,14 @@ impl ObsoleteMap {
         })
     }
 
+    /// The encoding stored in the table's obsolete-bitmap meta block.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![VERSION];
         put_varint32(&mut out, self.restart_interval as u32);
-        let mut offsets: Vec<u64> = self.blocks.keys().copied().collect();
-        offsets.sort_unstable();
-        put_varint32(&mut out, offsets.len() as u32);
-        for off in offsets {
-            let bits = &self.blocks[&off];
+        let mut blocks: Vec<_> = self.blocks.iter().collect();
+        blocks.sort_unstable_by_key(|&(off, _)| *off);
+        put_varint32(&mut out, blocks.len() as u32);
+        for (&off, bits) in blocks {
             put_varint64(&mut out, off);
             put_varint32(&mut out, bits.len() as u32);
             out.extend_from_slice(bits);
@@ -114,6 +121,8 @@ impl ObsoleteMap {
         out
     }
 
+    /// Decodes [`ObsoleteMap::encode`]'s output; `Error::Corruption` if it
+    /// is truncated, has trailing bytes or an unknown version.
     pub fn decode(bytes: &[u8]) -> Result<ObsoleteMap> {
         let bad = |what: &str| Error::corruption(format!("obsolete bitmap: {what}"));
         let (&version, mut src) = bytes.split_first().ok_or_else(|| bad("empty"))?;

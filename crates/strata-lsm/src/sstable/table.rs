@@ -10,6 +10,8 @@
 //! Every block is checksum-verified before it is decoded, and decoders
 //! bounds-check everything, so damaged bytes surface as `Error::Corruption`.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,16 +34,25 @@ use crate::stats::{BlockKind, Counters, ReadPurpose};
 /// Contents of the properties block.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableProperties {
+    /// Entries (values, tombstones, merge operands).
     pub num_entries: u64,
+    /// Of those, tombstones.
     pub num_deletions: u64,
+    /// Data blocks.
     pub num_data_blocks: u64,
+    /// Smallest sequence number of an entry.
     pub smallest_seq: u64,
+    /// Largest sequence number of an entry.
     pub largest_seq: u64,
     /// Smallest and largest internal keys.
     pub smallest_key: Vec<u8>,
+    /// Largest internal key (see `smallest_key`).
     pub largest_key: Vec<u8>,
+    /// Bytes of internal keys before prefix compression.
     pub raw_key_bytes: u64,
+    /// Bytes of values before compression.
     pub raw_value_bytes: u64,
+    /// Bytes of data blocks on disk (with trailers).
     pub data_bytes: u64,
 }
 
@@ -130,16 +141,22 @@ impl TableProperties {
 /// What a table holds for a user key at a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
+    /// Sequence number of the entry.
     pub seq: SeqNo,
+    /// Its kind (value, tombstone or merge operand).
     pub kind: ValueKind,
+    /// Its value (empty for a tombstone).
     pub value: Vec<u8>,
 }
 
 /// Shared reader state.
 #[derive(Clone)]
 pub struct TableReadOptions {
+    /// Cache for data and index blocks; `None`: every read goes to disk.
     pub block_cache: Option<Arc<BlockCache>>,
+    /// Where block reads are counted.
     pub counters: Arc<Counters>,
+    /// Read with `O_DIRECT` where the file system allows it.
     pub direct_io: bool,
 }
 
@@ -171,6 +188,10 @@ enum BlockSearch {
 }
 
 impl Table {
+    /// Opens table `file_number` of `file_size` bytes at `path`: reads and
+    /// verifies the footer, metaindex, index, filter and properties.
+    /// Errors: I/O, or `Error::Corruption` naming the table if any of them is
+    /// malformed or fails its checksum.
     pub fn open(
         path: &Path,
         file_number: u64,
@@ -222,10 +243,12 @@ impl Table {
         Ok(table)
     }
 
+    /// The table's file number.
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
 
+    /// The properties block, decoded at open.
     pub fn properties(&self) -> &TableProperties {
         &self.props
     }
@@ -283,13 +306,12 @@ impl Table {
                 keys.len()
             )));
         }
-        let candidates: Vec<usize> = (0..keys.len())
-            .filter(|&i| self.key_may_match(keys[i]))
-            .collect();
         let mut index = self.index.iter(compare_internal);
         let mut current: Option<(BlockHandle, Arc<Block>)> = None;
-        for i in candidates {
-            let user_key = keys[i];
+        for (&user_key, slot) in keys.iter().zip(out.iter_mut()) {
+            if !self.key_may_match(user_key) {
+                continue;
+            }
             let target = seek_key(user_key, snapshot);
             index.seek(&target).map_err(|e| self.wrap(e))?;
             if !index.valid() {
@@ -305,12 +327,12 @@ impl Table {
                 }
             };
             match self.search_block(handle, &block, &target, user_key, snapshot)? {
-                BlockSearch::Found(f) => out[i] = Some(f),
+                BlockSearch::Found(f) => *slot = Some(f),
                 BlockSearch::Absent => {}
                 BlockSearch::Exhausted => {
                     index.next().map_err(|e| self.wrap(e))?;
                     if let Some(f) = self.search_from(&mut index, &target, user_key, snapshot)? {
-                        out[i] = Some(f);
+                        *slot = Some(f);
                     }
                 }
             }
@@ -318,6 +340,8 @@ impl Table {
         Ok(())
     }
 
+    /// A cursor over every entry in internal-key order; block reads are
+    /// counted under `purpose`.
     pub fn iter(self: &Arc<Self>, purpose: ReadPurpose) -> TableIter {
         TableIter {
             index: self.index.iter(compare_internal),
@@ -447,7 +471,8 @@ impl Table {
         self.meta
             .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
             .ok()
-            .map(|i| self.meta[i].1)
+            .and_then(|i| self.meta.get(i))
+            .map(|&(_, h)| h)
     }
 
     fn index_handle(&self, it: &BlockIter) -> Result<BlockHandle> {

@@ -5,6 +5,8 @@
 //! Scalar fields appear at most once when encoded; on decode the last
 //! occurrence wins. Repeated fields keep their order.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::sync::Arc;
 
 use crate::coding::{get_length_prefixed, get_varint32, get_varint64, put_length_prefixed};
@@ -25,14 +27,21 @@ pub const MAX_ENCODED_LEVELS: usize = 64;
 /// What the manifest records about one table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileMetaData {
+    /// File number (`NNNNNN.sst`).
     pub number: u64,
+    /// Size of the file in bytes.
     pub file_size: u64,
     /// Smallest and largest internal keys.
     pub smallest: Vec<u8>,
+    /// Largest internal key (see `smallest`).
     pub largest: Vec<u8>,
+    /// Smallest sequence number of an entry.
     pub smallest_seq: u64,
+    /// Largest sequence number of an entry.
     pub largest_seq: u64,
+    /// Entries (values, tombstones, merge operands).
     pub num_entries: u64,
+    /// Of those, tombstones.
     pub num_deletions: u64,
 }
 
@@ -41,7 +50,9 @@ pub struct FileMetaData {
 pub struct VersionEdit {
     /// WAL files numbered below this are obsolete.
     pub log_number: Option<u64>,
+    /// Every file number below this has been allocated.
     pub next_file_number: Option<u64>,
+    /// Last sequence number assigned when the edit was written.
     pub last_sequence: Option<u64>,
     /// (level, file) added.
     pub new_files: Vec<(usize, Arc<FileMetaData>)>,

@@ -11,7 +11,9 @@ use crate::version::FileMetaData;
 /// Why a version is being installed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstallReason {
+    /// A memtable flush added an L0 table.
     Flush,
+    /// A compaction replaced its inputs by its outputs.
     Compaction,
     /// Tables added by a caller outside flush/compaction (not used yet).
     External,
@@ -20,6 +22,7 @@ pub enum InstallReason {
 /// The change being installed.
 #[derive(Debug)]
 pub struct InstallEvent<'a> {
+    /// Why the version changes.
     pub reason: InstallReason,
     /// (level, file) pairs added.
     pub added: &'a [(usize, Arc<FileMetaData>)],
@@ -48,6 +51,8 @@ pub trait VersionExtension: Send + Sync {
     /// Unique name; payloads are stored under it in the manifest.
     fn name(&self) -> &str;
 
+    /// Called under the version lock before the new version's MANIFEST
+    /// record is written; returns the extension's state for that version.
     fn on_install(&self, event: &InstallEvent<'_>) -> Result<InstallOutcome>;
 
     /// Rebuilds the extension state at open from the payloads this

@@ -38,8 +38,11 @@ pub struct VersionSet {
 
 /// What recovery read from the MANIFEST.
 pub struct Recovered {
+    /// The version set, at the recovered version.
     pub versions: VersionSet,
+    /// Last sequence number the MANIFEST records.
     pub last_sequence: u64,
+    /// WAL files numbered below this are obsolete; the others are replayed.
     pub log_number: u64,
 }
 
@@ -187,18 +190,22 @@ impl VersionSet {
         })
     }
 
+    /// The shared counter file numbers are allocated from.
     pub fn next_file_counter(&self) -> Arc<AtomicU64> {
         self.next_file_number.clone()
     }
 
+    /// Allocates a new file number (never reused).
     pub fn new_file_number(&self) -> u64 {
         self.next_file_number.fetch_add(1, Ordering::SeqCst)
     }
 
+    /// WAL files numbered below this are obsolete.
     pub fn log_number(&self) -> u64 {
         self.log_number
     }
 
+    /// File number of the live MANIFEST.
     pub fn manifest_number(&self) -> u64 {
         self.manifest_number
     }

@@ -17,6 +17,7 @@ use crate::version::{FileMetaData, VersionEdit};
 /// its files' user-key ranges are disjoint.
 #[derive(Clone, Default)]
 pub struct Version {
+    /// Live tables, per level (see the ordering invariants above).
     pub levels: Vec<Vec<Arc<FileMetaData>>>,
     /// Extension state installed with this version (see `hooks`).
     pub ext: BTreeMap<String, ExtState>,
@@ -41,6 +42,7 @@ fn largest_user(f: &FileMetaData) -> &[u8] {
 }
 
 impl Version {
+    /// An empty version with `num_levels` levels.
     pub fn new(num_levels: usize) -> Version {
         Version {
             levels: vec![Vec::new(); num_levels],
@@ -94,10 +96,12 @@ impl Version {
         Ok(v)
     }
 
+    /// Number of levels.
     pub fn num_levels(&self) -> usize {
         self.levels.len()
     }
 
+    /// Every live table with its level, level 0 first.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMetaData>)> {
         self.levels
             .iter()
@@ -105,6 +109,7 @@ impl Version {
             .flat_map(|(l, fs)| fs.iter().map(move |f| (l, f)))
     }
 
+    /// Sum of the file sizes at `level`; panics if `level >= num_levels()`.
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|f| f.file_size).sum()
     }

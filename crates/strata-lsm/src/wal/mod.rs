@@ -46,6 +46,7 @@ pub enum RecordType {
 }
 
 impl RecordType {
+    /// The record type stored as byte `b`; `None` for an unknown byte.
     pub fn from_u8(b: u8) -> Option<RecordType> {
         match b {
             1 => Some(RecordType::Full),

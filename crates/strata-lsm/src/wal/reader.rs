@@ -1,10 +1,11 @@
+#![deny(clippy::indexing_slicing)]
 use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::PathBuf;
 
 use super::{RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::coding::{decode_fixed32, masked_crc2};
+use crate::coding::masked_crc2;
 use crate::error::{Error, Result};
 use crate::wal::WalRecovery;
 
@@ -76,6 +77,8 @@ pub struct LogReader {
 }
 
 impl LogReader {
+    /// A reader of the log `file` (named `path` in errors) from its start,
+    /// treating damage as `mode` says.
     pub fn new(file: File, path: PathBuf, mode: WalRecovery) -> LogReader {
         LogReader {
             file,
@@ -109,6 +112,7 @@ impl LogReader {
         res
     }
 
+    /// What was skipped so far.
     pub fn report(&self) -> &ReadReport {
         &self.report
     }
@@ -127,9 +131,9 @@ impl LogReader {
                             rec.clear();
                         }
                         if ty == RecordType::Full {
-                            return Ok(Some(self.buf[payload].to_vec()));
+                            return Ok(Some(self.payload(payload)?.to_vec()));
                         }
-                        rec.extend_from_slice(&self.buf[payload]);
+                        rec.extend_from_slice(self.payload(payload)?);
                         frag_start = Some(start);
                     }
                     RecordType::Middle | RecordType::Last => {
@@ -139,7 +143,7 @@ impl LogReader {
                             }
                             continue;
                         }
-                        rec.extend_from_slice(&self.buf[payload]);
+                        rec.extend_from_slice(self.payload(payload)?);
                         if ty == RecordType::Last {
                             return Ok(Some(rec));
                         }
@@ -228,9 +232,16 @@ impl LogReader {
                 let Some(i) = start.checked_sub(self.buf_start).map(|i| i as usize) else {
                     return false;
                 };
-                let rest = &self.buf[i..];
-                rest.len() > HEADER_SIZE
-                    && decode_fixed32(rest) == Some(masked_crc2(&rest[6..7], &rest[HEADER_SIZE..]))
+                let Some((header, payload)) = self
+                    .buf
+                    .get(i..)
+                    .and_then(|rest| rest.split_first_chunk::<HEADER_SIZE>())
+                else {
+                    return false;
+                };
+                let [c0, c1, c2, c3, _, _, type_byte] = *header;
+                !payload.is_empty()
+                    && u32::from_le_bytes([c0, c1, c2, c3]) == masked_crc2(&[type_byte], payload)
             }
             _ => false,
         }
@@ -260,24 +271,24 @@ impl LogReader {
                 self.pos = self.buf.len();
                 continue;
             }
-            let rest = &self.buf[self.pos..];
+            let rest = self.buf.get(self.pos..).unwrap_or(&[]);
             // Fewer bytes than the block has left only in the last block.
-            if rest.len() < HEADER_SIZE {
+            let Some(header) = rest.first_chunk::<HEADER_SIZE>() else {
                 return Ok(Phys::Bad {
                     start,
                     reason: "header cut off by the end of the file",
                 });
-            }
-            let type_byte = rest[6];
+            };
+            let [c0, c1, c2, c3, l0, l1, type_byte] = *header;
             let Some(ty) = RecordType::from_u8(type_byte) else {
-                let reason = if rest[..HEADER_SIZE].iter().all(|&b| b == 0) {
+                let reason = if header.iter().all(|&b| b == 0) {
                     "zero-filled header"
                 } else {
                     "bad record type"
                 };
                 return Ok(Phys::Bad { start, reason });
             };
-            let len = u16::from_le_bytes([rest[4], rest[5]]) as usize;
+            let len = u16::from_le_bytes([l0, l1]) as usize;
             if HEADER_SIZE + len > block_left {
                 return Ok(Phys::Bad {
                     start,
@@ -292,9 +303,9 @@ impl LogReader {
                     reason: "record cut off by the end of the file",
                 });
             }
-            let stored = decode_fixed32(rest).unwrap_or(0);
+            let stored = u32::from_le_bytes([c0, c1, c2, c3]);
             let payload = self.pos + HEADER_SIZE..self.pos + HEADER_SIZE + len;
-            if masked_crc2(&[type_byte], &self.buf[payload.clone()]) != stored {
+            if masked_crc2(&[type_byte], self.payload(payload.clone())?) != stored {
                 return Ok(Phys::Bad {
                     start,
                     reason: "checksum mismatch",
@@ -318,7 +329,7 @@ impl LogReader {
         let mut i = from.saturating_sub(self.buf_start) as usize;
         loop {
             while i + HEADER_SIZE <= self.buf.len() {
-                if starts_logical_record(&self.buf[i..]) {
+                if starts_logical_record(self.buf.get(i..).unwrap_or(&[])) {
                     self.pos = i;
                     return Ok(Some(self.buf_start + i as u64));
                 }
@@ -333,6 +344,17 @@ impl LogReader {
         }
     }
 
+    /// The bytes of a record's payload in the current block.
+    fn payload(&self, range: Range<usize>) -> Result<&[u8]> {
+        self.buf.get(range.clone()).ok_or_else(|| {
+            Error::corruption(format!(
+                "log {}: record payload {range:?} lies outside the {}-byte block read",
+                self.path.display(),
+                self.buf.len()
+            ))
+        })
+    }
+
     /// Replaces the current block with the next one.
     fn read_next_block(&mut self) -> Result<()> {
         self.buf_start += self.buf.len() as u64;
@@ -340,7 +362,10 @@ impl LogReader {
         self.buf.resize(BLOCK_SIZE, 0);
         let mut n = 0;
         while n < BLOCK_SIZE {
-            match self.file.read(&mut self.buf[n..]) {
+            let Some(unread) = self.buf.get_mut(n..) else {
+                break;
+            };
+            match self.file.read(unread) {
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -367,16 +392,16 @@ impl LogReader {
 /// True if `rest` (the remainder of a block) starts with a FULL or FIRST
 /// record that lies within it and checks out.
 fn starts_logical_record(rest: &[u8]) -> bool {
-    if rest.len() < HEADER_SIZE {
+    let Some((header, after)) = rest.split_first_chunk::<HEADER_SIZE>() else {
         return false;
-    }
-    let type_byte = rest[6];
+    };
+    let [c0, c1, c2, c3, l0, l1, type_byte] = *header;
     if type_byte != RecordType::Full as u8 && type_byte != RecordType::First as u8 {
         return false;
     }
-    let len = u16::from_le_bytes([rest[4], rest[5]]) as usize;
-    let Some(payload) = rest.get(HEADER_SIZE..HEADER_SIZE + len) else {
+    let len = u16::from_le_bytes([l0, l1]) as usize;
+    let Some(payload) = after.get(..len) else {
         return false;
     };
-    decode_fixed32(rest) == Some(masked_crc2(&[type_byte], payload))
+    u32::from_le_bytes([c0, c1, c2, c3]) == masked_crc2(&[type_byte], payload)
 }

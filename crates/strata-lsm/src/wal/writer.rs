@@ -84,6 +84,7 @@ impl LogWriter {
         self.len
     }
 
+    /// True if the file is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -42,6 +42,8 @@
 //! newer one. Candidates older than the current K-th result are not
 //! validated (Algorithm 1's heap test).
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -192,12 +194,11 @@ impl Zone {
         if ty.is_spatial() {
             let mut r = [0.0; 4];
             for c in &mut r {
-                let b: [u8; 8] = src
-                    .get(..8)
-                    .and_then(|s| s.try_into().ok())
+                let (b, rest) = src
+                    .split_first_chunk::<8>()
                     .ok_or_else(|| bad("truncated rectangle"))?;
-                *c = f64::from_le_bytes(b);
-                *src = &src[8..];
+                *c = f64::from_le_bytes(*b);
+                *src = rest;
             }
             // Also rejects NaN.
             if !(r[0] <= r[2] && r[1] <= r[3]) {
@@ -789,7 +790,9 @@ impl Search<'_, '_> {
                     continue;
                 }
                 self.validations += 1;
-                match newest_in_mems(&self.view.mems[..=i], &key, snapshot) {
+                // `i` enumerates `mems`, so the range is in bounds.
+                let newer = self.view.mems.get(..=i).unwrap_or_default();
+                match newest_in_mems(newer, &key, snapshot) {
                     Some(MemGet::Value(s, v)) if s == seq => {
                         let v = self.keep(v);
                         self.acc.push(key, seq, v, None);
@@ -852,9 +855,9 @@ impl Search<'_, '_> {
         let version = Arc::clone(&self.view.version);
         let l0 = version.levels.first().map_or(&[][..], |l| {
             if level == 0 {
-                &l[..pos.min(l.len())]
+                l.get(..pos).unwrap_or(l)
             } else {
-                &l[..]
+                l.as_slice()
             }
         });
         for f in l0 {
@@ -863,8 +866,11 @@ impl Search<'_, '_> {
             }
         }
         for lv in 1..level.min(version.num_levels()) {
-            if let Some(i) = version.find_file(lv, key) {
-                if self.newer_table_holds(&version.levels[lv][i], key, seq)? {
+            let file = version
+                .find_file(lv, key)
+                .and_then(|i| version.levels.get(lv)?.get(i));
+            if let Some(file) = file {
+                if self.newer_table_holds(file, key, seq)? {
                     return Ok(false);
                 }
             }
@@ -889,11 +895,15 @@ impl Search<'_, '_> {
         let mut first_run = true;
         let mut visible_seen = false;
         for i in 0..entries.len() {
-            if i > 0 && entries[i].0 != entries[i - 1].0 {
+            let prev = i.checked_sub(1).and_then(|p| entries.get(p));
+            let Some(entry) = entries.get(i) else {
+                break;
+            };
+            if prev.is_some_and(|p| p.0 != entry.0) {
                 first_run = false;
                 visible_seen = false;
             }
-            let (seq, kind) = (entries[i].1, entries[i].2);
+            let (seq, kind) = (entry.1, entry.2);
             // A version newer than the snapshot hides nothing; an older one
             // after a visible version of the same key is shadowed by it.
             if seq > snapshot || visible_seen {
@@ -903,19 +913,23 @@ impl Search<'_, '_> {
             if kind != ValueKind::Value || self.acc.full_before(seq) {
                 continue;
             }
-            let value = &entries[i].3;
+            let value = &entry.3;
             let doc = parse_doc(value, std::iter::once(self.def));
             match self.def.extract(value, doc.as_ref()) {
                 Ok(v) if self.pred.matches(&v) => {}
                 _ => continue,
             }
             self.validations += 1;
-            let key = entries[i].0.clone();
+            let key = entry.0.clone();
             if !self.valid_in_table(t, level, pos, first_run && b.continues, &key, seq)? {
                 self.stale += 1;
                 continue;
             }
-            let value = self.keep(std::mem::take(&mut entries[i].3));
+            let value = entries
+                .get_mut(i)
+                .map(|e| std::mem::take(&mut e.3))
+                .unwrap_or_default();
+            let value = self.keep(value);
             self.acc
                 .push(key, seq, value, Some((f.number, b.handle.offset)));
         }

@@ -3,6 +3,8 @@
 //! `sort_key(value) ‖ primary key ‖ seq` (Luo & Carey §3, DELI), and the
 //! scan of the entries matching a query.
 
+#![deny(clippy::indexing_slicing)]
+
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
 use strata_lsm::Snapshot;
@@ -23,11 +25,14 @@ pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
 /// `(primary key, seq)` of an entry key.
 pub(crate) fn decode_entry(ty: KeyType, key: &[u8]) -> Result<(Vec<u8>, SeqNo)> {
     let sk = tree::sort_key_len(ty, key)?;
-    if key.len() < sk + 8 {
+    let Some((pk, seq)) = key
+        .get(sk..)
+        .and_then(|rest| rest.split_at_checked(rest.len().checked_sub(8)?))
+    else {
         return Err(Error::corruption("index tree entry key too short"));
-    }
-    let seq = tree::read_seq(&key[key.len() - 8..], false)?;
-    Ok((key[sk..key.len() - 8].to_vec(), seq))
+    };
+    let seq = tree::read_seq(seq, false)?;
+    Ok((pk.to_vec(), seq))
 }
 
 /// Candidates `(pk, seq)` with `seq <= q.snapshot` of the entries of

@@ -25,6 +25,8 @@
 //! same maintenance. Counts only over-approximate, so an entry never leaves
 //! too early. Format in `docs/format/next.md`.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::HashMap;
 
 use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};

@@ -43,7 +43,7 @@ use super::strategy::{
     VersionSlot, WritePath,
 };
 use super::value::{IndexValue, KeyType, Predicate};
-use super::{Hit, IndexStats, OpRef, QueryProfile};
+use super::{read, write, Hit, IndexStats, OpRef, QueryProfile};
 
 /// One spatial entry: the attribute's rectangle (a point is a degenerate
 /// rectangle) with (primary key, sequence number).
@@ -181,7 +181,7 @@ impl MemoryIndex {
     /// Write access for a batch of changes (one lock for the batch).
     pub fn edit(&self) -> Editor<'_> {
         Editor {
-            inner: self.inner.write().unwrap_or_else(|e| e.into_inner()),
+            inner: write(&self.inner),
         }
     }
 
@@ -193,7 +193,7 @@ impl MemoryIndex {
     /// `(primary key, seq)` of every entry whose attribute satisfies `pred`,
     /// in no particular order.
     pub fn query(&self, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
-        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let inner = read(&self.inner);
         match &inner.tree {
             Tree::Scalar(m) => {
                 let Some((lo, hi)) = pred.scalar_bounds() else {
@@ -226,12 +226,12 @@ impl MemoryIndex {
 
     /// Number of entries.
     pub fn entries(&self) -> u64 {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).entries as u64
+        read(&self.inner).entries as u64
     }
 
     /// Estimated RAM of the entries (keys, values, container overhead).
     pub fn memory_bytes(&self) -> u64 {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).bytes as u64
+        read(&self.inner).bytes as u64
     }
 }
 

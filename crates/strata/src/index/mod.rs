@@ -50,7 +50,7 @@ pub(crate) mod tree;
 pub mod value;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -87,8 +87,12 @@ pub enum Extractor {
 /// An index definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexSpec {
+    /// Unique name of the index in its database.
     pub name: String,
+    /// Where each record's attribute comes from.
     pub extractor: Extractor,
+    /// Type of the attribute; records whose attribute has another type are
+    /// not indexed (counted in [`IndexStats::skipped_wrong_type`]).
     pub key_type: KeyType,
     /// Strategy name (see [`StrategyKind::name`]); `next` by default.
     pub strategy: String,
@@ -117,11 +121,14 @@ impl IndexSpec {
         }
     }
 
+    /// Sets the strategy by name (checked when the index is created).
     pub fn strategy(mut self, s: &str) -> Self {
         self.strategy = s.to_string();
         self
     }
 
+    /// Sets strategy parameter `k` to `v`, replacing an earlier value
+    /// (checked by the strategy when the index is created).
     pub fn param(mut self, k: &str, v: &str) -> Self {
         self.params.insert(k.to_string(), v.to_string());
         self
@@ -134,6 +141,7 @@ impl IndexSpec {
 pub enum IndexState {
     /// Being built over existing data; queries fail with a clear error.
     Building,
+    /// Built; queries are answered.
     Ready,
 }
 
@@ -145,18 +153,23 @@ pub struct IndexStats {
     /// Writes not indexed: attribute absent, of another type, or the value
     /// is not JSON.
     pub skipped_missing: u64,
+    /// Writes not indexed: the attribute is not of the index's key type.
     pub skipped_wrong_type: u64,
+    /// Writes not indexed: the value is not JSON.
     pub skipped_malformed: u64,
     /// Global-index entries and their RAM.
     pub global_entries: u64,
+    /// Bytes of RAM of the index's in-memory structures.
     pub memory_bytes: u64,
     /// Bytes of this index's blocks in live tables.
     pub disk_bytes: u64,
+    /// Queries answered.
     pub queries: u64,
     /// Candidates validated, and how many were stale. For `memory`
     /// indexes (which need no validation): records fetched and checked to
     /// be the version the index holds, and how many were not (a bug).
     pub validations: u64,
+    /// Of [`IndexStats::validations`], the candidates found stale.
     pub validations_failed: u64,
     /// Point lookups needed because a key changed after the query's snapshot.
     pub exact_checks: u64,
@@ -175,12 +188,16 @@ pub struct IndexStats {
     /// on without marking anything).
     #[serde(default)]
     pub repair_scanned: u64,
+    /// Composite merge repair: entries looked up in the primary-key index.
     #[serde(default)]
     pub repair_lookups: u64,
+    /// Composite merge repair: entries left valid without a lookup.
     #[serde(default)]
     pub repair_pruned: u64,
+    /// Composite merge repair: obsolete entries left for a later repair.
     #[serde(default)]
     pub repair_deferred: u64,
+    /// Composite merge repair: repairs abandoned on a read error.
     #[serde(default)]
     pub repair_errors: u64,
 }
@@ -188,9 +205,13 @@ pub struct IndexStats {
 /// An index as listed by [`crate::Db::indexes`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IndexInfo {
+    /// Internal id, unique in the database and never reused.
     pub id: u32,
+    /// The definition the index was created with.
     pub spec: IndexSpec,
+    /// Whether it answers queries yet.
     pub state: IndexState,
+    /// Its counters.
     pub stats: IndexStats,
 }
 
@@ -204,11 +225,13 @@ pub struct QueryOptions {
 }
 
 impl QueryOptions {
+    /// Returns only the `k` most recent matches.
     pub fn limit(mut self, k: usize) -> Self {
         self.limit = Some(k);
         self
     }
 
+    /// Returns keys without values if `v`.
     pub fn keys_only(mut self, v: bool) -> Self {
         self.keys_only = v;
         self
@@ -227,6 +250,7 @@ pub struct QueryProfile {
     pub index_blocks_read: u64,
     /// Candidates validated, and how many were stale.
     pub candidates: u64,
+    /// Of [`QueryProfile::candidates`], those found stale.
     pub stale: u64,
     /// Tables skipped because the top K was already known.
     pub tables_skipped: u64,
@@ -235,6 +259,7 @@ pub struct QueryProfile {
 /// One query result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
+    /// Primary key of the record.
     pub key: Vec<u8>,
     /// `None` in keys-only mode.
     pub value: Option<Vec<u8>>,
@@ -358,14 +383,4 @@ impl SyncGate {
 /// published sequence number), set when the engine attaches the manager.
 pub(crate) type PrimaryClock = Box<dyn Fn() -> (SeqNo, SeqNo) + Send + Sync>;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use strata_lsm::sync::{lock, read, write};

@@ -29,6 +29,8 @@
 //! entry `varint pk_len ‖ pk ‖ fixed64_le(seq << 1 | is_marker)`, newest
 //! first.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -75,13 +77,10 @@ fn decode_list(mut b: &[u8]) -> Result<List> {
     let mut l = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {
         let len = get_varint64(&mut b).ok_or_else(bad)? as usize;
-        if b.len() < len + 8 {
-            return Err(bad());
-        }
-        let pk = b[..len].to_vec();
-        let seq = u64::from_le_bytes(b[len..len + 8].try_into().map_err(|_| bad())?);
-        b = &b[len + 8..];
-        l.push((pk, seq));
+        let (pk, rest) = b.split_at_checked(len).ok_or_else(bad)?;
+        let (seq, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
+        b = rest;
+        l.push((pk.to_vec(), u64::from_le_bytes(*seq)));
     }
     if !b.is_empty() {
         return Err(bad());
@@ -260,10 +259,12 @@ impl Posting {
     /// the query's predicate.
     fn list_matches(&self, q: &Query<'_>, k: &[u8]) -> Result<bool> {
         let sk = tree::sort_key_len(self.ty, k)?;
-        if k.len() != sk + geometry_len(self.ty) {
-            return Err(Error::corruption("posting list key is malformed"));
+        match k.split_at_checked(sk) {
+            Some((_, geometry)) if geometry.len() == geometry_len(self.ty) => {
+                tree::entry_matches(self.ty, q.pred, geometry)
+            }
+            _ => Err(Error::corruption("posting list key is malformed")),
         }
-        tree::entry_matches(self.ty, q.pred, &k[sk..])
     }
 
     /// The candidates of every (merged) posting list in the key `ranges`

@@ -51,12 +51,26 @@ use super::{Hit, IndexSpec, IndexStats, OpRef, QueryOptions, QueryProfile, Query
 /// Every strategy, by the name [`IndexSpec::strategy`] takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StrategyKind {
+    /// `next` (the default): per-table secondary blocks and a global
+    /// index, validated by the update memo (NEXT §3–4).
     Next,
+    /// `memory`: every entry in RAM, maintained synchronously, rebuilt by a
+    /// scan at every open (the Eager baseline).
     Memory,
+    /// `embedded`: per-table zone maps and filters, validated by GetLite
+    /// (LevelDB++ §3).
     Embedded,
+    /// `composite`: a stand-alone secondary tree of (attribute, key)
+    /// entries (Luo & Carey §3–4).
     Composite,
+    /// `deli`: a stand-alone tree maintained blindly, repaired from
+    /// compactions' dropped versions and on read (DELI).
     Deli,
+    /// `posting-eager`: stand-alone posting lists, read-modify-write on
+    /// every update (LevelDB++ §4, Eager).
     PostingEager,
+    /// `posting-lazy`: stand-alone posting lists appended with merge
+    /// operands (LevelDB++ §4, Lazy).
     PostingLazy,
 }
 

@@ -33,6 +33,8 @@
 //! [`MAX_COVER_RANGES`] Hilbert ranges and filters candidates by their
 //! exact geometry, stored in the entry.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -99,8 +101,8 @@ pub fn sort_key_len(ty: KeyType, key: &[u8]) -> Result<usize> {
     match ty {
         KeyType::String => {
             let mut i = 0;
-            while i + 1 < key.len() {
-                match (key[i], key[i + 1]) {
+            while let Some(&[a, b]) = key.get(i..i + 2) {
+                match (a, b) {
                     (0, 0) => return Ok(i + 2),
                     (0, 0xff) => i += 2,
                     (0, _) => return Err(bad()),
@@ -327,8 +329,8 @@ impl IndexTree {
                     path.display()
                 )));
             }
-            for (i, e) in extent.iter().enumerate() {
-                let a: [u8; 8] = b[i * 8..i * 8 + 8]
+            for (e, a) in extent.iter().zip(b.chunks_exact(8)) {
+                let a: [u8; 8] = a
                     .try_into()
                     .map_err(|_| Error::corruption("index tree: bad extent entry"))?;
                 e.store(u64::from_le_bytes(a), Relaxed);

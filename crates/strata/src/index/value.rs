@@ -7,6 +7,8 @@
 //! order is numeric order; NaN is never indexed); `string` is its UTF-8
 //! bytes; `point` is two and `rect` four little-endian f64s.
 
+#![deny(clippy::indexing_slicing)]
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -16,8 +18,11 @@ use strata_lsm::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KeyType {
+    /// JSON integer that fits in an `i64`.
     I64,
+    /// Finite JSON number (integers included).
     F64,
+    /// JSON string.
     String,
     /// JSON `[x, y]`.
     Point,
@@ -26,6 +31,8 @@ pub enum KeyType {
 }
 
 impl KeyType {
+    /// Parses a key type name (`i64`, `f64`, `string`, `point`, `rect`);
+    /// `Error::InvalidArgument` for any other.
     pub fn parse(s: &str) -> Result<KeyType> {
         match s {
             "i64" => Ok(KeyType::I64),
@@ -39,6 +46,7 @@ impl KeyType {
         }
     }
 
+    /// The name [`KeyType::parse`] accepts.
     pub fn as_str(&self) -> &'static str {
         match self {
             KeyType::I64 => "i64",
@@ -49,6 +57,7 @@ impl KeyType {
         }
     }
 
+    /// True for the spatial types (`point`, `rect`).
     pub fn is_spatial(&self) -> bool {
         matches!(self, KeyType::Point | KeyType::Rect)
     }
@@ -57,14 +66,20 @@ impl KeyType {
 /// One attribute value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum IndexValue {
+    /// An `i64` attribute.
     I64(i64),
+    /// An `f64` attribute.
     F64(f64),
+    /// A string attribute.
     Str(String),
+    /// A point `[x, y]`.
     Point([f64; 2]),
+    /// A rectangle `[xmin, ymin, xmax, ymax]`, min <= max.
     Rect([f64; 4]),
 }
 
 impl IndexValue {
+    /// The key type this value has.
     pub fn key_type(&self) -> KeyType {
         match self {
             IndexValue::I64(_) => KeyType::I64,
@@ -254,17 +269,19 @@ pub fn extract(doc: &Value, path: &[String], ty: KeyType) -> std::result::Result
             .ok_or(Skip::WrongType),
         KeyType::Point => match v
             .as_array()
-            .map(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .and_then(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .as_deref()
         {
-            Some(Some(c)) if c.len() == 2 => Ok(IndexValue::Point([c[0], c[1]])),
+            Some(&[x, y]) => Ok(IndexValue::Point([x, y])),
             _ => Err(Skip::WrongType),
         },
         KeyType::Rect => match v
             .as_array()
-            .map(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .and_then(|a| a.iter().map(num).collect::<Option<Vec<f64>>>())
+            .as_deref()
         {
-            Some(Some(c)) if c.len() == 4 && c[0] <= c[2] && c[1] <= c[3] => {
-                Ok(IndexValue::Rect([c[0], c[1], c[2], c[3]]))
+            Some(&[x0, y0, x1, y1]) if x0 <= x1 && y0 <= y1 => {
+                Ok(IndexValue::Rect([x0, y0, x1, y1]))
             }
             _ => Err(Skip::WrongType),
         },

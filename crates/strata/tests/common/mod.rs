@@ -1,4 +1,5 @@
 //! Helpers shared by the behaviour tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 #![allow(dead_code)]
 
 /// SplitMix64: tiny, deterministic, good enough for test workloads.

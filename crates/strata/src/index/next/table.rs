@@ -13,6 +13,8 @@
 //! `next.<id>.dir`, which is all recovery reads to rebuild the global index.
 //! Byte formats: `docs/format/next.md`.
 
+#![deny(clippy::indexing_slicing)]
+
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, AABB};
 
@@ -167,12 +169,16 @@ impl TableIndex {
             Envelope::Scalar(_, hi) => hi.as_slice() < a.as_slice(),
             Envelope::Rect(_) => false,
         });
-        (first..self.entries.len())
-            .take_while(|&i| match &self.entries[i].env {
+        self.entries
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take_while(|(_, e)| match &e.env {
                 Envelope::Scalar(lo, _) => lo.as_slice() <= b.as_slice(),
                 Envelope::Rect(_) => false,
             })
-            .filter(|&i| self.entries[i].env.may_match(pred))
+            .filter(|(_, e)| e.env.may_match(pred))
+            .map(|(i, _)| i)
             .collect()
     }
 
@@ -320,8 +326,8 @@ pub fn build(
                     f64::INFINITY
                 }
             } else {
-                let lo = encoded[0].2.gap_coordinate();
-                let hi = encoded[n - 1].2.gap_coordinate();
+                let lo = encoded.first().map_or(0.0, |e| e.2.gap_coordinate());
+                let hi = encoded.last().map_or(0.0, |e| e.2.gap_coordinate());
                 let d = 8.0 * (hi - lo) / (n - 1) as f64;
                 if d > 0.0 {
                     d
@@ -479,12 +485,11 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
         let env = if expect.is_spatial() {
             let mut r = [0.0; 4];
             for c in &mut r {
-                let b: [u8; 8] = src
-                    .get(..8)
-                    .and_then(|s| s.try_into().ok())
+                let (b, rest) = src
+                    .split_first_chunk::<8>()
                     .ok_or_else(|| bad("truncated"))?;
-                *c = f64::from_le_bytes(b);
-                src = &src[8..];
+                *c = f64::from_le_bytes(*b);
+                src = rest;
             }
             Envelope::Rect(r)
         } else {
@@ -522,9 +527,9 @@ pub fn decode_sec_block(mut src: &[u8], ty: KeyType) -> Result<Vec<(Vec<u8>, Loc
     for _ in 0..n {
         let v = match width {
             Some(w) => {
-                let v = src.get(..w).ok_or_else(bad)?.to_vec();
-                src = &src[w..];
-                v
+                let (v, rest) = src.split_at_checked(w).ok_or_else(bad)?;
+                src = rest;
+                v.to_vec()
             }
             None => get_length_prefixed(&mut src).ok_or_else(bad)?.to_vec(),
         };
