@@ -229,3 +229,127 @@ fn merge_needs_an_operator_and_no_indexes() {
     let err = db.write(b, WriteOptions::default()).unwrap_err();
     assert!(err.to_string().contains("secondary indexes"), "{err}");
 }
+
+// ---------------------------------------------------------------------------
+// The same model as a proptest: an operation sequence is generated as a
+// `Vec<Op>`, so a failing one shrinks to a minimal sequence and is saved in
+// `tests/proptest-regressions/db_merge.txt` (replayed first on every run).
+// The seeded run above stays: it runs one long sequence and checks that
+// partial merges happened. `PROPTEST_CASES=n` runs n cases instead of the
+// default.
+
+use proptest::prelude::*;
+
+const PROP_KEYS: u64 = 40;
+
+#[derive(Debug, Clone)]
+enum Operand {
+    /// `!`: clears what came before.
+    Clear,
+    /// `m<step>,x<digit><y * len>`.
+    Tokens(u8, usize),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Merge(u64, Operand),
+    Put(u64),
+    Delete(u64),
+    /// Keeps a snapshot with a copy of the model (the last 3 are kept).
+    Snapshot,
+    /// Checks gets, multi_gets and a scan of the latest state and of every
+    /// kept snapshot.
+    Check,
+    Flush,
+    Compact,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = || 0..PROP_KEYS;
+    let operand = prop_oneof![
+        5 => Just(Operand::Clear),
+        95 => (0..9u8, 0..60usize).prop_map(|(d, n)| Operand::Tokens(d, n)),
+    ];
+    prop_oneof![
+        600 => (k(), operand).prop_map(|(k, o)| Op::Merge(k, o)),
+        200 => k().prop_map(Op::Put),
+        100 => k().prop_map(Op::Delete),
+        10 => Just(Op::Snapshot),
+        10 => Just(Op::Check),
+        20 => Just(Op::Flush),
+        10 => Just(Op::Compact),
+        5 => Just(Op::Reopen),
+    ]
+}
+
+fn run_ops(ops: &[Op]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    let mut db = Db::open(dir.path(), opts()).unwrap();
+    let mut snaps: Vec<(strata::Snapshot, Model)> = Vec::new();
+    for (step, op) in ops.iter().enumerate() {
+        match op {
+            Op::Merge(k, operand) => {
+                let operand = match operand {
+                    Operand::Clear => "!".to_string(),
+                    Operand::Tokens(d, n) => format!("m{step},x{d}{}", "y".repeat(*n)),
+                };
+                let mut b = WriteBatch::new();
+                b.merge(&key(*k), operand.as_bytes());
+                db.write(b, WriteOptions::default()).unwrap();
+                model_merge(&mut model, &key(*k), operand.as_bytes());
+            }
+            Op::Put(k) => {
+                let v = format!("p{step}");
+                db.put(&key(*k), v.as_bytes()).unwrap();
+                model.insert(key(*k), v.into_bytes());
+            }
+            Op::Delete(k) => {
+                db.delete(&key(*k)).unwrap();
+                model.remove(&key(*k));
+            }
+            Op::Snapshot => {
+                snaps.push((db.snapshot(), model.clone()));
+                if snaps.len() > 3 {
+                    snaps.remove(0);
+                }
+            }
+            Op::Check => {
+                check(&db, None, &model, PROP_KEYS);
+                for (s, m) in &snaps {
+                    check(&db, Some(s), m, PROP_KEYS);
+                }
+            }
+            Op::Flush => db.flush().unwrap(),
+            Op::Compact => db.compact_range(None, None).unwrap(),
+            Op::Reopen => {
+                snaps.clear();
+                drop(db);
+                db = Db::open(dir.path(), opts()).unwrap();
+                check(&db, None, &model, PROP_KEYS);
+            }
+        }
+    }
+    check(&db, None, &model, PROP_KEYS);
+    for (s, m) in &snaps {
+        check(&db, Some(s), m, PROP_KEYS);
+    }
+    snaps.clear();
+    db.compact_range(None, None).unwrap();
+    check(&db, None, &model, PROP_KEYS);
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    check(&db, None, &model, PROP_KEYS);
+}
+
+#[test]
+fn prop_merge_operands_match_the_model() {
+    common::proptest_run(
+        "merge operands",
+        48,
+        file!(),
+        prop::collection::vec(op(), 1..400),
+        |ops| run_ops(&ops),
+    );
+}

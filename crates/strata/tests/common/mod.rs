@@ -90,3 +90,46 @@ pub fn spec_for(strategy: &str, name: &str, path: &str, ty: strata::KeyType) -> 
     }
     spec
 }
+
+/// The proptest configuration of the randomized model and oracle tests:
+/// `default_cases` cases unless `PROPTEST_CASES` says otherwise (proptest's
+/// other `PROPTEST_*` variables apply as usual), and failing cases saved
+/// beside the test as `proptest-regressions/<test file>.txt`, which are
+/// replayed first on every later run. `source_file` is the test's
+/// `file!()` (the `proptest!` macro sets it itself).
+pub fn proptest_config(
+    default_cases: u32,
+    source_file: &'static str,
+) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default_cases);
+    proptest::test_runner::Config {
+        cases,
+        source_file: Some(source_file),
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+        )),
+        ..proptest::test_runner::Config::default()
+    }
+}
+
+/// Runs `test` on `cases` values of `strategy` (see [`proptest_config`]).
+/// A failing case (a panic) is shrunk to a minimal one, saved to the
+/// regressions file, and reported in the panic message with `what`.
+pub fn proptest_run<S: proptest::strategy::Strategy>(
+    what: &str,
+    cases: u32,
+    source_file: &'static str,
+    strategy: S,
+    test: impl Fn(S::Value),
+) {
+    let mut runner = proptest::test_runner::TestRunner::new(proptest_config(cases, source_file));
+    if let Err(e) = runner.run(&strategy, |v| {
+        test(v);
+        Ok(())
+    }) {
+        panic!("{what}: {e}");
+    }
+}
