@@ -1,6 +1,11 @@
 //! Merge operands against an in-memory model: gets, batched gets and
 //! iterators at the latest state and at snapshots, across flushes,
 //! compactions (full and partial merges) and reopen.
+//!
+//! Two forms: one long seeded run and a proptest run (`prop_*`) whose
+//! failing operation sequences shrink to a minimal one and are saved in
+//! `tests/proptest-regressions/db_merge.txt`, replayed first on every run.
+//! `PROPTEST_CASES=n` runs n proptest cases instead of the default.
 
 mod common;
 

@@ -1,5 +1,10 @@
 //! Model-based test: random sequences of put/delete/batch/get/multi_get/
 //! scan/snapshot/flush/compact/reopen checked against a BTreeMap.
+//!
+//! Two forms: long seeded runs (`model_*`) and proptest runs (`prop_model_*`)
+//! whose failing operation sequences shrink to a minimal one and are saved
+//! in `tests/proptest-regressions/db_model.txt`, replayed first on every run.
+//! `PROPTEST_CASES=n` runs n proptest cases per test instead of the default.
 
 mod common;
 
