@@ -19,10 +19,14 @@ use strata::{Db, Error, MergeOperator, Options, Result, WriteBatch, WriteOptions
 /// Values are comma-separated tokens; an operand appends its tokens, and
 /// the token `!` clears everything before it. An empty result deletes the
 /// key. Associative: a partial merge keeps the last `!` and what follows.
-struct Append;
+/// Counts its partial merges (compaction above older data) in `.0`.
+struct Append(&'static AtomicU64);
 
-/// Partial merges done by any `Append` (compaction above older data).
+/// Partial merges done in the seeded model test (its own counter, so that
+/// the other tests' merges running beside it do not count).
 static PARTIAL_MERGES: AtomicU64 = AtomicU64::new(0);
+/// Partial merges done in the other tests.
+static OTHER_PARTIAL_MERGES: AtomicU64 = AtomicU64::new(0);
 
 fn tokens(b: &[u8]) -> Vec<&[u8]> {
     b.split(|&c| c == b',').filter(|t| !t.is_empty()).collect()
@@ -59,7 +63,7 @@ impl MergeOperator for Append {
     }
     fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Result<Vec<u8>> {
         assert!(operands.len() >= 2, "partial merge of one operand");
-        PARTIAL_MERGES.fetch_add(1, Relaxed);
+        self.0.fetch_add(1, Relaxed);
         let mut out = Vec::new();
         for o in operands.iter().rev() {
             apply(&mut out, &tokens(o), true);
@@ -80,7 +84,11 @@ fn model_merge(m: &mut Model, k: &[u8], operand: &[u8]) {
 }
 
 fn opts() -> Options {
-    let mut o = Options::small_for_tests().merge_operator(Arc::new(Append));
+    opts_counting(&OTHER_PARTIAL_MERGES)
+}
+
+fn opts_counting(partial_merges: &'static AtomicU64) -> Options {
+    let mut o = Options::small_for_tests().merge_operator(Arc::new(Append(partial_merges)));
     o.background_work = false;
     o
 }
@@ -124,7 +132,7 @@ fn merge_operands_match_the_model_across_flush_compaction_snapshots_and_reopen()
     let keys = 200;
     let mut rng = Rng::new(7);
     let mut model = Model::new();
-    let mut db = Db::open(dir.path(), opts()).unwrap();
+    let mut db = Db::open(dir.path(), opts_counting(&PARTIAL_MERGES)).unwrap();
     let mut snaps: Vec<(strata::Snapshot, Model)> = Vec::new();
     for step in 0..9000u64 {
         let k = key(rng.below(keys));
@@ -169,7 +177,7 @@ fn merge_operands_match_the_model_across_flush_compaction_snapshots_and_reopen()
         if step == 3000 {
             snaps.clear();
             drop(db);
-            db = Db::open(dir.path(), opts()).unwrap();
+            db = Db::open(dir.path(), opts_counting(&PARTIAL_MERGES)).unwrap();
             check(&db, None, &model, keys);
         }
     }
@@ -177,7 +185,7 @@ fn merge_operands_match_the_model_across_flush_compaction_snapshots_and_reopen()
     db.compact_range(None, None).unwrap();
     check(&db, None, &model, keys);
     drop(db);
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), opts_counting(&PARTIAL_MERGES)).unwrap();
     check(&db, None, &model, keys);
     assert!(
         PARTIAL_MERGES.load(Relaxed) > 0,
