@@ -7,6 +7,12 @@
 //! A new strategy joins by adding its name to `STRATEGIES`. Setting
 //! `STRATA_ORACLE_ONLY=name[,name...]` runs only those strategies (while
 //! developing one); CI runs them all.
+//!
+//! Two forms per strategy: long seeded runs (`oracle_*`) and proptest runs
+//! (`prop_oracle_*`) whose failing operation sequences shrink to a minimal
+//! one and are saved in `tests/proptest-regressions/index_oracle.txt`,
+//! replayed first on every run (for every strategy). `PROPTEST_CASES=n`
+//! runs n proptest cases per strategy instead of the default.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
@@ -355,4 +361,350 @@ fn oracle_delta_off_and_fixed() {
             assert_eq!(got, want);
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// The same oracle as a proptest, per strategy: an operation sequence is
+// generated as a `Vec<Op>`, so a failing one shrinks to a minimal sequence
+// and is saved in `tests/proptest-regressions/index_oracle.txt` (its cases
+// are replayed first on every run, for every strategy). The seeded runs
+// above stay: they run longer sequences. `PROPTEST_CASES=n` runs n cases
+// per strategy instead of the default; `STRATA_ORACLE_ONLY` applies too.
+
+use proptest::prelude::*;
+
+/// A record as `random_value` makes them, field by field; `None` leaves
+/// the field out.
+#[derive(Debug, Clone)]
+enum Doc {
+    NotJson,
+    Json {
+        /// `Err(())`: the wrong type (`"x"`).
+        n: Option<Result<i64, ()>>,
+        /// Eighths.
+        f: Option<u8>,
+        s: Option<u8>,
+        /// Quarters.
+        p: Option<(u8, u8)>,
+        /// x, y, w, h in quarters.
+        r: Option<(u8, u8, u8, u8)>,
+        pad: usize,
+    },
+}
+
+const WORDS: &[&str] = &[
+    "apple", "banana", "cherry", "date", "elder", "fig", "grape", "",
+];
+const QUERY_WORDS: &[&str] = &[
+    "apple", "b", "banana", "cherry", "d", "fig", "grape", "zzz", "",
+];
+
+impl Doc {
+    fn bytes(&self) -> Vec<u8> {
+        let Doc::Json { n, f, s, p, r, pad } = self else {
+            return b"not json {".to_vec();
+        };
+        let mut doc = serde_json::Map::new();
+        if let Some(n) = n {
+            doc.insert("n".into(), n.map_or(json!("x"), |n| json!(n)));
+        }
+        if let Some(f) = f {
+            doc.insert("f".into(), json!(*f as f64 / 8.0 - 10.0));
+        }
+        if let Some(s) = s {
+            doc.insert("s".into(), json!(WORDS[*s as usize]));
+        }
+        if let Some((x, y)) = p {
+            doc.insert(
+                "loc".into(),
+                json!({"p": [*x as f64 / 4.0, *y as f64 / 4.0]}),
+            );
+        }
+        if let Some((x, y, w, h)) = r {
+            let (x, y) = (*x as f64 / 4.0, *y as f64 / 4.0);
+            let (w, h) = (*w as f64 / 4.0, *h as f64 / 4.0);
+            doc.insert("r".into(), json!([x, y, x + w, y + h]));
+        }
+        doc.insert("pad".into(), json!("x".repeat(*pad)));
+        serde_json::to_vec(&Value::Object(doc)).unwrap()
+    }
+}
+
+fn doc() -> impl Strategy<Value = Doc> {
+    // Each field is left out one time in ten, as in `random_value`.
+    fn field<T: std::fmt::Debug>(s: impl Strategy<Value = T>) -> impl Strategy<Value = Option<T>> {
+        prop::option::weighted(0.9, s)
+    }
+    let n = prop_oneof![5 => Just(Err(())), 95 => (-20..20i64).prop_map(Ok)];
+    let json = (
+        field(n),
+        field(0..200u8),
+        field(0..WORDS.len() as u8),
+        field((0..100u8, 0..100u8)),
+        field((0..100u8, 0..100u8, 0..12u8, 0..12u8)),
+        0..80usize,
+    )
+        .prop_map(|(n, f, s, p, r, pad)| Doc::Json { n, f, s, p, r, pad });
+    prop_oneof![3 => Just(Doc::NotJson), 97 => json]
+}
+
+/// A query on `active[field % active.len()]`; the numbers make a predicate
+/// of that field's type as `random_predicate` does.
+#[derive(Debug, Clone)]
+struct Query {
+    field: u8,
+    eq: bool,
+    a: u8,
+    b: u8,
+    c: u8,
+    d: u8,
+    limit: Option<usize>,
+    keys_only: bool,
+}
+
+impl Query {
+    fn predicate(&self, ty: KeyType) -> Predicate {
+        let Query { eq, a, b, c, d, .. } = *self;
+        match ty {
+            KeyType::I64 => {
+                let a = (a % 44) as i64 - 22;
+                if eq {
+                    Predicate::Eq(IndexValue::I64(a))
+                } else {
+                    Predicate::Range(IndexValue::I64(a), IndexValue::I64(a + (b % 12) as i64))
+                }
+            }
+            KeyType::F64 => {
+                let a = a as f64 / 8.0 - 11.0;
+                if eq {
+                    Predicate::Eq(IndexValue::F64(a))
+                } else {
+                    Predicate::Range(
+                        IndexValue::F64(a),
+                        IndexValue::F64(a + (b % 40) as f64 / 8.0),
+                    )
+                }
+            }
+            KeyType::String => {
+                let a = QUERY_WORDS[a as usize % QUERY_WORDS.len()].to_string();
+                if eq {
+                    Predicate::Eq(IndexValue::Str(a))
+                } else {
+                    let b = QUERY_WORDS[b as usize % QUERY_WORDS.len()].to_string();
+                    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                    Predicate::Range(IndexValue::Str(lo), IndexValue::Str(hi))
+                }
+            }
+            KeyType::Point | KeyType::Rect => {
+                let x = (a % 100) as f64 / 4.0 - 1.0;
+                let y = (b % 100) as f64 / 4.0 - 1.0;
+                let w = (c % 40) as f64 / 4.0;
+                let h = (d % 40) as f64 / 4.0;
+                Predicate::Within([x, y, x + w, y + h])
+            }
+        }
+    }
+}
+
+fn query() -> impl Strategy<Value = Query> {
+    (
+        (0..5u8, prop::bool::weighted(0.4)),
+        (0..200u8, 0..200u8, 0..40u8, 0..40u8),
+        prop::option::weighted(0.4, 1..=6usize),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|((field, eq), (a, b, c, d), limit, keys_only)| Query {
+            field,
+            eq,
+            a,
+            b,
+            c,
+            d,
+            limit,
+            keys_only,
+        })
+}
+
+/// Keys `r0000`.. of the proptest cases.
+const PROP_KEYS: u16 = 60;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, Doc),
+    Delete(u16),
+    /// (key, Some(record) to put or None to delete).
+    Batch(Vec<(u16, Option<Doc>)>),
+    Query(Query),
+    Flush,
+    Compact,
+    Reopen,
+    /// Opens a copy of the directory as it is now, without a clean close.
+    Crash,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = || 0..PROP_KEYS;
+    // Weights as in the seeded runs (a query step there makes 3 queries).
+    prop_oneof![
+        45 => (k(), doc()).prop_map(|(k, d)| Op::Put(k, d)),
+        13 => k().prop_map(Op::Delete),
+        8 => prop::collection::vec((k(), prop::option::weighted(0.75, doc())), 1..=6)
+            .prop_map(Op::Batch),
+        60 => query().prop_map(Op::Query),
+        5 => Just(Op::Flush),
+        3 => Just(Op::Compact),
+        3 => Just(Op::Reopen),
+        3 => Just(Op::Crash),
+    ]
+}
+
+fn check_query(db: &Db, model: &Model, step: usize, q: &Query, active: &[usize]) {
+    let (name, path, ty) = FIELDS[active[q.field as usize % active.len()]];
+    let pred = q.predicate(ty);
+    let mut opts = QueryOptions::default();
+    if let Some(l) = q.limit {
+        opts = opts.limit(l);
+    }
+    if q.keys_only {
+        opts = opts.keys_only(true);
+    }
+    let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = db
+        .query(name, &pred, opts)
+        .unwrap_or_else(|e| panic!("step {step}: {name} {pred:?}: {e}"))
+        .into_iter()
+        .map(|h| (h.key, h.value))
+        .collect();
+    let want = expected(model, path, ty, &pred, opts);
+    let keys = |v: &[(Vec<u8>, Option<Vec<u8>>)]| -> Vec<String> {
+        v.iter()
+            .map(|g| String::from_utf8_lossy(&g.0).into_owned())
+            .collect()
+    };
+    assert!(
+        got == want,
+        "step {step}: {name} {pred:?} {opts:?}\n got  {:?}\n want {:?}",
+        keys(&got),
+        keys(&want)
+    );
+}
+
+fn run_ops(strategy: &str, ops: &[Op], opts: Options) {
+    let mut dirs = vec![tempfile::tempdir().unwrap()];
+    let mut db = Db::open(dirs[0].path(), opts.clone()).unwrap();
+    // As in `run`: three indexes before any data, two created a quarter of
+    // the way through, over existing data.
+    create_indexes(&db, strategy, &[0, 2, 3]);
+    let mut active = vec![0, 2, 3];
+    let mut model = Model::new();
+    let mut order = 0u64;
+    let key = |k: &u16| format!("r{k:04}").into_bytes();
+    for (step, op) in ops.iter().enumerate() {
+        if step == ops.len() / 4 && active.len() == 3 {
+            create_indexes(&db, strategy, &[1, 4]);
+            active.extend([1, 4]);
+        }
+        match op {
+            Op::Put(k, d) => {
+                let v = d.bytes();
+                db.put(&key(k), &v).unwrap();
+                order += 1;
+                model.insert(key(k), (order, v));
+            }
+            Op::Delete(k) => {
+                db.delete(&key(k)).unwrap();
+                order += 1;
+                model.remove(&key(k));
+            }
+            Op::Batch(entries) => {
+                let mut b = WriteBatch::new();
+                for (k, d) in entries {
+                    order += 1;
+                    match d {
+                        Some(d) => {
+                            let v = d.bytes();
+                            b.put(&key(k), &v);
+                            model.insert(key(k), (order, v));
+                        }
+                        None => {
+                            b.delete(&key(k));
+                            model.remove(&key(k));
+                        }
+                    }
+                }
+                db.write(b, WriteOptions::default()).unwrap();
+            }
+            Op::Query(q) => check_query(&db, &model, step, q, &active),
+            Op::Flush => db.flush().unwrap(),
+            Op::Compact => db.compact_range(None, None).unwrap(),
+            Op::Reopen => {
+                drop(db);
+                db = Db::open(dirs.last().unwrap().path(), opts.clone()).unwrap();
+            }
+            Op::Crash => {
+                db.wait_for_compactions().unwrap();
+                let next = tempfile::tempdir().unwrap();
+                copy_dir(dirs.last().unwrap().path(), next.path());
+                drop(db);
+                dirs.push(next);
+                db = Db::open(dirs.last().unwrap().path(), opts.clone()).unwrap();
+            }
+        }
+    }
+    if active.len() == 3 {
+        create_indexes(&db, strategy, &[1, 4]);
+        active.extend([1, 4]);
+    }
+    // Every field with every kind of predicate and option, at the end.
+    for field in 0..5u8 {
+        for (eq, limit, keys_only) in [
+            (true, None, false),
+            (false, None, false),
+            (false, Some(3), false),
+            (false, None, true),
+            (true, Some(1), true),
+        ] {
+            for (a, b, c, d) in [(0, 199, 39, 39), (80, 40, 20, 30), (21, 7, 3, 9)] {
+                let q = Query {
+                    field,
+                    eq,
+                    a,
+                    b,
+                    c,
+                    d,
+                    limit,
+                    keys_only,
+                };
+                check_query(&db, &model, ops.len(), &q, &active);
+            }
+        }
+    }
+    for (name, _, _) in FIELDS {
+        let c = db.check_index(name).unwrap();
+        assert!(c.ok(), "{name}: {c:?}");
+    }
+    let infos = db.indexes();
+    assert_eq!(infos.len(), 5);
+    assert!(infos.iter().all(|i| i.state == strata::IndexState::Ready));
+}
+
+fn prop_oracle(cases: u32, opts: Options) {
+    for (_, s) in strategies() {
+        common::proptest_run(
+            s,
+            cases,
+            file!(),
+            prop::collection::vec(op(), 1..200),
+            |ops| run_ops(s, &ops, opts.clone()),
+        );
+    }
+}
+
+#[test]
+fn prop_oracle_inline_work() {
+    prop_oracle(8, Options::small_for_tests().background_work(false));
+}
+
+#[test]
+fn prop_oracle_background_work() {
+    prop_oracle(4, Options::small_for_tests());
 }

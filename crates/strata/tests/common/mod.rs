@@ -91,3 +91,75 @@ pub fn spec_for(strategy: &str, name: &str, path: &str, ty: strata::KeyType) -> 
     }
     spec
 }
+
+/// `tests/proptest-regressions/<test file stem>.txt` of this crate, as an
+/// absolute path. (proptest's default, `SourceParallel`, looks for a
+/// `lib.rs` above the source and, finding none above `tests/`, writes
+/// `tests/<name>.proptest-regressions` instead.)
+fn regressions_file(source_file: &str) -> &'static str {
+    let stem = std::path::Path::new(source_file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("test source file name");
+    let path = format!(
+        "{}/tests/proptest-regressions/{stem}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Box::leak(path.into_boxed_str())
+}
+
+/// The proptest configuration of the randomized model and oracle tests:
+/// `default_cases` cases unless `PROPTEST_CASES` says otherwise (proptest's
+/// other `PROPTEST_*` variables apply as usual), and failing cases saved
+/// beside the test as `proptest-regressions/<test file>.txt`, which are
+/// replayed first on every later run. `source_file` is the test's
+/// `file!()` (the `proptest!` macro sets it itself).
+pub fn proptest_config(
+    default_cases: u32,
+    source_file: &'static str,
+) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default_cases);
+    let default = proptest::test_runner::Config::default();
+    proptest::test_runner::Config {
+        cases,
+        // proptest's automatic limit is 4 shrink steps per case, too few to
+        // shrink a sequence of a few hundred operations (one step removes
+        // or simplifies one); bounded by time instead, unless
+        // `PROPTEST_MAX_SHRINK_ITERS` / `PROPTEST_MAX_SHRINK_TIME` say.
+        max_shrink_iters: match default.max_shrink_iters {
+            u32::MAX => 20_000,
+            n => n,
+        },
+        max_shrink_time: match default.max_shrink_time {
+            0 => 300_000,
+            ms => ms,
+        },
+        source_file: Some(source_file),
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::Direct(regressions_file(source_file)),
+        )),
+        ..default
+    }
+}
+
+/// Runs `test` on `cases` values of `strategy` (see [`proptest_config`]).
+/// A failing case (a panic) is shrunk to a minimal one, saved to the
+/// regressions file, and reported in the panic message with `what`.
+pub fn proptest_run<S: proptest::strategy::Strategy>(
+    what: &str,
+    cases: u32,
+    source_file: &'static str,
+    strategy: S,
+    test: impl Fn(S::Value),
+) {
+    let mut runner = proptest::test_runner::TestRunner::new(proptest_config(cases, source_file));
+    if let Err(e) = runner.run(&strategy, |v| {
+        test(v);
+        Ok(())
+    }) {
+        panic!("{what}: {e}");
+    }
+}
