@@ -2,9 +2,7 @@
 //! spec, its attribute extraction and its counters ([`IndexMeta`]). The
 //! definition with its strategy and state is `manager::IndexDef`.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
+use std::cell::OnceCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde_json::Value;
@@ -95,23 +93,37 @@ pub(crate) fn parse_doc<'a>(
 }
 
 /// JSON parses of the records of one batch, shared by every index that
-/// maintains itself from the batch, so that each record is parsed once.
-/// Keyed by the record's address and length: valid only while the records
-/// it was used for are borrowed (one `apply` round).
+/// maintains itself from the batch, so that each record is parsed at most
+/// once. One slot per distinct record (by address and length), made when
+/// the batch is handed over and filled on first use; a record from outside
+/// the batch is parsed on its own. Valid only while the records it was made
+/// from are borrowed (one `apply` round).
 #[derive(Default)]
 pub(crate) struct DocCache {
-    docs: RefCell<HashMap<(usize, usize), Rc<Doc>>>,
+    /// Sorted by key.
+    slots: Vec<((usize, usize), OnceCell<Doc>)>,
+}
+
+fn addr(raw: &[u8]) -> (usize, usize) {
+    (raw.as_ptr() as usize, raw.len())
 }
 
 impl DocCache {
-    fn get(&self, raw: &[u8]) -> Rc<Doc> {
-        let key = (raw.as_ptr() as usize, raw.len());
-        if let Some(d) = self.docs.borrow().get(&key) {
-            return d.clone();
-        }
-        let d = Rc::new(serde_json::from_slice::<Value>(raw).map_err(|_| ()));
-        self.docs.borrow_mut().insert(key, d.clone());
-        d
+    /// Slots for `records`.
+    pub fn new<'a>(records: impl Iterator<Item = &'a [u8]>) -> DocCache {
+        let mut slots: Vec<((usize, usize), OnceCell<Doc>)> =
+            records.map(|r| (addr(r), OnceCell::new())).collect();
+        slots.sort_unstable_by_key(|(k, _)| *k);
+        slots.dedup_by_key(|(k, _)| *k);
+        DocCache { slots }
+    }
+
+    /// The parse of `raw`, if it is one of the cache's records.
+    fn get(&self, raw: &[u8]) -> Option<&Doc> {
+        let key = addr(raw);
+        let i = self.slots.binary_search_by_key(&key, |(k, _)| *k).ok()?;
+        let (_, cell) = self.slots.get(i)?;
+        Some(cell.get_or_init(|| serde_json::from_slice::<Value>(raw).map_err(|_| ())))
     }
 }
 
@@ -126,24 +138,33 @@ pub(crate) struct Attrs<'a> {
 }
 
 impl Attrs<'_> {
-    fn doc(&self, raw: &[u8]) -> Option<Rc<Doc>> {
-        self.def.needs_json().then(|| self.docs.get(raw))
+    /// Runs `f` with the parse of `raw` (from the batch's cache, or parsed
+    /// here for a record from elsewhere); `None` for an index that does not
+    /// read JSON.
+    fn with_doc<R>(&self, raw: &[u8], f: impl FnOnce(Option<&Doc>) -> R) -> R {
+        if !self.def.needs_json() {
+            return f(None);
+        }
+        match self.docs.get(raw) {
+            Some(d) => f(Some(d)),
+            None => f(Some(&serde_json::from_slice::<Value>(raw).map_err(|_| ()))),
+        }
     }
 
     /// The attribute of `raw`, not counted (an old record's).
     pub fn get(&self, raw: &[u8]) -> std::result::Result<IndexValue, Skip> {
-        let doc = self.doc(raw);
-        self.def.extract(raw, doc.as_deref())
+        self.with_doc(raw, |doc| self.def.extract(raw, doc))
     }
 
     /// The attribute of a record being written, counted as indexed or
     /// skipped (unless [`Attrs::count`] is false).
     pub fn counted(&self, raw: &[u8]) -> Option<IndexValue> {
-        let doc = self.doc(raw);
-        if self.count {
-            self.def.extract_counted(raw, doc.as_deref())
-        } else {
-            self.def.extract(raw, doc.as_deref()).ok()
-        }
+        self.with_doc(raw, |doc| {
+            if self.count {
+                self.def.extract_counted(raw, doc)
+            } else {
+                self.def.extract(raw, doc).ok()
+            }
+        })
     }
 }

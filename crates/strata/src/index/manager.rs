@@ -329,16 +329,6 @@ impl IndexManager {
             .collect()
     }
 
-    /// The indexes maintained synchronously by the write leader
-    /// ([`WritePath::Sync`]), ready or being built.
-    pub fn sync_defs(&self) -> Vec<Arc<IndexDef>> {
-        read(&self.defs)
-            .iter()
-            .filter(|d| d.strategy.write_path() == WritePath::Sync)
-            .cloned()
-            .collect()
-    }
-
     /// Which records a batch overwrites the indexes `defs` need.
     pub fn needs_current(defs: &[Arc<IndexDef>]) -> NeedsCurrent {
         defs.iter()
@@ -360,7 +350,11 @@ impl IndexManager {
         current: &HashMap<&[u8], Option<strata_lsm::Versioned>>,
         count: bool,
     ) -> Result<()> {
-        let docs = DocCache::default();
+        let docs = DocCache::new(
+            ops.iter()
+                .filter_map(|(_, _, new)| *new)
+                .chain(current.values().flatten().map(|(_, raw)| raw.as_slice())),
+        );
         for d in defs {
             let attrs = Attrs {
                 def: &d.meta,
@@ -672,10 +666,11 @@ impl EngineHooks for IndexManager {
         // index created later is built behind `pause_writes`, which waits
         // for this batch to be published (and builds from scratch, so edits
         // made here to an index still building are harmless).
-        let sync_defs: Vec<Arc<IndexDef>> = self
-            .sync_defs()
-            .into_iter()
+        let sync_defs: Vec<Arc<IndexDef>> = read(&self.defs)
+            .iter()
+            .filter(|d| d.strategy.write_path() == WritePath::Sync)
             .filter(|d| !(cx.recovering() && d.strategy.rebuilt_at_open()))
+            .cloned()
             .collect();
         let use_memo = self.memo_in_use();
         if sync_defs.is_empty() && !use_memo {

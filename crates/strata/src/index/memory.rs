@@ -269,10 +269,13 @@ impl IndexStrategy for Memory {
     /// key see the earlier ones of the same batch.
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
         let mut ed = self.index.edit();
-        // Each key's attribute after the operations so far.
+        // Each key's attribute after the operations so far (a batch of one
+        // operation needs none).
         let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
+        let track = ops.len() > 1;
         for &(seq, key, new) in ops {
-            let old = match latest.remove(key) {
+            let earlier = if track { latest.remove(key) } else { None };
+            let old = match earlier {
                 Some(a) => a,
                 None => match current.get(key) {
                     Some(Some((_, raw))) => attrs.get(raw).ok(),
@@ -286,7 +289,9 @@ impl IndexStrategy for Memory {
             if let Some(v) = &new_attr {
                 ed.insert(v, key, seq);
             }
-            latest.insert(key, new_attr);
+            if track {
+                latest.insert(key, new_attr);
+            }
         }
         Ok(())
     }

@@ -530,31 +530,7 @@ impl IndexStrategy for Posting {
         s.disk_bytes = self.tree.disk_bytes();
     }
 
-    fn build_method(&self) -> BuildMethod {
-        BuildMethod::Scan
-    }
-
-    fn has_own_files(&self) -> bool {
-        true
-    }
-
-    fn flush(&self) -> Result<()> {
-        strategy::flush_trees(&self.trees())
-    }
-
-    fn wait_idle(&self) -> Result<()> {
-        strategy::wait_trees(&self.trees())
-    }
-
-    fn compact(&self) -> Result<()> {
-        strategy::compact_trees(&self.trees())
-    }
-
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
-        strategy::query_trees(cx, &self.trees(), profile, |pinned, q, profile| {
-            self.query_pinned(pinned, q, profile)
-        })
-    }
+    strategy::tree_strategy_methods!();
 }
 
 #[cfg(test)]

@@ -551,6 +551,42 @@ pub(crate) fn query_trees(
     run(&pinned, &q, profile)
 }
 
+/// The [`IndexStrategy`] methods every strategy on secondary trees shares,
+/// for its `impl IndexStrategy` block: built by a scan, files of its own in
+/// `index-<id>/`, and `flush`/`wait_idle`/`compact`/`query` over the trees
+/// its inherent `trees()` lists (main tree first), the query answered by
+/// its inherent `query_pinned`.
+macro_rules! tree_strategy_methods {
+    () => {
+        fn build_method(&self) -> BuildMethod {
+            BuildMethod::Scan
+        }
+
+        fn has_own_files(&self) -> bool {
+            true
+        }
+
+        fn flush(&self) -> Result<()> {
+            strategy::flush_trees(&self.trees())
+        }
+
+        fn wait_idle(&self) -> Result<()> {
+            strategy::wait_trees(&self.trees())
+        }
+
+        fn compact(&self) -> Result<()> {
+            strategy::compact_trees(&self.trees())
+        }
+
+        fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+            strategy::query_trees(cx, &self.trees(), profile, |pinned, q, profile| {
+                self.query_pinned(pinned, q, profile)
+            })
+        }
+    };
+}
+pub(crate) use tree_strategy_methods;
+
 /// Flushes every tree of a strategy (see [`IndexStrategy::flush`]).
 pub(crate) fn flush_trees(trees: &[&IndexTree]) -> Result<()> {
     trees.iter().try_for_each(|t| t.flush())
