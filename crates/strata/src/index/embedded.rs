@@ -44,9 +44,9 @@
 
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
@@ -67,6 +67,7 @@ use super::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
+use super::tables;
 use super::{lock, side, Hit, IndexStats, QueryProfile, QueryView};
 
 /// Default Bloom filter size per distinct value of a block: the paper's
@@ -470,7 +471,7 @@ impl EmbeddedGlobal {
 
 /// Pending per-table structures: built while a table is written, consumed
 /// when it is installed. Keyed by file number.
-type Pending = Arc<Mutex<HashMap<u64, Arc<TableZones>>>>;
+type Pending = tables::Pending<TableZones>;
 
 /// The `embedded` strategy of one index.
 pub(crate) struct Embedded {
@@ -644,73 +645,44 @@ impl IndexStrategy for Embedded {
         }))
     }
 
-    /// The previous version's tables, minus those removed, plus those added
-    /// (from what the builder built, or read back); a trivially moved table
-    /// keeps its entry.
+    /// See [`tables::install`].
     fn on_install(
         &self,
         prev: Option<&VersionSlot>,
         ev: &InstallEvent<'_>,
     ) -> Result<Option<VersionSlot>> {
-        let mut g: EmbeddedGlobal = prev
+        let prev = prev
             .and_then(|p| p.downcast_ref::<EmbeddedGlobal>())
-            .cloned()
-            .unwrap_or_default();
-        let moved: HashSet<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
-        for (_, n) in ev.removed {
-            if !moved.contains(n) {
-                g.tables.remove(n);
-            }
-        }
-        for (_, f) in ev.added {
-            let pending = lock(&self.pending).remove(&f.number);
-            match pending {
-                Some(t) => {
-                    g.tables.insert(f.number, t);
-                }
-                None if g.tables.contains_key(&f.number) => {}
-                None => {
-                    if let Some(t) = self.read_table(f)? {
-                        g.tables.insert(f.number, Arc::new(t));
-                    }
-                }
-            }
-        }
-        Ok(Some(Arc::new(g)))
+            .map(|g| &g.tables);
+        let tables = tables::install(prev, ev, &self.pending, |f| self.read_table(f))?;
+        Ok(Some(Arc::new(EmbeddedGlobal { tables })))
     }
 
-    /// Every live table's meta block, read and decoded. A ready index must
-    /// cover every table.
+    /// See [`tables::recover`].
     fn on_recover(
         &self,
         files: &[(usize, Arc<FileMetaData>)],
         ready: bool,
     ) -> Result<Option<VersionSlot>> {
-        let mut g = EmbeddedGlobal::default();
-        for (_, f) in files {
-            match self.read_table(f)? {
-                Some(t) => {
-                    g.tables.insert(f.number, Arc::new(t));
-                }
-                None if ready => {
-                    return Err(Error::corruption(format!(
-                        "table {} lacks the block {} of ready index {:?}",
-                        f.number,
-                        block_name(self.id),
-                        self.name
-                    )))
-                }
-                None => {}
-            }
-        }
-        Ok(Some(Arc::new(g)))
+        let tables = tables::recover(
+            files,
+            ready,
+            |f| self.read_table(f),
+            |f| {
+                Error::corruption(format!(
+                    "table {} lacks the block {} of ready index {:?}",
+                    f.number,
+                    block_name(self.id),
+                    self.name
+                ))
+            },
+        )?;
+        Ok(Some(Arc::new(EmbeddedGlobal { tables })))
     }
 
     fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
         let g = slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>());
-        version
-            .all_files()
-            .all(|(_, f)| g.is_some_and(|g| g.tables.contains_key(&f.number)))
+        tables::covers(g.map(|g| &g.tables), version)
     }
 
     fn build_method(&self) -> BuildMethod {

@@ -10,9 +10,9 @@
 pub mod table;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::index::memo::Validity;
 use crate::index::results::Results;
@@ -20,6 +20,7 @@ use crate::index::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
+use crate::index::tables;
 use crate::index::value::{IndexValue, KeyType, Predicate};
 use crate::index::{lock, read, side, Hit, IndexStats, QueryProfile};
 use strata_lsm::cache::TableCache;
@@ -109,7 +110,7 @@ pub fn candidate_blocks(
 
 /// Per-table structures built while a table is written, consumed when it
 /// is installed, by file number.
-type Pending = Arc<Mutex<HashMap<u64, Arc<TableIndex>>>>;
+type Pending = tables::Pending<TableIndex>;
 
 /// The NEXT strategy of one index.
 pub(crate) struct Next {
@@ -228,69 +229,42 @@ impl IndexStrategy for Next {
         }))
     }
 
-    /// The previous version's tables, minus those removed, plus those added
-    /// (from what the builder built, or read back); a trivially moved table
-    /// keeps its entries.
+    /// See [`tables::install`].
     fn on_install(
         &self,
         prev: Option<&VersionSlot>,
         ev: &InstallEvent<'_>,
     ) -> Result<Option<VersionSlot>> {
-        let mut g: NextGlobal = prev
+        let prev = prev
             .and_then(|p| p.downcast_ref::<NextGlobal>())
-            .cloned()
-            .unwrap_or_default();
-        let moved: HashSet<u64> = ev.added.iter().map(|(_, f)| f.number).collect();
-        for (_, n) in ev.removed {
-            if !moved.contains(n) {
-                g.tables.remove(n);
-            }
-        }
-        for (_, f) in ev.added {
-            let pending = lock(&self.pending).remove(&f.number);
-            match (pending, g.tables.entry(f.number)) {
-                (Some(ti), e) => {
-                    e.insert_entry(ti);
-                }
-                (None, std::collections::btree_map::Entry::Occupied(_)) => {}
-                (None, std::collections::btree_map::Entry::Vacant(v)) => {
-                    if let Some(ti) = self.read_table_index(f)? {
-                        v.insert(Arc::new(ti));
-                    }
-                }
-            }
-        }
-        Ok(Some(Arc::new(g)))
+            .map(|g| &g.tables);
+        let tables = tables::install(prev, ev, &self.pending, |f| self.read_table_index(f))?;
+        Ok(Some(Arc::new(NextGlobal { tables })))
     }
 
+    /// See [`tables::recover`].
     fn on_recover(
         &self,
         files: &[(usize, Arc<FileMetaData>)],
         ready: bool,
     ) -> Result<Option<VersionSlot>> {
-        let mut g = NextGlobal::default();
-        for (_, f) in files {
-            match self.read_table_index(f)? {
-                Some(ti) => {
-                    g.tables.insert(f.number, Arc::new(ti));
-                }
-                None if ready => {
-                    return Err(Error::corruption(format!(
-                        "table {} lacks the blocks of ready index {:?}",
-                        f.number, self.name
-                    )))
-                }
-                None => {}
-            }
-        }
-        Ok(Some(Arc::new(g)))
+        let tables = tables::recover(
+            files,
+            ready,
+            |f| self.read_table_index(f),
+            |f| {
+                Error::corruption(format!(
+                    "table {} lacks the blocks of ready index {:?}",
+                    f.number, self.name
+                ))
+            },
+        )?;
+        Ok(Some(Arc::new(NextGlobal { tables })))
     }
 
     fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
         let g = slot.and_then(|s| s.downcast_ref::<NextGlobal>());
-        version
-            .all_files()
-            .all(|(_, f)| g.is_some_and(|g| g.tables.contains_key(&f.number)))
+        tables::covers(g.map(|g| &g.tables), version)
     }
 
     fn build_method(&self) -> BuildMethod {
