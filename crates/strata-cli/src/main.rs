@@ -562,8 +562,12 @@ fn stats_table(s: &strata::Stats) -> String {
         }
     };
     t.push_str(&format!(
-        "memtable: {} B ({} immutable)   block cache: {} B   last sequence: {}\n",
-        s.memtable_bytes, s.immutable_memtables, s.block_cache_bytes, s.last_sequence
+        "memtable: {} B ({} immutable), index side {} B   block cache: {} B   last sequence: {}\n",
+        s.memtable_bytes,
+        s.immutable_memtables,
+        s.memtable_side_bytes,
+        s.block_cache_bytes,
+        s.last_sequence
     ));
     t.push_str("block reads       disk      cache\n");
     for (name, b) in [

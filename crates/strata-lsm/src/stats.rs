@@ -239,8 +239,13 @@ pub struct Stats {
     pub io: IoStats,
     /// One entry per level, level 0 first.
     pub levels: Vec<LevelStats>,
-    /// Bytes in the active and immutable memtables.
+    /// Bytes in the active and immutable memtables (what their budget
+    /// limits).
     pub memtable_bytes: u64,
+    /// Bytes of their side structures (the secondary indexes' in-memory
+    /// component), not charged to the memtable budget.
+    #[serde(default)]
+    pub memtable_side_bytes: u64,
     /// Immutable memtables waiting to be flushed.
     pub immutable_memtables: usize,
     /// Bytes charged to the block cache.

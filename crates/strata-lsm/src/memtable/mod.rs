@@ -43,7 +43,8 @@ pub trait MemSide: Send + Sync {
     fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]);
     /// The structure as `Any`, for its owner to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
-    /// Bytes used, charged to the memtable's budget.
+    /// Bytes used, reported apart from the memtable's own
+    /// ([`MemTable::side_bytes`]); not charged to its budget.
     fn approximate_bytes(&self) -> usize;
 }
 
@@ -96,10 +97,16 @@ impl MemTable {
         }
     }
 
-    /// Bytes used (keys, values, per-entry overhead, side structure).
+    /// Bytes used by keys, values and per-entry overhead: what the
+    /// memtable budget (`Options::memtable_size`) limits. The side
+    /// structure is accounted apart ([`MemTable::side_bytes`]).
     pub fn approximate_bytes(&self) -> usize {
         self.approximate_bytes.load(Ordering::Relaxed)
-            + self.side.as_ref().map_or(0, |s| s.approximate_bytes())
+    }
+
+    /// Bytes used by the side structure (0 without one).
+    pub fn side_bytes(&self) -> usize {
+        self.side.as_ref().map_or(0, |s| s.approximate_bytes())
     }
 
     /// True if no entry was inserted.

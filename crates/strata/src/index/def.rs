@@ -5,9 +5,8 @@
 use std::cell::OnceCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use serde_json::Value;
-
-use super::value::{self, IndexValue, Skip};
+use super::fields::{Extracted, Fields};
+use super::value::{IndexValue, Skip};
 use super::{ExtractorFn, IndexSpec};
 
 /// Per-index counters (since open).
@@ -30,20 +29,58 @@ pub(crate) struct IndexMeta {
     /// The parsed field path (empty for a registered extractor).
     pub(super) path: Vec<String>,
     pub(super) custom: Option<ExtractorFn>,
+    /// `path` alone, for reading a record for this index only.
+    alone: Fields,
     pub counters: DefCounters,
 }
 
-/// A record's JSON parse: `Err` for a malformed document.
-pub(crate) type Doc = std::result::Result<Value, ()>;
+/// One reading of a record for a [`Fields`] (see [`Fields::extract`]):
+/// `Err` for a malformed document.
+pub(crate) type Read = std::result::Result<Extracted, ()>;
+
+/// A record's reading together with the fields it was read for.
+#[derive(Clone, Copy)]
+pub(crate) struct Doc<'a> {
+    pub fields: &'a Fields,
+    pub read: &'a Read,
+}
+
+impl<'a> Doc<'a> {
+    /// `read` (from [`read_doc`] with `fields`) as a `Doc`.
+    pub fn of(fields: &'a Fields, read: &'a Option<Read>) -> Option<Doc<'a>> {
+        read.as_ref().map(|read| Doc { fields, read })
+    }
+}
 
 impl IndexMeta {
+    pub fn new(id: u32, spec: IndexSpec, path: Vec<String>, custom: Option<ExtractorFn>) -> Self {
+        let alone = if custom.is_some() {
+            Fields::new([])
+        } else {
+            Fields::new([path.as_slice()])
+        };
+        IndexMeta {
+            id,
+            spec,
+            path,
+            custom,
+            alone,
+            counters: DefCounters::default(),
+        }
+    }
+
     pub fn needs_json(&self) -> bool {
         self.custom.is_none()
     }
 
-    /// The attribute of `raw` (with `doc` its JSON parse, done once per
-    /// record by the caller when any index needs it).
-    pub fn extract(&self, raw: &[u8], doc: Option<&Doc>) -> std::result::Result<IndexValue, Skip> {
+    /// The attribute of `raw`, with `doc` its reading for a field set that
+    /// should include this index's path (done once per record by the
+    /// caller for all its indexes); read here if not.
+    pub fn extract(
+        &self,
+        raw: &[u8],
+        doc: Option<Doc<'_>>,
+    ) -> std::result::Result<IndexValue, Skip> {
         if let Some(f) = &self.custom {
             return match f(raw) {
                 Some(v) if v.key_type() == self.spec.key_type => Ok(v),
@@ -51,9 +88,18 @@ impl IndexMeta {
                 None => Err(Skip::Missing),
             };
         }
-        match doc {
-            Some(Ok(d)) => value::extract(d, &self.path, self.spec.key_type),
-            _ => Err(Skip::Malformed),
+        let ty = self.spec.key_type;
+        if let Some(d) = doc {
+            if let Some(slot) = d.fields.slot(&self.path) {
+                return match d.read {
+                    Ok(e) => e.value(slot, ty),
+                    Err(()) => Err(Skip::Malformed),
+                };
+            }
+        }
+        match self.alone.extract(raw) {
+            Ok(e) => e.value(0, ty),
+            Err(()) => Err(Skip::Malformed),
         }
     }
 
@@ -66,8 +112,8 @@ impl IndexMeta {
         };
     }
 
-    /// [`IndexDef::extract`], counting the write as indexed or skipped.
-    pub fn extract_counted(&self, raw: &[u8], doc: Option<&Doc>) -> Option<IndexValue> {
+    /// [`IndexMeta::extract`], counting the write as indexed or skipped.
+    pub fn extract_counted(&self, raw: &[u8], doc: Option<Doc<'_>>) -> Option<IndexValue> {
         match self.extract(raw, doc) {
             Ok(v) => {
                 self.counters.indexed.fetch_add(1, Relaxed);
@@ -81,27 +127,32 @@ impl IndexMeta {
     }
 }
 
-/// Parses `raw` as JSON once for all of `defs`, if any of them extracts
-/// from JSON (a registered function does not need it). `Some(Err)` marks a
-/// malformed document.
-pub(crate) fn parse_doc<'a>(
-    raw: &[u8],
-    mut defs: impl Iterator<Item = &'a IndexMeta>,
-) -> Option<Doc> {
-    defs.any(|d| d.needs_json())
-        .then(|| serde_json::from_slice::<Value>(raw).map_err(|_| ()))
+/// The field paths of those of `defs` that extract from JSON (a
+/// registered function does not need it).
+pub(crate) fn fields_of<'a>(defs: impl Iterator<Item = &'a IndexMeta>) -> Fields {
+    let paths: Vec<&'a [String]> = defs
+        .filter(|d| d.needs_json())
+        .map(|d| d.path.as_slice())
+        .collect();
+    Fields::new(paths)
 }
 
-/// JSON parses of the records of one batch, shared by every index that
-/// maintains itself from the batch, so that each record is parsed at most
+/// Reads `raw` once for all of `fields`' paths; `None` when no path is
+/// wanted (see [`Doc::of`]).
+pub(crate) fn read_doc(raw: &[u8], fields: &Fields) -> Option<Read> {
+    (!fields.is_empty()).then(|| fields.extract(raw))
+}
+
+/// Readings of the records of one batch, shared by every index that
+/// maintains itself from the batch, so that each record is read at most
 /// once. One slot per distinct record (by address and length), made when
 /// the batch is handed over and filled on first use; a record from outside
-/// the batch is parsed on its own. Valid only while the records it was made
+/// the batch is read on its own. Valid only while the records it was made
 /// from are borrowed (one `apply` round).
-#[derive(Default)]
 pub(crate) struct DocCache {
+    fields: Fields,
     /// Sorted by key.
-    slots: Vec<((usize, usize), OnceCell<Doc>)>,
+    slots: Vec<((usize, usize), OnceCell<Read>)>,
 }
 
 fn addr(raw: &[u8]) -> (usize, usize) {
@@ -109,21 +160,25 @@ fn addr(raw: &[u8]) -> (usize, usize) {
 }
 
 impl DocCache {
-    /// Slots for `records`.
-    pub fn new<'a>(records: impl Iterator<Item = &'a [u8]>) -> DocCache {
-        let mut slots: Vec<((usize, usize), OnceCell<Doc>)> =
+    /// Slots for `records`, read for `fields`.
+    pub fn new<'a>(fields: Fields, records: impl Iterator<Item = &'a [u8]>) -> DocCache {
+        let mut slots: Vec<((usize, usize), OnceCell<Read>)> =
             records.map(|r| (addr(r), OnceCell::new())).collect();
         slots.sort_unstable_by_key(|(k, _)| *k);
         slots.dedup_by_key(|(k, _)| *k);
-        DocCache { slots }
+        DocCache { fields, slots }
     }
 
-    /// The parse of `raw`, if it is one of the cache's records.
-    fn get(&self, raw: &[u8]) -> Option<&Doc> {
+    /// The reading of `raw`, if it is one of the cache's records.
+    fn get(&self, raw: &[u8]) -> Option<Doc<'_>> {
         let key = addr(raw);
         let i = self.slots.binary_search_by_key(&key, |(k, _)| *k).ok()?;
         let (_, cell) = self.slots.get(i)?;
-        Some(cell.get_or_init(|| serde_json::from_slice::<Value>(raw).map_err(|_| ())))
+        let read = cell.get_or_init(|| self.fields.extract(raw));
+        Some(Doc {
+            fields: &self.fields,
+            read,
+        })
     }
 }
 
@@ -141,14 +196,12 @@ impl Attrs<'_> {
     /// Runs `f` with the parse of `raw` (from the batch's cache, or parsed
     /// here for a record from elsewhere); `None` for an index that does not
     /// read JSON.
-    fn with_doc<R>(&self, raw: &[u8], f: impl FnOnce(Option<&Doc>) -> R) -> R {
+    fn with_doc<R>(&self, raw: &[u8], f: impl FnOnce(Option<Doc<'_>>) -> R) -> R {
         if !self.def.needs_json() {
             return f(None);
         }
-        match self.docs.get(raw) {
-            Some(d) => f(Some(d)),
-            None => f(Some(&serde_json::from_slice::<Value>(raw).map_err(|_| ()))),
-        }
+        // A record from outside the batch: read alone by `extract`.
+        f(self.docs.get(raw))
     }
 
     /// The attribute of `raw`, not counted (an old record's).

@@ -61,7 +61,7 @@ use strata_lsm::version::FileMetaData;
 use strata_lsm::cache::TableCache;
 use strata_lsm::version::Version;
 
-use super::def::{parse_doc, IndexMeta};
+use super::def::IndexMeta;
 use super::results::Results;
 use super::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
@@ -886,8 +886,7 @@ impl Search<'_, '_> {
                 continue;
             }
             let value = &entry.3;
-            let doc = parse_doc(value, std::iter::once(self.def));
-            match self.def.extract(value, doc.as_ref()) {
+            match self.def.extract(value, None) {
                 Ok(v) if self.pred.matches(&v) => {}
                 _ => continue,
             }

@@ -22,7 +22,8 @@ use strata_lsm::memtable::{MemSide, MemTable};
 use strata_lsm::sstable::BlockHandle;
 use strata_lsm::version::{FileMetaData, Version};
 
-use super::def::{parse_doc, Attrs, DocCache, IndexMeta};
+use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta};
+use super::fields::Fields;
 use super::memo::{self, Memo};
 use super::side::IndexSide;
 use super::strategy::IndexStrategy;
@@ -205,13 +206,7 @@ impl IndexManager {
         )?;
         debug_assert_eq!(strategy.kind(), kind);
         Ok(IndexDef {
-            meta: Arc::new(IndexMeta {
-                id,
-                spec,
-                path,
-                custom,
-                counters: Default::default(),
-            }),
+            meta: Arc::new(IndexMeta::new(id, spec, path, custom)),
             remove_dir: RemoveOnDrop {
                 path: strategy.has_own_files().then_some(dir),
                 armed: AtomicBool::new(false),
@@ -351,6 +346,7 @@ impl IndexManager {
         count: bool,
     ) -> Result<()> {
         let docs = DocCache::new(
+            fields_of(defs.iter().map(|d| &*d.meta)),
             ops.iter()
                 .filter_map(|(_, _, new)| *new)
                 .chain(current.values().flatten().map(|(_, raw)| raw.as_slice())),
@@ -521,6 +517,8 @@ impl IndexManager {
 struct IndexObserver {
     mgr: Arc<IndexManager>,
     defs: Vec<Arc<IndexDef>>,
+    /// The JSON paths of `defs`, read once per entry.
+    fields: Fields,
     builders: Vec<Box<dyn TableIndexBuilder>>,
     use_memo: bool,
     memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
@@ -541,9 +539,10 @@ impl TableObserver for IndexObserver {
             }
             return;
         }
-        let doc = parse_doc(e.value, self.defs.iter().map(|d| &*d.meta));
+        let read = read_doc(e.value, &self.fields);
+        let doc = Doc::of(&self.fields, &read);
         for (d, b) in self.defs.iter().zip(self.builders.iter_mut()) {
-            b.add(e.user_key, block, d.extract(e.value, doc.as_ref()).ok());
+            b.add(e.user_key, block, d.extract(e.value, doc).ok());
         }
     }
 
@@ -570,6 +569,8 @@ struct DropCollector {
     inputs: Vec<u64>,
     drops: Vec<Dropped>,
     repairers: Vec<Arc<IndexDef>>,
+    /// The JSON paths of `repairers`.
+    fields: Fields,
     /// Per repairer: the dropped values' (key, seq, attribute).
     repairs: Vec<Vec<DroppedEntry>>,
 }
@@ -586,9 +587,10 @@ impl CompactionObserver for DropCollector {
         if e.kind != ValueKind::Value || self.repairers.is_empty() {
             return;
         }
-        let doc = parse_doc(e.value, self.repairers.iter().map(|d| &*d.meta));
+        let read = read_doc(e.value, &self.fields);
+        let doc = Doc::of(&self.fields, &read);
         for (d, out) in self.repairers.iter().zip(self.repairs.iter_mut()) {
-            if let Ok(v) = d.extract(e.value, doc.as_ref()) {
+            if let Ok(v) = d.extract(e.value, doc) {
                 out.push((e.user_key.to_vec(), e.seq, v));
             }
         }
@@ -723,6 +725,7 @@ impl EngineHooks for IndexManager {
         let use_memo = defs.iter().any(|d| d.strategy.uses_memo());
         Some(Box::new(IndexObserver {
             mgr: self.me.upgrade()?,
+            fields: fields_of(defs.iter().map(|d| &*d.meta)),
             defs,
             builders,
             use_memo,
@@ -747,6 +750,7 @@ impl EngineHooks for IndexManager {
             memo,
             inputs: ctx.input_files.clone(),
             drops: Vec::new(),
+            fields: fields_of(repairers.iter().map(|d| &*d.meta)),
             repairers,
             repairs: vec![Vec::new(); n],
         }))

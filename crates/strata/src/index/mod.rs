@@ -36,6 +36,7 @@ pub(crate) mod def;
 pub(crate) mod deli;
 pub mod embedded;
 pub(crate) mod entries;
+pub(crate) mod fields;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;

@@ -4,75 +4,103 @@
 //! queries never parse the memtable.
 
 use std::any::Any;
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
+use crossbeam_skiplist::{SkipMap, SkipSet};
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemSide;
 
-use super::def::{parse_doc, IndexMeta};
+use super::def::{fields_of, read_doc, Doc, IndexMeta};
+use super::fields::Fields;
 use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
 /// A memtable side entry: encoded value, key, sequence number.
 type SideEntry = (Vec<u8>, Vec<u8>, SeqNo);
 
+/// One index's values. Both forms are concurrent skiplists: the write
+/// group's leader inserts while readers search, without a lock.
 enum SideIndex {
-    /// (encoded value, key, seq).
-    Scalar(RwLock<BTreeSet<SideEntry>>),
-    Spatial(RwLock<Vec<(IndexValue, Vec<u8>, SeqNo)>>),
+    /// Ordered by (encoded value, key, seq).
+    Scalar(SkipSet<SideEntry>),
+    /// (key, seq) → value; queries test every entry.
+    Spatial(SkipMap<(Vec<u8>, SeqNo), IndexValue>),
+}
+
+/// The indexes attached to a side structure, with their JSON paths.
+struct Attached {
+    indexes: Vec<(Arc<IndexMeta>, Arc<SideIndex>)>,
+    /// The paths of `indexes`: each inserted record is read once.
+    fields: Fields,
 }
 
 /// The memtable side structure: each index's values of the memtable's
 /// entries (every version; validation picks the live ones). Indexes can be
 /// attached while the memtable is active (see `IndexManager::attach`).
+///
+/// Its bytes are reported apart from the memtable's
+/// ([`MemSide::approximate_bytes`]): they do not count toward the memtable
+/// budget, so an index does not make flushes more frequent.
 pub(crate) struct IndexSide {
-    indexes: RwLock<Vec<(Arc<IndexMeta>, SideIndex)>>,
+    /// Replaced whole on attach, so that a write holds the read lock only
+    /// while cloning the `Arc`.
+    attached: RwLock<Arc<Attached>>,
     bytes: AtomicUsize,
 }
 
 impl IndexSide {
     pub fn new() -> IndexSide {
         IndexSide {
-            indexes: RwLock::new(Vec::new()),
+            attached: RwLock::new(Arc::new(Attached {
+                indexes: Vec::new(),
+                fields: Fields::new([]),
+            })),
             bytes: AtomicUsize::new(0),
         }
     }
 
+    fn current(&self) -> Arc<Attached> {
+        read(&self.attached).clone()
+    }
+
     pub fn attach(&self, def: Arc<IndexMeta>) {
-        let mut idx = write(&self.indexes);
-        if idx.iter().any(|(d, _)| d.id == def.id) {
+        let mut slot = write(&self.attached);
+        if slot.indexes.iter().any(|(d, _)| d.id == def.id) {
             return;
         }
+        // The skiplists are shared with the `Attached` being replaced, so
+        // a writer still holding the old one inserts where queries look.
+        let mut indexes = slot.indexes.clone();
         let side = if def.spec.key_type.is_spatial() {
-            SideIndex::Spatial(RwLock::new(Vec::new()))
+            SideIndex::Spatial(SkipMap::new())
         } else {
-            SideIndex::Scalar(RwLock::new(BTreeSet::new()))
+            SideIndex::Scalar(SkipSet::new())
         };
-        idx.push((def, side));
+        indexes.push((def, Arc::new(side)));
+        let fields = fields_of(indexes.iter().map(|(d, _)| &**d));
+        *slot = Arc::new(Attached { indexes, fields });
     }
 
     pub fn query(&self, id: u32, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
-        let idx = read(&self.indexes);
-        let Some((_, side)) = idx.iter().find(|(d, _)| d.id == id) else {
+        let att = self.current();
+        let Some((_, side)) = att.indexes.iter().find(|(d, _)| d.id == id) else {
             return Vec::new();
         };
-        match side {
+        match &**side {
             SideIndex::Scalar(s) => {
                 let Some((lo, hi)) = pred.scalar_bounds() else {
                     return Vec::new();
                 };
-                read(s)
-                    .range((lo, Vec::new(), 0)..)
-                    .take_while(|(v, _, _)| *v <= hi)
-                    .map(|(_, k, s)| (k.clone(), *s))
+                s.range((lo, Vec::new(), 0)..)
+                    .take_while(|e| e.value().0 <= hi)
+                    .map(|e| (e.value().1.clone(), e.value().2))
                     .collect()
             }
-            SideIndex::Spatial(s) => read(s)
+            SideIndex::Spatial(s) => s
                 .iter()
-                .filter(|(v, _, _)| pred.matches(v))
-                .map(|(_, k, s)| (k.clone(), *s))
+                .filter(|e| pred.matches(e.value()))
+                .map(|e| (e.key().0.clone(), e.key().1))
                 .collect(),
         }
     }
@@ -83,21 +111,24 @@ impl MemSide for IndexSide {
         if kind != ValueKind::Value {
             return;
         }
-        let idx = read(&self.indexes);
-        if idx.is_empty() {
+        let att = self.current();
+        if att.indexes.is_empty() {
             return;
         }
-        let doc = parse_doc(value, idx.iter().map(|(d, _)| &**d));
-        for (d, side) in idx.iter() {
-            match d.extract(value, doc.as_ref()) {
+        let read = read_doc(value, &att.fields);
+        let doc = Doc::of(&att.fields, &read);
+        for (d, side) in att.indexes.iter() {
+            match d.extract(value, doc) {
                 Ok(v) => {
                     d.counters.indexed.fetch_add(1, Relaxed);
                     self.bytes.fetch_add(user_key.len() + 64, Relaxed);
-                    match side {
+                    match &**side {
                         SideIndex::Scalar(s) => {
-                            write(s).insert((v.encode(), user_key.to_vec(), seq));
+                            s.insert((v.encode(), user_key.to_vec(), seq));
                         }
-                        SideIndex::Spatial(s) => write(s).push((v, user_key.to_vec(), seq)),
+                        SideIndex::Spatial(s) => {
+                            s.insert((user_key.to_vec(), seq), v);
+                        }
                     }
                 }
                 Err(skip) => d.count_skip(skip),
