@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use strata::{Db, Options, WriteOptions};
+use strata::{Db, Options, StrategyKind, WriteOptions};
 use strata_harness::stress::{self, Workload};
 use strata_harness::{db_bench, report, run as bench_run, verify};
 
@@ -88,13 +88,31 @@ enum Command {
     ///   ok <i> batch <n> put <key> <digest> del <key> ...
     /// where <digest> is the FNV-1a 64 of the value in 16 hex digits.
     /// Feed that output to `verify` with the same parameters.
+    ///
+    /// With --threads N --seconds S instead of --ops: N/2 writers change
+    /// indexed JSON records (indexes `u` and `c` of --index-strategy,
+    /// default next) while the other threads query and check every answer
+    /// against a scan of the snapshot it was given at. Prints the counts;
+    /// exit 1 on any violation.
     #[command(verbatim_doc_comment)]
     Stress {
         #[command(flatten)]
         workload: WorkloadArgs,
-        /// Number of operations.
-        #[arg(long, value_name = "N")]
-        ops: u64,
+        /// Number of operations (the deterministic crash workload).
+        #[arg(
+            long,
+            value_name = "N",
+            required_unless_present = "threads",
+            conflicts_with = "threads"
+        )]
+        ops: Option<u64>,
+        /// Concurrent mode: writer and reader threads in all (at least 2).
+        #[arg(long, value_name = "N", requires = "seconds",
+              value_parser = clap::value_parser!(u64).range(2..))]
+        threads: Option<u64>,
+        /// Concurrent mode: how long to run.
+        #[arg(long, value_name = "S")]
+        seconds: Option<f64>,
         /// fsync the WAL before acknowledging each operation.
         #[arg(long)]
         sync: bool,
@@ -118,7 +136,7 @@ enum Command {
     /// For repeated crash cycles on one database, pass the previous cycle's
     /// --write-state file as the next cycle's --base-state.
     ///
-    /// Prints `verified N keys, M ops acknowledged, next op applied: yes|no`
+    /// Prints `verified N keys and I indexes, M ops acknowledged, next op applied: yes|no`
     /// on success; exits 1 listing the mismatched keys otherwise.
     #[command(verbatim_doc_comment)]
     Verify {
@@ -238,6 +256,16 @@ struct WorkloadArgs {
     /// Bytes per value.
     #[arg(long, value_name = "B", default_value_t = 100)]
     value_size: usize,
+    /// Write JSON records whose attributes change with every write, with
+    /// indexes `u` (i64) and `c` (point) of this strategy (stress creates
+    /// them; verify checks every index against a full scan). Give it to
+    /// verify too: it decides what the values are.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_strategy)]
+    index_strategy: Option<StrategyKind>,
+}
+
+fn parse_strategy(s: &str) -> Result<StrategyKind, String> {
+    StrategyKind::parse(s).map_err(|e| e.to_string())
 }
 
 impl From<WorkloadArgs> for Workload {
@@ -246,6 +274,7 @@ impl From<WorkloadArgs> for Workload {
             seed: a.seed,
             keys: a.keys,
             value_size: a.value_size,
+            index_strategy: a.index_strategy,
         }
     }
 }
@@ -487,9 +516,54 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Stress {
             workload,
             ops,
+            threads: Some(threads),
+            seconds,
+            sync: _,
+            small,
+        } => {
+            let _ = ops;
+            let seconds = seconds.unwrap_or(10.0);
+            if !(seconds.is_finite() && seconds > 0.0) {
+                return Err(CliError::Other(format!(
+                    "--seconds must be a positive number, not {seconds}"
+                )));
+            }
+            let strategy = workload.index_strategy.unwrap_or(StrategyKind::Next);
+            let r = strata_harness::concurrent::run(
+                dir()?,
+                strata_harness::concurrent::ConcurrentArgs {
+                    threads: threads as usize,
+                    duration: std::time::Duration::from_secs_f64(seconds),
+                    strategy,
+                    keys: workload.keys,
+                    seed: workload.seed,
+                    small,
+                },
+            )?;
+            let mut s = format!(
+                "{}: {threads} threads, {seconds} s: {} writes, {} queries checked, {} violations\n",
+                strategy.name(),
+                r.writes,
+                r.queries,
+                r.violations
+            );
+            for e in &r.examples {
+                s.push_str(&format!("  {e}\n"));
+            }
+            out(format_args!("{s}"))?;
+            if r.violations > 0 {
+                return Err(CliError::Failed(format!("{} violations", r.violations)));
+            }
+        }
+        Command::Stress {
+            workload,
+            ops,
+            threads: None,
+            seconds: _,
             sync,
             small,
         } => {
+            let ops = ops.unwrap_or(0);
             let mut o = std::io::stdout().lock();
             stress::run(dir()?, workload.into(), ops, sync, small, &mut o).map_err(|e| match e {
                 stress::StressError::Db(e) => CliError::from(e),
@@ -514,8 +588,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 },
             )?;
             let mut s = format!(
-                "verified {} keys, {} ops acknowledged, next op applied: {}\n",
+                "verified {} keys and {} indexes, {} ops acknowledged, next op applied: {}\n",
                 v.keys_checked,
+                v.indexes_checked,
                 v.acked,
                 if v.applied > v.acked { "yes" } else { "no" }
             );

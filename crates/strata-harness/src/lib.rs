@@ -17,9 +17,12 @@
 //! * [`dataset`]: `strata gen`, a generated data set written as JSONL
 //!   with its calibrated query sets.
 //! * [`db_bench`]: the db_bench-style engine benchmark.
+//! * [`concurrent`]: `stress --threads`, concurrent writers and readers
+//!   checking every index answer against a scan of its snapshot.
 //! * [`stress`] and [`verify`]: the deterministic crash-test workload and
 //!   the check of a recovered database against its acknowledged output.
 
+pub mod concurrent;
 pub mod dataset;
 pub mod db_bench;
 pub mod error;

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
-use strata::{Db, Options, WriteBatch, WriteOptions};
+use strata::{Db, IndexSpec, KeyType, Options, StrategyKind, WriteBatch, WriteOptions};
 use strata_bench::rng::{mix64, SplitMix64};
 
 use crate::Error;
@@ -49,7 +49,16 @@ pub struct Workload {
     /// Key space size: keys `k000000` .. `k{keys-1}`.
     pub keys: u64,
     pub value_size: usize,
+    /// With indexes of this strategy: values are JSON records
+    /// `{"u": <0..50>, "c": [x, y], "p": "<padding>"}` whose attributes
+    /// change with every write, indexed as `u` (i64) and `c` (point).
+    pub index_strategy: Option<StrategyKind>,
 }
+
+/// The indexes a stress run with [`Workload::index_strategy`] creates:
+/// (name, field, type).
+pub const STRESS_INDEXES: [(&str, &str, KeyType); 2] =
+    [("u", "u", KeyType::I64), ("c", "c", KeyType::Point)];
 
 /// One put or delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +115,11 @@ impl Workload {
         const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
         let mut rng = SplitMix64::new(mix64(self.seed) ^ mix64(index ^ fnv1a(key.as_bytes())));
         let mut v = Vec::with_capacity(self.value_size);
+        if self.index_strategy.is_some() {
+            let u = rng.below(50);
+            let (x, y) = (rng.below(1000), rng.below(1000));
+            v.extend_from_slice(format!(r#"{{"u": {u}, "c": [{x}.5, {y}.25], "p": ""#).as_bytes());
+        }
         while v.len() < self.value_size {
             let mut r = rng.next_u64();
             for _ in 0..8 {
@@ -115,6 +129,9 @@ impl Workload {
                 v.push(ALPHABET[(r % 36) as usize]);
                 r /= 36;
             }
+        }
+        if self.index_strategy.is_some() {
+            v.extend_from_slice(b"\"}");
         }
         v
     }
@@ -340,6 +357,7 @@ mod tests {
             seed: 7,
             keys: 50,
             value_size: 33,
+            index_strategy: None,
         }
     }
 
@@ -434,6 +452,27 @@ mod tests {
 /// last line). `small`: tiny memtables and levels
 /// ([`Options::small_for_tests`]). A failed write to `out` is returned as
 /// is, so a caller can tell a closed pipe from an engine error.
+/// Creates the [`STRESS_INDEXES`] of strategy `kind` that `db` does not
+/// have yet (built over existing data); an index of the same name with
+/// another strategy is an error.
+pub fn create_stress_indexes(db: &Db, kind: StrategyKind) -> Result<(), Error> {
+    let have = db.indexes();
+    for (name, field, ty) in STRESS_INDEXES {
+        match have.iter().find(|i| i.spec.name == name) {
+            Some(i) if i.spec.strategy == kind.name() => {}
+            Some(i) => {
+                return Err(Error::Other(format!(
+                    "the database has index {name:?} with strategy {}, not {}",
+                    i.spec.strategy,
+                    kind.name()
+                )))
+            }
+            None => db.create_index(IndexSpec::field(name, field, ty).strategy(kind.name()))?,
+        }
+    }
+    Ok(())
+}
+
 pub fn run(
     dir: &Path,
     w: Workload,
@@ -448,6 +487,9 @@ pub fn run(
         Options::default()
     };
     let db = Db::open(dir, opts).map_err(|e| StressError::Db(e.into()))?;
+    if let Some(kind) = w.index_strategy {
+        create_stress_indexes(&db, kind).map_err(StressError::Db)?;
+    }
     let wopts = WriteOptions { sync };
     for i in 0..ops {
         let op = w.op(i);

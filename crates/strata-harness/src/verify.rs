@@ -32,6 +32,9 @@ pub struct VerifyArgs {
 /// What a successful verification found.
 #[derive(Debug)]
 pub struct Verdict {
+    /// Indexes found exact against a full scan (every index of the
+    /// database).
+    pub indexes_checked: usize,
     pub keys_checked: usize,
     pub acked: u64,
     /// Number of operations whose effects the database shows (`acked` or
@@ -94,6 +97,40 @@ fn read_actual(db: &Db, extra_keys: &BTreeSet<String>) -> Result<State, Error> {
     Ok(actual)
 }
 
+/// Checks every index of `db` against a full scan (exact answers, nothing
+/// missing, nothing extra); a run with [`Workload::index_strategy`] must
+/// have its indexes once it acknowledged a write (`wrote`): stress creates
+/// them before its first write.
+fn check_indexes(db: &Db, w: Workload, wrote: bool) -> Result<usize, Error> {
+    let infos = db.indexes();
+    if w.index_strategy.is_some() && wrote {
+        for (name, _, _) in stress::STRESS_INDEXES {
+            if !infos.iter().any(|i| i.spec.name == name) {
+                return Err(Error::Failed(format!(
+                    "index {name:?} of the stress run is missing after recovery"
+                )));
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    for info in &infos {
+        let c = db.check_index(&info.spec.name)?;
+        if !c.ok() {
+            bad.push(format!(
+                "  index {:?} ({}): expected {}, found {}; missing {:?}; extra {:?}",
+                c.index, info.spec.strategy, c.expected, c.found, c.missing, c.extra
+            ));
+        }
+    }
+    if !bad.is_empty() {
+        return Err(Error::Failed(format!(
+            "indexes disagree with a full scan:\n{}",
+            bad.join("\n")
+        )));
+    }
+    Ok(infos.len())
+}
+
 pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
     let w = args.workload;
     let text = read_text(&args.acked)?;
@@ -130,6 +167,7 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
 
     let db = Db::open(db_path, Options::default())?;
     let actual = read_actual(&db, &keys)?;
+    let indexes_checked = check_indexes(&db, w, !acked.is_empty() || !base.is_empty())?;
     drop(db);
     keys.extend(actual.keys().cloned());
 
@@ -223,6 +261,7 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
             .map_err(|e| Error::Other(format!("write {}: {e}", p.display())))?;
     }
     Ok(Verdict {
+        indexes_checked,
         keys_checked: keys.len(),
         acked: m,
         applied,

@@ -19,6 +19,9 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod filename;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hooks;
 pub mod io;
 pub mod iter;

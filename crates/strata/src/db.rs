@@ -393,6 +393,31 @@ impl Db {
         pred: &Predicate,
         opts: QueryOptions,
     ) -> Result<(Vec<Hit>, QueryProfile)> {
+        let (hits, profile, _pinned) = self.query_pinned(index, pred, opts)?;
+        Ok((hits, profile))
+    }
+
+    /// [`Db::query`], also returning the snapshot it answered at: the hits
+    /// are exactly the records of that snapshot whose attribute matches,
+    /// so a caller can read the primary data (`Snapshot::get`, `iter`) at
+    /// the same point, e.g. to check an index against a scan while other
+    /// threads write.
+    pub fn query_snapshot(
+        &self,
+        index: &str,
+        pred: &Predicate,
+        opts: QueryOptions,
+    ) -> Result<(Vec<Hit>, Snapshot)> {
+        let (hits, _, pinned) = self.query_pinned(index, pred, opts)?;
+        Ok((hits, pinned))
+    }
+
+    fn query_pinned(
+        &self,
+        index: &str,
+        pred: &Predicate,
+        opts: QueryOptions,
+    ) -> Result<(Vec<Hit>, QueryProfile, Snapshot)> {
         let engine = &self.engine;
         // Pinned first, then the components: every version the snapshot
         // sees is in them, and no compaction drops one until `pinned` goes.
@@ -400,7 +425,15 @@ impl Db {
         let snapshot = pinned.sequence();
         let (mems, version) = engine.read_view();
         let pause = lock(&self.query_pause).clone();
-        let pin_latest = || self.snapshot();
+        // A strategy with a structure of its own answers at the snapshot it
+        // pins with its structure (`QueryCx::pin_with`): kept to be
+        // returned as the query's.
+        let pinned_by_strategy: std::sync::Mutex<Option<Snapshot>> = Default::default();
+        let pin_latest = || {
+            let s = self.snapshot();
+            *lock(&pinned_by_strategy) = Some(s.clone());
+            s
+        };
         let fetch = |keys: &[&[u8]], at: SeqNo| engine.multi_get_at_seq(keys, at);
         let data_blocks_read = || engine.data_blocks_read();
         let view = QueryView {
@@ -415,8 +448,11 @@ impl Db {
         };
         let mut profile = QueryProfile::default();
         let hits = self.index.query(index, pred, opts, &view, &mut profile)?;
-        drop(pinned);
-        Ok((hits, profile))
+        let answered_at = pinned_by_strategy
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or(pinned);
+        Ok((hits, profile, answered_at))
     }
 
     /// Installs (or with `None` removes) a hook that every index query runs

@@ -12,6 +12,9 @@
 #![warn(missing_docs)]
 
 mod db;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 
 pub use db::{Db, Extractors, IndexCheck};

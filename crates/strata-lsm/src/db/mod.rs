@@ -778,6 +778,18 @@ impl Snapshot {
     }
 }
 
+/// Another handle on the same snapshot: compaction keeps what it sees
+/// until every handle is dropped.
+impl Clone for Snapshot {
+    fn clone(&self) -> Snapshot {
+        *lock(&self.inner.snapshots).entry(self.seq).or_insert(0) += 1;
+        Snapshot {
+            inner: self.inner.clone(),
+            seq: self.seq,
+        }
+    }
+}
+
 impl Drop for Snapshot {
     fn drop(&mut self) {
         let mut snaps = lock(&self.inner.snapshots);

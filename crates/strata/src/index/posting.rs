@@ -71,7 +71,7 @@ fn encode_list(l: &List) -> Vec<u8> {
     out
 }
 
-fn decode_list(mut b: &[u8]) -> Result<List> {
+pub(crate) fn decode_list(mut b: &[u8]) -> Result<List> {
     let bad = || Error::corruption("posting list is malformed");
     let n = get_varint64(&mut b).ok_or_else(bad)?;
     let mut l = Vec::with_capacity(n.min(1 << 16) as usize);
@@ -115,7 +115,7 @@ fn encode_lazy(l: &[LazyEntry]) -> Vec<u8> {
     out
 }
 
-fn decode_lazy(b: &[u8]) -> Result<Vec<LazyEntry>> {
+pub(crate) fn decode_lazy(b: &[u8]) -> Result<Vec<LazyEntry>> {
     Ok(decode_list(b)
         .map_err(|_| Error::corruption("posting-lazy list is malformed"))?
         .into_iter()

@@ -1,0 +1,208 @@
+//! Fuzz target bodies for the index layer's decoders of bytes read from
+//! disk, the targeted JSON reader, and a model target (feature `testing`).
+//! With the engine's ([`strata_lsm::fuzzing`]) they are every target of the
+//! `fuzz/` crate; `tests/fuzz_corpus_replay.rs` replays the saved corpus.
+//! Contract: no panic, no hang, no allocation sized by an unchecked length;
+//! `json_fields` and `model` also assert agreement with their oracles.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+
+use crate::index::fields::Fields;
+use crate::index::value::{extract, parse_path, IndexValue, KeyType, Predicate};
+use crate::index::{embedded, entries, memo, next, posting, tree};
+use crate::{Db, IndexSpec, Options, QueryOptions, StrategyKind};
+
+pub use strata_lsm::fuzzing::Target;
+
+/// Every target: the engine's, then the index layer's.
+pub fn targets() -> Vec<Target> {
+    let mut t = strata_lsm::fuzzing::TARGETS.to_vec();
+    t.extend_from_slice(INDEX_TARGETS);
+    t
+}
+
+/// The index layer's targets.
+pub const INDEX_TARGETS: &[Target] = &[
+    ("next_directory", next_directory),
+    ("next_secondary_block", next_secondary_block),
+    ("embedded_zone_maps", embedded_zone_maps),
+    ("memo_block", memo_block),
+    ("posting_list", posting_list),
+    ("standalone_entry", standalone_entry),
+    ("index_value", index_value),
+    ("json_fields", json_fields),
+    ("model", model),
+];
+
+const TYPES: [KeyType; 5] = [
+    KeyType::I64,
+    KeyType::F64,
+    KeyType::String,
+    KeyType::Point,
+    KeyType::Rect,
+];
+
+/// The key type chosen by the first byte, and the rest.
+fn typed(data: &[u8]) -> Option<(KeyType, &[u8])> {
+    let (&b, rest) = data.split_first()?;
+    Some((TYPES[b as usize % TYPES.len()], rest))
+}
+
+/// NEXT's per-table directory (global index slices).
+pub fn next_directory(data: &[u8]) {
+    if let Some((ty, rest)) = typed(data) {
+        let _ = next::table::decode_dir(rest, ty);
+    }
+}
+
+/// NEXT's secondary index block.
+pub fn next_secondary_block(data: &[u8]) {
+    if let Some((ty, rest)) = typed(data) {
+        let _ = next::table::decode_sec_block(rest, ty);
+    }
+}
+
+/// The embedded strategy's zone maps and Bloom filters.
+pub fn embedded_zone_maps(data: &[u8]) {
+    if let Some((ty, rest)) = typed(data) {
+        let _ = embedded::decode(rest, ty, "fuzz");
+    }
+}
+
+/// The update memo's per-table block.
+pub fn memo_block(data: &[u8]) {
+    let _ = memo::decode_block(data);
+}
+
+/// Posting lists (eager) and lazy fragments.
+pub fn posting_list(data: &[u8]) {
+    let _ = posting::decode_list(data);
+    let _ = posting::decode_lazy(data);
+}
+
+/// A stand-alone index tree's entry key (sort key, primary key, sequence).
+pub fn standalone_entry(data: &[u8]) {
+    if let Some((ty, rest)) = typed(data) {
+        let _ = entries::decode_entry(ty, rest);
+        let _ = tree::sort_key_len(ty, rest);
+        let _ = tree::read_seq(rest, data.len().is_multiple_of(2));
+    }
+}
+
+/// An encoded attribute value.
+pub fn index_value(data: &[u8]) {
+    if let Some((ty, rest)) = typed(data) {
+        if let Ok(v) = IndexValue::decode(ty, rest) {
+            let _ = v.encode();
+        }
+    }
+}
+
+/// The targeted JSON reader agrees with a full parse on any bytes.
+pub fn json_fields(data: &[u8]) {
+    let paths: Vec<Vec<String>> = ["a", "a.b", "a.0", "user_id", "coordinates", "0", "b.1.c"]
+        .iter()
+        .map(|p| parse_path(p).unwrap())
+        .collect();
+    let fields = Fields::new(paths.iter().map(|p| p.as_slice()));
+    let full = serde_json::from_slice::<serde_json::Value>(data);
+    let got = fields.extract(data);
+    match (full, got) {
+        (Err(_), Err(())) => {}
+        (Ok(doc), Ok(got)) => {
+            for p in &paths {
+                let slot = fields.slot(p).unwrap();
+                for ty in TYPES {
+                    assert_eq!(
+                        got.value(slot, ty),
+                        extract(&doc, p, ty),
+                        "path {p:?} {ty:?}"
+                    );
+                }
+            }
+        }
+        (full, got) => panic!(
+            "validity differs: full {:?}, targeted {:?}",
+            full.is_ok(),
+            got.is_ok()
+        ),
+    }
+}
+
+/// Random operations on a database with an index of a strategy chosen by
+/// the first byte, checked against a model after every query, flush,
+/// compaction and reopen.
+pub fn model(data: &[u8]) {
+    let Some((&s, ops)) = data.split_first() else {
+        return;
+    };
+    let kinds = StrategyKind::ALL;
+    let kind = kinds[s as usize % kinds.len()];
+    let dir = std::env::temp_dir().join(format!("strata-fuzz-model-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = || Options {
+        memtable_size: 4096,
+        ..Options::default()
+    };
+    let mut db = Db::open(&dir, opts()).unwrap();
+    db.create_index(IndexSpec::field("u", "u", KeyType::I64).strategy(kind.name()))
+        .unwrap();
+    let mut model: BTreeMap<u8, i64> = BTreeMap::new();
+    for op in ops.chunks(2).take(400) {
+        let (a, b) = (op[0], op.get(1).copied().unwrap_or(0));
+        let key = [b'k', b % 32];
+        match a % 8 {
+            0..=3 => {
+                let u = i64::from(a / 8 % 4);
+                db.put(&key, format!("{{\"u\": {u}}}").as_bytes()).unwrap();
+                model.insert(b % 32, u);
+            }
+            4 => {
+                db.delete(&key).unwrap();
+                model.remove(&(b % 32));
+            }
+            5 => db.flush().unwrap(),
+            6 => {
+                drop(db);
+                db = Db::open(&dir, opts()).unwrap();
+            }
+            _ => {
+                let u = i64::from(b % 4);
+                let mut got: Vec<Vec<u8>> = db
+                    .query(
+                        "u",
+                        &Predicate::Eq(IndexValue::I64(u)),
+                        QueryOptions::default(),
+                    )
+                    .unwrap()
+                    .into_iter()
+                    .map(|h| h.key)
+                    .collect();
+                got.sort();
+                let want: Vec<Vec<u8>> = model
+                    .iter()
+                    .filter(|(_, v)| **v == u)
+                    .map(|(k, _)| vec![b'k', *k])
+                    .collect();
+                assert_eq!(got, want, "{kind:?} u == {u}");
+            }
+        }
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs target `name` on `data` (the `fuzz/` crate's entry point).
+///
+/// # Panics
+/// On an unknown target name, and wherever the target finds a bug.
+pub fn run(name: &str, data: &[u8]) {
+    let body = targets()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, b)| b)
+        .unwrap_or_else(|| panic!("no fuzz target {name:?}"));
+    body(data);
+}
