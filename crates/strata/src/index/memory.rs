@@ -71,10 +71,6 @@ struct Inner {
     tree: Tree,
     entries: usize,
     bytes: usize,
-    /// During a scan build of a spatial index: the entries inserted so
-    /// far, bulk-loaded into the R-tree when the build ends (an R*-tree
-    /// packed by bulk loading costs a third of inserting one by one).
-    pending: Option<Vec<SpatialEntry>>,
 }
 
 fn entry_bytes(value_len: usize, key_len: usize) -> usize {
@@ -96,23 +92,6 @@ impl Inner {
             },
             entries: 0,
             bytes: 0,
-            pending: None,
-        }
-    }
-
-    /// Moves the entries of a build into the R-tree (see `pending`).
-    fn finish_bulk(&mut self) {
-        let Some(pending) = self.pending.take() else {
-            return;
-        };
-        if let Tree::Spatial(t) = &mut self.tree {
-            if t.size() == 0 {
-                *t = RTree::bulk_load(pending);
-            } else {
-                for e in pending {
-                    t.insert(e);
-                }
-            }
         }
     }
 
@@ -133,11 +112,7 @@ impl Inner {
             }
             Tree::Spatial(t) => {
                 let Some(r) = rect_of(v) else { return };
-                let e = GeomWithData::new(r, (key.to_vec(), seq));
-                match &mut self.pending {
-                    Some(p) => p.push(e),
-                    None => t.insert(e),
-                }
+                t.insert(GeomWithData::new(r, (key.to_vec(), seq)));
                 self.entries += 1;
                 self.bytes += entry_bytes(32, key.len());
             }
@@ -147,7 +122,6 @@ impl Inner {
     /// Removes the entry of `key` with attribute `v` (whatever its sequence
     /// number); returns whether there was one.
     fn remove(&mut self, v: &IndexValue, key: &[u8]) -> bool {
-        self.finish_bulk();
         match &mut self.tree {
             Tree::Scalar(m) => {
                 if v.key_type().is_spatial() {
@@ -211,19 +185,9 @@ impl MemoryIndex {
         }
     }
 
-    /// Empties the structure before a scan build; a spatial one collects
-    /// the build's entries until [`MemoryIndex::finish_build`].
+    /// Empties the structure (before a rebuild).
     pub fn clear(&self) {
-        let mut inner = Inner::new(self.key_type);
-        if self.key_type.is_spatial() {
-            inner.pending = Some(Vec::new());
-        }
-        *self.edit().inner = inner;
-    }
-
-    /// Ends a scan build: every entry is in the structure.
-    pub fn finish_build(&self) {
-        self.edit().inner.finish_bulk();
+        *self.edit().inner = Inner::new(self.key_type);
     }
 
     /// `(primary key, seq)` of every entry whose attribute satisfies `pred`,
@@ -305,11 +269,6 @@ impl IndexStrategy for Memory {
     /// key see the earlier ones of the same batch.
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
         let mut ed = self.index.edit();
-        if attrs.count {
-            // A write, not a build: a build that failed before its end
-            // leaves no entry behind in `pending`.
-            ed.inner.finish_bulk();
-        }
         // Each key's attribute after the operations so far (a batch of one
         // operation needs none).
         let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
@@ -347,11 +306,6 @@ impl IndexStrategy for Memory {
 
     fn clear(&self) -> Result<()> {
         self.index.clear();
-        Ok(())
-    }
-
-    fn after_build(&self) -> Result<()> {
-        self.index.finish_build();
         Ok(())
     }
 
