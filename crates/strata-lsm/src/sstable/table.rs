@@ -400,6 +400,59 @@ impl Table {
         Ok(out)
     }
 
+    /// The data block at `handle`, read like every query read (through the
+    /// block cache, counted), for [`Table::visit_data_block_entries`].
+    pub fn read_data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        self.read_block(handle, BlockKind::Data, ReadPurpose::Query)
+    }
+
+    /// Calls `f(ordinal, user_key, seq, kind, value)` for each entry of the
+    /// data block `block` (this table's block at `handle`, from
+    /// [`Table::read_data_block`]) whose ordinal is in `ordinals`
+    /// (ascending; duplicates visit once). An entry's ordinal counts every
+    /// entry stored in the block from 0, as delivered to
+    /// `TableObserver::on_entry`. The slices borrow the block (nothing is
+    /// copied); entries before an ordinal are only parsed, entries after
+    /// the last are not touched. Entries the table's obsolete bitmap marks
+    /// are skipped, as every read skips them. A corruption error if an
+    /// ordinal lies past the block's last entry.
+    pub fn visit_data_block_entries(
+        &self,
+        handle: BlockHandle,
+        block: &Arc<Block>,
+        ordinals: &[u32],
+        mut f: impl FnMut(u32, &[u8], SeqNo, ValueKind, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let marks = self.obsolete.as_ref().and_then(|m| m.block(handle.offset));
+        // Without marks the iterator yields every stored entry, in order.
+        let mut it = block.iter(compare_internal);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        let mut at: u32 = 0;
+        let mut done: Option<u32> = None;
+        for &want in ordinals {
+            if done.is_some_and(|d| want <= d) {
+                continue;
+            }
+            done = Some(want);
+            while at < want && it.valid() {
+                it.next().map_err(|e| self.wrap(e))?;
+                at += 1;
+            }
+            if !it.valid() {
+                return Err(self.corrupt(&format!(
+                    "entry {want} of data block at {} is past its end",
+                    handle.offset
+                )));
+            }
+            if marks.as_ref().is_some_and(|m| m.is_marked(want as usize)) {
+                continue;
+            }
+            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+            f(want, p.user_key, p.seq, p.kind, it.value())?;
+        }
+        Ok(())
+    }
+
     /// Handles of all data blocks, in key order.
     pub fn data_block_handles(&self) -> Result<Vec<BlockHandle>> {
         let mut it = self.index.iter(compare_internal);

@@ -537,13 +537,18 @@ impl TableObserver for IndexObserver {
         }
         if e.kind != ValueKind::Value {
             for b in &mut self.builders {
-                b.add(e.user_key, block, None);
+                b.add(e.user_key, e.seq, block, None);
             }
             return;
         }
         let doc = parse_doc(e.value, self.defs.iter().map(|d| &*d.meta));
         for (d, b) in self.defs.iter().zip(self.builders.iter_mut()) {
-            b.add(e.user_key, block, d.extract(e.value, doc.as_ref()).ok());
+            b.add(
+                e.user_key,
+                e.seq,
+                block,
+                d.extract(e.value, doc.as_ref()).ok(),
+            );
         }
     }
 
