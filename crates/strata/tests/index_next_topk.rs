@@ -38,7 +38,7 @@ fn expected(model: &Model, lo: i64, hi: i64, k: usize) -> Vec<Vec<u8>> {
         .filter(|(_, (_, u))| (lo..=hi).contains(u))
         .map(|(key, (order, _))| (*order, key))
         .collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0));
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
     v.into_iter().take(k).map(|(_, k)| k.clone()).collect()
 }
 
@@ -153,8 +153,11 @@ fn top_k_skips_stale_entries_in_newer_tables() {
         assert_eq!(top, expected(&model, 1, 1, k), "top {k}");
         let (top, _) = query(&db, 1, 2, Some(k));
         assert_eq!(top, expected(&model, 1, 2, k), "range top {k}");
-        if k == 10 {
-            assert!(p.stale > 0, "{p:?}");
+        if k == 30 {
+            // 25 rewrites with u = 1 are the newest matches; then the 100
+            // superseded old versions and 20 overwritten in the memtable
+            // are stale before older live matches follow.
+            assert!(p.stale >= 120, "{p:?}");
         }
     }
     let (all, _) = query(&db, 1, 3, None);

@@ -119,7 +119,7 @@ impl Acc {
         let v = &mut self.found;
         v.sort_unstable_by(|a, b| a.0.key.cmp(&b.0.key).then(b.0.seq.cmp(&a.0.seq)));
         v.dedup_by(|a, b| a.0.key == b.0.key);
-        v.sort_unstable_by(|a, b| b.0.seq.cmp(&a.0.seq));
+        v.sort_unstable_by_key(|h| Reverse(h.0.seq));
         if let Some(k) = self.limit {
             v.truncate(k);
         }
@@ -593,6 +593,7 @@ impl IndexStrategy for Next {
                     def.spec.name, f.number
                 )));
             };
+            ti.check_queryable(f.number)?;
             let hits = ti.matching_entries(&probe);
             if hits.is_empty() {
                 continue;

@@ -170,6 +170,10 @@ pub struct TableIndex {
     /// their ends. Spatial: in block order.
     pub entries: Vec<GlobalEntry>,
     pub sec_blocks: u32,
+    /// Format version of the table's blocks. Version 1 is decoded only so
+    /// that the database opens (and compaction or a rebuild can rewrite
+    /// the table); queries refuse it ([`TableIndex::check_queryable`]).
+    pub version: u8,
     /// Bytes of this index's blocks in the table.
     pub disk_bytes: u64,
     rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
@@ -207,6 +211,7 @@ impl TableIndex {
             RTree::bulk_load(items)
         });
         TableIndex {
+            version: DIR_VERSION,
             key_type,
             handles,
             entries,
@@ -214,6 +219,20 @@ impl TableIndex {
             disk_bytes: 0,
             rtree,
         }
+    }
+
+    /// An error unless the table's blocks are of the current format.
+    pub fn check_queryable(&self, file: u64) -> Result<()> {
+        if self.version == DIR_VERSION {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "table {file} holds NEXT blocks of format version {} (written before \
+             secondary blocks were searchable and seq-ordered); this build queries \
+             version {DIR_VERSION} only: rebuild the index (drop and recreate it), or \
+             compact the whole database, which rewrites every table's NEXT blocks",
+            self.version
+        )))
     }
 
     /// Indexes of the global entries whose envelope may hold a match, in
@@ -757,14 +776,7 @@ fn key_type_byte(t: KeyType) -> u8 {
 pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
     let bad = |what: &str| Error::corruption(format!("bad NEXT directory block: {what}"));
     let (&version, rest) = src.split_first().ok_or_else(|| bad("empty"))?;
-    if version == 1 {
-        return Err(Error::invalid(
-            "NEXT directory block of format version 1 (written before secondary \
-             blocks were searchable and seq-ordered): this build reads version 2 only; \
-             rebuild the index (drop and recreate it) to rewrite the tables",
-        ));
-    }
-    if version != DIR_VERSION {
+    if version != DIR_VERSION && version != 1 {
         return Err(bad(&format!(
             "unknown version {version} (this build reads {DIR_VERSION})"
         )));
@@ -787,7 +799,8 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
         let sec_block = u32::try_from(v(&mut src)?).map_err(|_| bad("block number"))?;
         let start = u32::try_from(v(&mut src)?).map_err(|_| bad("start"))?;
         let end = u32::try_from(v(&mut src)?).map_err(|_| bad("end"))?;
-        let max_seq = v(&mut src)?;
+        // Version 1 has no max seq; its tables are never queried.
+        let max_seq = if version == 1 { 0 } else { v(&mut src)? };
         if sec_block >= sec_blocks || start > end {
             return Err(bad("entry out of range"));
         }
@@ -821,7 +834,9 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
     if !src.is_empty() {
         return Err(bad("trailing bytes"));
     }
-    Ok(TableIndex::new(expect, handles, entries, sec_blocks))
+    let mut t = TableIndex::new(expect, handles, entries, sec_blocks);
+    t.version = version;
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -977,11 +992,26 @@ mod tests {
                 }
             }
         }
-        // A version-1 directory is refused with a rebuild hint.
-        let mut dir = b.blocks.last().unwrap().1.clone();
-        dir[0] = 1;
-        let e = decode_dir(&dir, KeyType::I64).unwrap_err();
-        assert!(e.to_string().contains("rebuild the index"), "{e}");
+        // A version-1 directory (no max seqs) decodes, but queries refuse
+        // it with a rebuild hint.
+        let mut dir = vec![1u8, 1];
+        put_varint64(&mut dir, 1);
+        put_varint64(&mut dir, 0);
+        put_varint64(&mut dir, 90);
+        put_varint64(&mut dir, 1); // one secondary block
+        put_varint64(&mut dir, 1); // one global entry: block 0, [0, 3)
+        for x in [0, 0, 3] {
+            put_varint64(&mut dir, x);
+        }
+        put_length_prefixed(&mut dir, &IndexValue::I64(1).encode());
+        put_length_prefixed(&mut dir, &IndexValue::I64(2).encode());
+        let t = decode_dir(&dir, KeyType::I64).unwrap();
+        assert_eq!(t.version, 1);
+        let err = t.check_queryable(7).unwrap_err();
+        assert!(err.to_string().contains("rebuild the index"), "{err}");
+        assert!(b.index.check_queryable(7).is_ok());
+        dir[0] = 3;
+        assert!(decode_dir(&dir, KeyType::I64).is_err());
     }
 
     #[test]
