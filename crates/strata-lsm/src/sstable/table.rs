@@ -1227,6 +1227,58 @@ mod tests {
     }
 
     #[test]
+    fn visit_data_block_entries_reads_entries_by_ordinal() {
+        let entries = dataset(400);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let observers: Vec<Box<dyn TableObserver>> = vec![Box::new(Recorder {
+            seen: seen.clone(),
+            blocks: Vec::new(),
+        })];
+        let size = build(&path, &entries, opts(Compression::None, 10), observers);
+        let t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+        let s = seen.lock().unwrap();
+        // Entries by block, in the order the observer saw them.
+        let mut by_block: Vec<(BlockHandle, Vec<usize>)> = Vec::new();
+        for (i, e) in s.entries.iter().enumerate() {
+            match by_block.last_mut() {
+                Some((h, v)) if *h == e.4 => v.push(i),
+                _ => by_block.push((e.4, vec![i])),
+            }
+        }
+        assert!(by_block.len() > 3);
+        for (h, members) in &by_block {
+            let block = t.read_data_block(*h).unwrap();
+            let n = members.len() as u32;
+            for ords in [
+                (0..n).collect::<Vec<u32>>(),
+                vec![n - 1],
+                vec![0, 0, n / 2, n / 2, n - 1],
+            ] {
+                let mut got = Vec::new();
+                t.visit_data_block_entries(*h, &block, &ords, |o, u, seq, kind, v| {
+                    got.push((o, u.to_vec(), seq, kind, v.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+                let mut want_ords = ords.clone();
+                want_ords.dedup();
+                assert_eq!(got.len(), want_ords.len());
+                for ((o, u, seq, kind, v), w) in got.iter().zip(&want_ords) {
+                    assert_eq!(o, w);
+                    let e = &s.entries[members[*w as usize]];
+                    assert_eq!((u, *seq, *kind, v), (&e.0, e.1, e.2, &e.3));
+                }
+            }
+            let err = t
+                .visit_data_block_entries(*h, &block, &[n], |_, _, _, _, _| Ok(()))
+                .unwrap_err();
+            assert!(err.is_corruption(), "{err}");
+        }
+    }
+
+    #[test]
     fn observers_see_every_entry_with_its_block_and_meta_blocks_roundtrip() {
         let entries = dataset(400);
         for compression in [Compression::None, Compression::Lz4] {
