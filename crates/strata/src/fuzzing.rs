@@ -60,7 +60,22 @@ pub fn next_directory(data: &[u8]) {
 /// NEXT's secondary index block.
 pub fn next_secondary_block(data: &[u8]) {
     if let Some((ty, rest)) = typed(data) {
-        let _ = next::table::decode_sec_block(rest, ty);
+        let Ok(b) = next::table::SecBlock::parse(rest, ty) else {
+            return;
+        };
+        for i in 0..b.len().min(1 << 16) {
+            let _ = b.entry(i);
+        }
+        let pred = match ty {
+            KeyType::I64 => Predicate::Range(IndexValue::I64(-5), IndexValue::I64(5)),
+            KeyType::F64 => Predicate::Range(IndexValue::F64(-1.0), IndexValue::F64(1.0)),
+            KeyType::String => {
+                Predicate::Range(IndexValue::Str("a".into()), IndexValue::Str("m".into()))
+            }
+            _ => Predicate::Within([0.0, 0.0, 10.0, 10.0]),
+        };
+        let probe = next::table::Probe::new(&pred, ty);
+        let _ = b.for_each_match(0, b.len(), &probe, |_| Ok(()));
     }
 }
 

@@ -400,6 +400,59 @@ impl Table {
         Ok(out)
     }
 
+    /// The data block at `handle`, read like every query read (through the
+    /// block cache, counted), for [`Table::visit_data_block_entries`].
+    pub fn read_data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        self.read_block(handle, BlockKind::Data, ReadPurpose::Query)
+    }
+
+    /// Calls `f(ordinal, user_key, seq, kind, value)` for each entry of the
+    /// data block `block` (this table's block at `handle`, from
+    /// [`Table::read_data_block`]) whose ordinal is in `ordinals`
+    /// (ascending; duplicates visit once). An entry's ordinal counts every
+    /// entry stored in the block from 0, as delivered to
+    /// `TableObserver::on_entry`. The slices borrow the block (nothing is
+    /// copied); entries before an ordinal are only parsed, entries after
+    /// the last are not touched. Entries the table's obsolete bitmap marks
+    /// are skipped, as every read skips them. A corruption error if an
+    /// ordinal lies past the block's last entry.
+    pub fn visit_data_block_entries(
+        &self,
+        handle: BlockHandle,
+        block: &Arc<Block>,
+        ordinals: &[u32],
+        mut f: impl FnMut(u32, &[u8], SeqNo, ValueKind, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let marks = self.obsolete.as_ref().and_then(|m| m.block(handle.offset));
+        // Without marks the iterator yields every stored entry, in order.
+        let mut it = block.iter(compare_internal);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        let mut at: u32 = 0;
+        let mut done: Option<u32> = None;
+        for &want in ordinals {
+            if done.is_some_and(|d| want <= d) {
+                continue;
+            }
+            done = Some(want);
+            while at < want && it.valid() {
+                it.next().map_err(|e| self.wrap(e))?;
+                at += 1;
+            }
+            if !it.valid() {
+                return Err(self.corrupt(&format!(
+                    "entry {want} of data block at {} is past its end",
+                    handle.offset
+                )));
+            }
+            if marks.as_ref().is_some_and(|m| m.is_marked(want as usize)) {
+                continue;
+            }
+            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+            f(want, p.user_key, p.seq, p.kind, it.value())?;
+        }
+        Ok(())
+    }
+
     /// Handles of all data blocks, in key order.
     pub fn data_block_handles(&self) -> Result<Vec<BlockHandle>> {
         let mut it = self.index.iter(compare_internal);
@@ -1170,6 +1223,58 @@ mod tests {
                     want.map(|w| w.0.clone())
                 );
             }
+        }
+    }
+
+    #[test]
+    fn visit_data_block_entries_reads_entries_by_ordinal() {
+        let entries = dataset(400);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let observers: Vec<Box<dyn TableObserver>> = vec![Box::new(Recorder {
+            seen: seen.clone(),
+            blocks: Vec::new(),
+        })];
+        let size = build(&path, &entries, opts(Compression::None, 10), observers);
+        let t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+        let s = seen.lock().unwrap();
+        // Entries by block, in the order the observer saw them.
+        let mut by_block: Vec<(BlockHandle, Vec<usize>)> = Vec::new();
+        for (i, e) in s.entries.iter().enumerate() {
+            match by_block.last_mut() {
+                Some((h, v)) if *h == e.4 => v.push(i),
+                _ => by_block.push((e.4, vec![i])),
+            }
+        }
+        assert!(by_block.len() > 3);
+        for (h, members) in &by_block {
+            let block = t.read_data_block(*h).unwrap();
+            let n = members.len() as u32;
+            for ords in [
+                (0..n).collect::<Vec<u32>>(),
+                vec![n - 1],
+                vec![0, 0, n / 2, n / 2, n - 1],
+            ] {
+                let mut got = Vec::new();
+                t.visit_data_block_entries(*h, &block, &ords, |o, u, seq, kind, v| {
+                    got.push((o, u.to_vec(), seq, kind, v.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+                let mut want_ords = ords.clone();
+                want_ords.dedup();
+                assert_eq!(got.len(), want_ords.len());
+                for ((o, u, seq, kind, v), w) in got.iter().zip(&want_ords) {
+                    assert_eq!(o, w);
+                    let e = &s.entries[members[*w as usize]];
+                    assert_eq!((u, *seq, *kind, v), (&e.0, e.1, e.2, &e.3));
+                }
+            }
+            let err = t
+                .visit_data_block_entries(*h, &block, &[n], |_, _, _, _, _| Ok(()))
+                .unwrap_err();
+            assert!(err.is_corruption(), "{err}");
         }
     }
 

@@ -565,7 +565,7 @@ impl Builder {
 }
 
 impl TableIndexBuilder for Builder {
-    fn add(&mut self, user_key: &[u8], block: BlockHandle, attr: Option<IndexValue>) {
+    fn add(&mut self, user_key: &[u8], _seq: SeqNo, block: BlockHandle, attr: Option<IndexValue>) {
         if self.block != Some(block) {
             self.close_block();
             self.block = Some(block);

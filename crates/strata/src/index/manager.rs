@@ -535,14 +535,14 @@ impl TableObserver for IndexObserver {
         }
         if e.kind != ValueKind::Value {
             for b in &mut self.builders {
-                b.add(e.user_key, block, None);
+                b.add(e.user_key, e.seq, block, None);
             }
             return;
         }
         let read = read_doc(e.value, &self.fields);
         let doc = Doc::of(&self.fields, &read);
         for (d, b) in self.defs.iter().zip(self.builders.iter_mut()) {
-            b.add(e.user_key, block, d.extract(e.value, doc).ok());
+            b.add(e.user_key, e.seq, block, d.extract(e.value, doc).ok());
         }
     }
 

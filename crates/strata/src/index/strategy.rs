@@ -156,10 +156,10 @@ pub(crate) type VersionSlot = Arc<dyn Any + Send + Sync>;
 
 /// Builds one index's structures for one table while it is written.
 pub(crate) trait TableIndexBuilder: Send {
-    /// Every entry of the table, in order, with the handle of its data
-    /// block; `attr` is the entry's attribute for a put whose value has
-    /// one, else `None`.
-    fn add(&mut self, user_key: &[u8], block: BlockHandle, attr: Option<IndexValue>);
+    /// Every entry of the table, in order, with its sequence number and
+    /// the handle of its data block; `attr` is the entry's attribute for a
+    /// put whose value has one, else `None`.
+    fn add(&mut self, user_key: &[u8], seq: SeqNo, block: BlockHandle, attr: Option<IndexValue>);
 
     /// The meta blocks to store in the table. The builder keeps what the
     /// strategy needs until the table is installed.

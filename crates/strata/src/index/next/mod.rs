@@ -4,34 +4,44 @@
 //! blocks holding them (`table`); the global index — one immutable
 //! [`NextGlobal`] per version, holding each live table's global entries —
 //! directs a query to matching secondary blocks and from there to data
-//! blocks, each read at most once per query (the *block read history*,
-//! §4). Validation uses the update memo (`index::memo`).
+//! entries at known positions. Validation uses the update memo
+//! (`index::memo`).
+//!
+//! A query without a limit reads each matching secondary block once, finds
+//! the matching entries by binary search, and reads each data block
+//! holding one once, decoding only the entries at the recorded positions.
+//! A top-K query orders the work by sequence number across all tables:
+//! global entries (by the maximum sequence number of their slice) and the
+//! secondary entries they expand to (by their own) share one max-heap, so
+//! data entries are read newest first and the query stops as soon as K
+//! valid results newer than everything left are known — about K data
+//! blocks when nothing is stale.
 
 pub mod table;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::index::memo::Validity;
-use crate::index::results::Results;
 use crate::index::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
 use crate::index::tables;
-use crate::index::value::{IndexValue, KeyType, Predicate};
+use crate::index::value::{IndexValue, KeyType};
 use crate::index::{lock, read, side, Hit, IndexStats, QueryProfile};
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::InstallEvent;
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemGet;
+use strata_lsm::sstable::block::Block;
 use strata_lsm::sstable::{BlockHandle, Table};
 use strata_lsm::version::{FileMetaData, Version};
 
-pub use table::{Delta, TableIndex};
+pub use table::{Delta, Probe, SecBlock, TableIndex};
 
 /// The global index of one NEXT index in one version: per live table, its
 /// global entries (sorted ranges for scalars, an R-tree for spatial types).
@@ -50,62 +60,312 @@ impl NextGlobal {
     }
 }
 
-/// Data blocks of `table` holding entries that match `pred`, in file order,
-/// each with the positions of those entries inside the block, found through
-/// the global entries and the secondary index blocks (no data block is
-/// read). `history` is the query's block read history: blocks already
-/// returned for this query are skipped.
-pub fn candidate_blocks(
+/// Reads secondary block `b` of index `index_id` from `table`.
+fn read_sec_block(table: &Table, index_id: u32, b: u32) -> Result<Vec<u8>> {
+    let name = table::sec_block_name(index_id, b);
+    table.meta_block(&name)?.ok_or_else(|| {
+        Error::corruption(format!(
+            "table {} lacks NEXT block {name}",
+            table.file_number()
+        ))
+    })
+}
+
+/// A valid result: the hit and the (table, block offset) it was read from.
+type Found = (Hit, Option<(u64, u64)>);
+
+/// The results of one query. Validation is exact (a candidate is valid only
+/// if it is its key's newest version at the snapshot), so each key is
+/// found at most once and no per-key map is needed; `finish` still
+/// removes duplicates defensively.
+struct Acc {
+    limit: Option<usize>,
+    found: Vec<Found>,
+    /// The `limit` highest sequence numbers found (min-heap).
+    top: BinaryHeap<Reverse<SeqNo>>,
+}
+
+impl Acc {
+    fn new(limit: Option<usize>) -> Acc {
+        Acc {
+            limit,
+            found: Vec::new(),
+            top: BinaryHeap::new(),
+        }
+    }
+
+    fn push(&mut self, hit: Hit, block: Option<(u64, u64)>) {
+        if let Some(k) = self.limit {
+            self.top.push(Reverse(hit.seq));
+            if self.top.len() > k {
+                self.top.pop();
+            }
+        }
+        self.found.push((hit, block));
+    }
+
+    /// True if `limit` results newer than `seq` are known.
+    fn full_before(&self, seq: SeqNo) -> bool {
+        match self.limit {
+            Some(0) => true,
+            Some(k) => self.top.len() >= k && self.top.peek().is_some_and(|Reverse(s)| *s > seq),
+            None => false,
+        }
+    }
+
+    /// The hits, newest first, and the number of distinct data blocks
+    /// holding them.
+    fn finish(mut self) -> (Vec<Hit>, u64) {
+        let v = &mut self.found;
+        v.sort_unstable_by(|a, b| a.0.key.cmp(&b.0.key).then(b.0.seq.cmp(&a.0.seq)));
+        v.dedup_by(|a, b| a.0.key == b.0.key);
+        v.sort_unstable_by_key(|h| Reverse(h.0.seq));
+        if let Some(k) = self.limit {
+            v.truncate(k);
+        }
+        let mut blocks: Vec<(u64, u64)> = v.iter().filter_map(|(_, b)| *b).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        (
+            self.found.into_iter().map(|(h, _)| h).collect(),
+            blocks.len() as u64,
+        )
+    }
+}
+
+/// Work of a top-K query, ordered by sequence number (newest first): a
+/// global entry (by the maximum seq of its slice) or one secondary entry
+/// (by its seq). Tables are numbered by their position in the query's
+/// table list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Work {
+    /// Global entry `entry` of table `table`.
+    Slice { table: u32, entry: u32 },
+    /// Entry `pos` of data block `block` (position in the handle table).
+    Entry { table: u32, block: u32, pos: u32 },
+}
+
+/// One query's reading of tables: the prepared predicate and snapshot.
+struct TableScan<'a> {
     index_id: u32,
     ty: KeyType,
-    ti: &TableIndex,
-    table: &Table,
-    pred: &Predicate,
-    history: &mut BTreeSet<(u64, u64)>,
-    index_blocks_read: &mut u64,
-) -> Result<Vec<(BlockHandle, Vec<u32>)>> {
-    let hits = ti.matching_entries(pred);
-    let mut by_block: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
-    for i in hits {
-        let e = &ti.entries[i];
-        by_block
-            .entry(e.sec_block)
-            .or_default()
-            .push((e.start, e.end));
-    }
-    let mut positions: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
-    for (b, ranges) in by_block {
-        let name = table::sec_block_name(index_id, b);
-        *index_blocks_read += 1;
-        let Some(bytes) = table.meta_block(&name)? else {
-            return Err(crate::Error::corruption(format!(
-                "table {} lacks NEXT block {name}",
+    probe: &'a Probe<'a>,
+    snapshot: SeqNo,
+    keys_only: bool,
+}
+
+/// A matching secondary entry of one table: data block position, entry
+/// position, sequence number.
+type Cand = (u32, u32, SeqNo);
+
+impl TableScan<'_> {
+    /// Takes the entries `cands` (sorted by position, all in data block
+    /// `block_pos` of `table`) from that block: each valid one (same seq
+    /// as its secondary entry, a put, validated) goes to `acc`. Reads the
+    /// block once.
+    #[allow(clippy::too_many_arguments)]
+    fn take(
+        &self,
+        table: &Table,
+        ti: &TableIndex,
+        block_pos: u32,
+        block: Option<&Arc<Block>>,
+        cands: &[Cand],
+        profile: &mut QueryProfile,
+        acc: &mut Acc,
+        validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
+    ) -> Result<Option<Arc<Block>>> {
+        let h = *ti.handles.get(block_pos as usize).ok_or_else(|| {
+            Error::corruption(format!(
+                "NEXT entry of table {} points past its handle table",
                 table.file_number()
-            )));
+            ))
+        })?;
+        let read;
+        let block = match block {
+            Some(b) => b,
+            None => {
+                profile.data_blocks_read += 1;
+                read = table.read_data_block(h)?;
+                &read
+            }
         };
-        let entries = table::decode_sec_block(&bytes, ty)?;
-        for (start, end) in ranges {
-            let slice = entries.get(start as usize..end as usize).ok_or_else(|| {
-                crate::Error::corruption(format!("NEXT block {name} shorter than its global entry"))
+        let ords: Vec<u32> = cands.iter().map(|c| c.1).collect();
+        let file = table.file_number();
+        table.visit_data_block_entries(h, block, &ords, |ord, key, seq, kind, value| {
+            let want = cands
+                .binary_search_by_key(&ord, |c| c.1)
+                .ok()
+                .and_then(|i| cands.get(i))
+                .map(|c| c.2);
+            if want != Some(seq) {
+                return Err(Error::corruption(format!(
+                    "NEXT entry {ord} of block {} of table {file} has seq {seq}, its index entry {want:?}",
+                    h.offset
+                )));
+            }
+            if kind != ValueKind::Value || seq > self.snapshot || !validate(key, seq)? {
+                return Ok(());
+            }
+            let hit = Hit {
+                key: key.to_vec(),
+                value: (!self.keys_only).then(|| value.to_vec()),
+                seq,
+            };
+            acc.push(hit, Some((file, h.offset)));
+            Ok(())
+        })?;
+        Ok(Some(Arc::clone(block)))
+    }
+
+    /// Every match of one table (no limit): each matching secondary block
+    /// read once, each data block holding a match read once.
+    fn scan_table(
+        &self,
+        table: &Table,
+        ti: &TableIndex,
+        hits: &[usize],
+        profile: &mut QueryProfile,
+        acc: &mut Acc,
+        validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
+    ) -> Result<()> {
+        let mut cands: Vec<Cand> = Vec::new();
+        let mut current: Option<(u32, Vec<u8>)> = None;
+        for &i in hits {
+            let e = ti
+                .entries
+                .get(i)
+                .ok_or_else(|| Error::corruption("NEXT global entry out of range"))?;
+            if current.as_ref().is_none_or(|(b, _)| *b != e.sec_block) {
+                profile.index_blocks_read += 1;
+                current = Some((
+                    e.sec_block,
+                    read_sec_block(table, self.index_id, e.sec_block)?,
+                ));
+            }
+            let Some((_, bytes)) = &current else {
+                continue;
+            };
+            let sb = SecBlock::parse(bytes, self.ty)?;
+            sb.for_each_match(e.start, e.end, self.probe, |se| {
+                if se.seq <= self.snapshot {
+                    cands.push((se.loc.0, se.loc.1, se.seq));
+                }
+                Ok(())
             })?;
-            for (v, (h, e)) in slice {
-                if pred.matches(&IndexValue::decode(ty, v)?) {
-                    positions.entry(*h).or_default().insert(*e);
+        }
+        cands.sort_unstable();
+        for group in cands.chunk_by(|a, b| a.0 == b.0) {
+            if let Some(first) = group.first() {
+                self.take(table, ti, first.0, None, group, profile, acc, validate)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The top K across `visits`, newest first at entry granularity (see
+    /// the module documentation). Returns the number of tables whose
+    /// secondary blocks were read.
+    fn top_k(
+        &self,
+        visits: &[(Arc<Table>, &TableIndex, Vec<usize>)],
+        profile: &mut QueryProfile,
+        acc: &mut Acc,
+        validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
+    ) -> Result<u64> {
+        let mut heap: BinaryHeap<(SeqNo, Work)> = BinaryHeap::new();
+        for (t, (_, ti, hits)) in visits.iter().enumerate() {
+            for &i in hits {
+                if let Some(e) = ti.entries.get(i) {
+                    heap.push((
+                        e.max_seq,
+                        Work::Slice {
+                            table: t as u32,
+                            entry: i as u32,
+                        },
+                    ));
                 }
             }
         }
-    }
-    let mut out = Vec::with_capacity(positions.len());
-    for (p, entries) in positions {
-        let h = *ti
-            .handles
-            .get(p as usize)
-            .ok_or_else(|| crate::Error::corruption("NEXT entry points past the handle table"))?;
-        if history.insert((table.file_number(), h.offset)) {
-            out.push((h, entries.into_iter().collect()));
+        // Blocks read by this query, each read once.
+        let mut sec: HashMap<(u32, u32), Vec<u8>> = HashMap::new();
+        let mut data: HashMap<(u32, u32), Arc<Block>> = HashMap::new();
+        let mut touched = vec![false; visits.len()];
+        while let Some(&(bound, _)) = heap.peek() {
+            if acc.full_before(bound) {
+                break;
+            }
+            let Some((seq, work)) = heap.pop() else {
+                break;
+            };
+            match work {
+                Work::Slice { table: t, entry } => {
+                    let Some((table, ti, _)) = visits.get(t as usize) else {
+                        continue;
+                    };
+                    let e = ti
+                        .entries
+                        .get(entry as usize)
+                        .ok_or_else(|| Error::corruption("NEXT global entry out of range"))?;
+                    if let Some(x) = touched.get_mut(t as usize) {
+                        *x = true;
+                    }
+                    let bytes = match sec.entry((t, e.sec_block)) {
+                        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            profile.index_blocks_read += 1;
+                            v.insert(read_sec_block(table, self.index_id, e.sec_block)?)
+                        }
+                    };
+                    let sb = SecBlock::parse(bytes, self.ty)?;
+                    sb.for_each_match(e.start, e.end, self.probe, |se| {
+                        if se.seq > e.max_seq {
+                            return Err(Error::corruption(format!(
+                                "NEXT entry of table {} above its global entry's max seq",
+                                table.file_number()
+                            )));
+                        }
+                        if se.seq <= self.snapshot {
+                            let (block, pos) = se.loc;
+                            heap.push((
+                                se.seq,
+                                Work::Entry {
+                                    table: t,
+                                    block,
+                                    pos,
+                                },
+                            ));
+                        }
+                        Ok(())
+                    })?;
+                }
+                Work::Entry {
+                    table: t,
+                    block,
+                    pos,
+                } => {
+                    let Some((table, ti, _)) = visits.get(t as usize) else {
+                        continue;
+                    };
+                    let cached = data.get(&(t, block)).cloned();
+                    let read = self.take(
+                        table,
+                        ti,
+                        block,
+                        cached.as_ref(),
+                        &[(block, pos, seq)],
+                        profile,
+                        acc,
+                        validate,
+                    )?;
+                    if let (None, Some(b)) = (cached, read) {
+                        data.insert((t, block), b);
+                    }
+                }
+            }
         }
+        Ok(touched.iter().filter(|x| **x).count() as u64)
     }
-    Ok(out)
 }
 
 /// Per-table structures built while a table is written, consumed when it
@@ -172,11 +432,11 @@ struct NextBuilder {
     handles: Vec<BlockHandle>,
     /// Entries seen so far in the current data block.
     in_block: u32,
-    pairs: Vec<(IndexValue, table::Loc)>,
+    pairs: Vec<table::Pair>,
 }
 
 impl TableIndexBuilder for NextBuilder {
-    fn add(&mut self, _user_key: &[u8], block: BlockHandle, attr: Option<IndexValue>) {
+    fn add(&mut self, _user_key: &[u8], seq: SeqNo, block: BlockHandle, attr: Option<IndexValue>) {
         if self.handles.last() != Some(&block) {
             self.handles.push(block);
             self.in_block = 0;
@@ -184,7 +444,7 @@ impl TableIndexBuilder for NextBuilder {
         let pos = ((self.handles.len() - 1) as u32, self.in_block);
         self.in_block += 1;
         if let Some(v) = attr {
-            self.pairs.push((v, pos));
+            self.pairs.push((v, pos, seq));
         }
     }
 
@@ -271,22 +531,23 @@ impl IndexStrategy for Next {
         BuildMethod::RewriteTables
     }
 
-    /// Memtables newest first, then tables newest first, stopping once no
-    /// older table can enter the top K; candidates validated with the
-    /// update memo (an exact lookup in the query's view only for keys
-    /// written after its snapshot).
+    /// Memtables first, then the tables' matching entries (see the module
+    /// documentation for the order and the top-K stop); candidates
+    /// validated with the update memo (an exact lookup in the query's view
+    /// only for keys written after its snapshot).
     fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
         let (def, view, pred, opts) = (cx.def, cx.view, cx.pred, cx.opts);
         view.pause();
-        let mut acc = Results::new(opts.limit);
-        let checked = std::cell::Cell::new(0u64);
-        let stale = std::cell::Cell::new(0u64);
-        let validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
+        let snapshot = view.snapshot;
+        let mut acc = Acc::new(opts.limit);
+        let mut checked = 0u64;
+        let mut stale = 0u64;
+        let mut validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
             def.counters.validations.fetch_add(1, Relaxed);
-            checked.set(checked.get() + 1);
+            checked += 1;
             // The memo lock is taken per candidate, never across I/O, so
             // long queries do not hold up writers.
-            let validity = read(cx.memo).validate(key, seq, view.snapshot, cx.generation);
+            let validity = read(cx.memo).validate(key, seq, snapshot, cx.generation);
             let ok = match validity {
                 Validity::Valid => true,
                 Validity::Stale => false,
@@ -297,38 +558,34 @@ impl IndexStrategy for Next {
             };
             if !ok {
                 def.counters.failed.fetch_add(1, Relaxed);
-                stale.set(stale.get() + 1);
+                stale += 1;
             }
             Ok(ok)
         };
-        let keep = |value: Vec<u8>| if opts.keys_only { None } else { Some(value) };
+        let keys_only = opts.keys_only;
 
         for m in &view.mems {
             for (key, seq) in side::candidates(m, self.id, pred) {
-                if seq > view.snapshot || !validate(&key, seq)? {
+                if seq > snapshot || !validate(&key, seq)? {
                     continue;
                 }
                 let value = match m.get(&key, seq) {
                     Some(MemGet::Value(s, v)) if s == seq => v,
                     _ => continue,
                 };
-                acc.push(key, seq, keep(value), None);
+                let value = (!keys_only).then_some(value);
+                acc.push(Hit { key, value, seq }, None);
             }
         }
 
         let empty = NextGlobal::default();
         let global = cx.slot_as::<NextGlobal>().unwrap_or(&empty);
-        let mut files: Vec<&Arc<FileMetaData>> = view.version.all_files().map(|(_, f)| f).collect();
-        files.sort_by_key(|f| Reverse(f.largest_seq));
-        let mut history = BTreeSet::new();
-        let total = files.len();
-        for (visited, f) in files.into_iter().enumerate() {
-            if f.smallest_seq > view.snapshot {
+        let probe = Probe::new(pred, self.ty);
+        // The visible tables with at least one matching global entry.
+        let mut visits: Vec<(Arc<Table>, &TableIndex, Vec<usize>)> = Vec::new();
+        for (_, f) in view.version.all_files() {
+            if f.smallest_seq > snapshot {
                 continue;
-            }
-            if acc.full_before(f.largest_seq) {
-                profile.tables_skipped = (total - visited) as u64;
-                break;
             }
             let Some(ti) = global.tables.get(&f.number) else {
                 return Err(Error::corruption(format!(
@@ -336,39 +593,34 @@ impl IndexStrategy for Next {
                     def.spec.name, f.number
                 )));
             };
-            let table = view.tables.get(f.number, f.file_size)?;
-            let blocks = candidate_blocks(
-                self.id,
-                self.ty,
-                ti,
-                &table,
-                pred,
-                &mut history,
-                &mut profile.index_blocks_read,
-            )?;
-            for (h, positions) in blocks {
-                profile.data_blocks_read += 1;
-                // The secondary entries already matched: take those entries
-                // by position, without re-extracting the attribute.
-                let mut entries = table.read_data_block_entries(h)?;
-                for p in positions {
-                    let Some(slot) = entries.get_mut(p as usize) else {
-                        return Err(Error::corruption(format!(
-                            "NEXT entry points past the end of block {} of table {}",
-                            h.offset, f.number
-                        )));
-                    };
-                    let (key, seq, kind) = (std::mem::take(&mut slot.0), slot.1, slot.2);
-                    let value = std::mem::take(&mut slot.3);
-                    if kind != ValueKind::Value || seq > view.snapshot || !validate(&key, seq)? {
-                        continue;
-                    }
-                    acc.push(key, seq, keep(value), Some((f.number, h.offset)));
+            ti.check_queryable(f.number)?;
+            let hits = ti.matching_entries(&probe);
+            if hits.is_empty() {
+                continue;
+            }
+            visits.push((view.tables.get(f.number, f.file_size)?, &**ti, hits));
+        }
+        let total = visits.len() as u64;
+        let scan = TableScan {
+            index_id: self.id,
+            ty: self.ty,
+            probe: &probe,
+            snapshot,
+            keys_only,
+        };
+        match opts.limit {
+            None => {
+                for (table, ti, hits) in &visits {
+                    scan.scan_table(table, ti, hits, profile, &mut acc, &mut validate)?;
                 }
             }
+            Some(_) => {
+                let touched = scan.top_k(&visits, profile, &mut acc, &mut validate)?;
+                profile.tables_skipped = total.saturating_sub(touched);
+            }
         }
-        profile.candidates = checked.get();
-        profile.stale = stale.get();
+        profile.candidates = checked;
+        profile.stale = stale;
         let (hits, min_blocks) = acc.finish();
         profile.min_data_blocks = min_blocks;
         Ok(hits)

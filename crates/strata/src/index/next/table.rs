@@ -2,7 +2,8 @@
 //! splitting) and the global-index entries it yields.
 //!
 //! For every table and NEXT index, the table builder's observer collects
-//! `(attribute value, data block)` for each entry; at the end the pairs are
+//! `(attribute value, data block, entry position, sequence number)` for each
+//! entry; at the end the pairs are
 //! sorted (scalars by value, spatial values along a Hilbert curve of their
 //! centres) and written as *secondary index blocks* (meta blocks
 //! `next.<id>.<n>`, ~4 KiB each). Each block is covered by one or more
@@ -11,7 +12,13 @@
 //! grow the range by more than δ (value-aware splitting). The global entries
 //! and the table's data-block handles are written to a directory block
 //! `next.<id>.dir`, which is all recovery reads to rebuild the global index.
-//! Byte formats: `docs/format/next.md`.
+//!
+//! Version 2 makes both levels searchable and seq-aware: a secondary block
+//! ends with a fixed-width offset array (binary search by value without
+//! decoding the block) and stores each entry's sequence number delta-coded
+//! against the block's minimum; every global entry carries the maximum
+//! sequence number of its slice, so a top-K query can visit slices and
+//! entries newest first across tables. Byte formats: `docs/format/next.md`.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -19,8 +26,12 @@ use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, AABB};
 
 use crate::index::value::{IndexValue, KeyType, Predicate};
-use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use strata_lsm::coding::{
+    decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_length_prefixed,
+    put_varint64,
+};
 use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
 use strata_lsm::sstable::BlockHandle;
 
 /// Where an indexed entry is: position of its data block in the handle
@@ -29,7 +40,12 @@ pub type Loc = (u32, u32);
 
 /// Target bytes of one secondary index block.
 pub const SEC_BLOCK_BYTES: usize = 4096;
-const DIR_VERSION: u8 = 1;
+/// Directory (and with it secondary block) layout version; see
+/// `docs/format/next.md`.
+const DIR_VERSION: u8 = 2;
+/// Bytes after the offset array of a secondary block: `fixed64 base_seq ‖
+/// fixed32 count`.
+const SEC_TRAILER: usize = 12;
 
 /// The splitting threshold δ of an index.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,26 +85,78 @@ pub enum Envelope {
 }
 
 impl Envelope {
-    fn may_match(&self, pred: &Predicate) -> bool {
+    fn may_match(&self, probe: &Probe<'_>) -> bool {
         match self {
-            Envelope::Scalar(lo, hi) => match pred.scalar_bounds() {
+            Envelope::Scalar(lo, hi) => match &probe.bounds {
                 Some((a, b)) => lo.as_slice() <= b.as_slice() && a.as_slice() <= hi.as_slice(),
                 None => false,
             },
-            Envelope::Rect(r) => pred
-                .window()
+            Envelope::Rect(r) => probe
+                .window
                 .is_some_and(|w| crate::index::value::intersects(r, &w)),
         }
     }
 }
 
+/// A predicate prepared once per query: scalar bounds encoded once (so
+/// that every comparison is a byte comparison of order-preserving
+/// encodings), the spatial window, and the predicate for exact spatial
+/// tests.
+pub struct Probe<'a> {
+    /// Encoded inclusive scalar bounds; `None` for spatial predicates.
+    pub bounds: Option<(Vec<u8>, Vec<u8>)>,
+    /// Spatial window (for equality, the value's MBR).
+    pub window: Option<[f64; 4]>,
+    pred: &'a Predicate,
+    ty: KeyType,
+}
+
+impl<'a> Probe<'a> {
+    /// Prepares `pred` for an index of type `ty`. Contract: an encoded
+    /// scalar `v` matches `pred` iff `bounds.0 <= v <= bounds.1` bytewise
+    /// (equality on `f64` zero covers both −0 and +0, as
+    /// [`Predicate::matches`] does).
+    pub fn new(pred: &'a Predicate, ty: KeyType) -> Probe<'a> {
+        let bounds = match pred {
+            Predicate::Eq(IndexValue::F64(z)) if *z == 0.0 => Some((
+                IndexValue::F64(-0.0).encode(),
+                IndexValue::F64(0.0).encode(),
+            )),
+            _ => pred.scalar_bounds(),
+        };
+        Probe {
+            window: if bounds.is_some() {
+                None
+            } else {
+                pred.window()
+            },
+            bounds,
+            pred,
+            ty,
+        }
+    }
+
+    /// Does the encoded value `v` (as stored in a secondary block) match?
+    /// Scalars compare bytes; spatial values are decoded (no allocation)
+    /// and tested exactly.
+    pub fn matches_encoded(&self, v: &[u8]) -> Result<bool> {
+        match &self.bounds {
+            Some((lo, hi)) => Ok(lo.as_slice() <= v && v <= hi.as_slice()),
+            None if self.ty.is_spatial() => Ok(self.pred.matches(&IndexValue::decode(self.ty, v)?)),
+            None => Ok(false),
+        }
+    }
+}
+
 /// One global-index entry: `entries[start..end]` of secondary block
-/// `sec_block` lie in `env`.
+/// `sec_block` lie in `env`, and none has a sequence number above
+/// `max_seq` (the bound a top-K query orders slices by).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GlobalEntry {
     pub sec_block: u32,
     pub start: u32,
     pub end: u32,
+    pub max_seq: SeqNo,
     pub env: Envelope,
 }
 
@@ -102,6 +170,10 @@ pub struct TableIndex {
     /// their ends. Spatial: in block order.
     pub entries: Vec<GlobalEntry>,
     pub sec_blocks: u32,
+    /// Format version of the table's blocks. Version 1 is decoded only so
+    /// that the database opens (and compaction or a rebuild can rewrite
+    /// the table); queries refuse it ([`TableIndex::check_queryable`]).
+    pub version: u8,
     /// Bytes of this index's blocks in the table.
     pub disk_bytes: u64,
     rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
@@ -139,6 +211,7 @@ impl TableIndex {
             RTree::bulk_load(items)
         });
         TableIndex {
+            version: DIR_VERSION,
             key_type,
             handles,
             entries,
@@ -148,10 +221,25 @@ impl TableIndex {
         }
     }
 
-    /// Indexes of the global entries whose envelope may hold a match.
-    pub fn matching_entries(&self, pred: &Predicate) -> Vec<usize> {
+    /// An error unless the table's blocks are of the current format.
+    pub fn check_queryable(&self, file: u64) -> Result<()> {
+        if self.version == DIR_VERSION {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "table {file} holds NEXT blocks of format version {} (written before \
+             secondary blocks were searchable and seq-ordered); this build queries \
+             version {DIR_VERSION} only: rebuild the index (drop and recreate it), or \
+             compact the whole database, which rewrites every table's NEXT blocks",
+            self.version
+        )))
+    }
+
+    /// Indexes of the global entries whose envelope may hold a match, in
+    /// ascending order (= secondary block order).
+    pub fn matching_entries(&self, probe: &Probe<'_>) -> Vec<usize> {
         if let Some(t) = &self.rtree {
-            let Some(w) = pred.window() else {
+            let Some(w) = probe.window else {
                 return Vec::new();
             };
             let aabb = AABB::from_corners([w[0], w[1]], [w[2], w[3]]);
@@ -162,7 +250,7 @@ impl TableIndex {
             v.sort_unstable();
             return v;
         }
-        let Some((a, b)) = pred.scalar_bounds() else {
+        let Some((a, b)) = &probe.bounds else {
             return Vec::new();
         };
         let first = self.entries.partition_point(|e| match &e.env {
@@ -177,7 +265,7 @@ impl TableIndex {
                 Envelope::Scalar(lo, _) => lo.as_slice() <= b.as_slice(),
                 Envelope::Rect(_) => false,
             })
-            .filter(|(_, e)| e.env.may_match(pred))
+            .filter(|(_, e)| e.env.may_match(probe))
             .map(|(i, _)| i)
             .collect()
     }
@@ -197,7 +285,7 @@ impl TableIndex {
         } else {
             0
         };
-        std::mem::size_of::<Self>() + self.entries.len() * 16 + env + tree + self.handles.len() * 16
+        std::mem::size_of::<Self>() + self.entries.len() * 24 + env + tree + self.handles.len() * 16
     }
 }
 
@@ -252,6 +340,227 @@ fn put_value(out: &mut Vec<u8>, ty: KeyType, enc: &[u8]) {
     }
 }
 
+/// Bytes of `v` as a varint.
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// An entry being built: encoded value, location, seq, value.
+type Encoded = (Vec<u8>, Loc, SeqNo, IndexValue);
+
+/// Encodes one secondary block holding `encoded[i]` for each `i` of
+/// `members`, in order (format: `docs/format/next.md`).
+fn encode_sec_block(ty: KeyType, encoded: &[Encoded], members: &[usize]) -> Vec<u8> {
+    let base = members
+        .iter()
+        .filter_map(|&i| encoded.get(i))
+        .map(|e| e.2)
+        .min()
+        .unwrap_or(0);
+    let mut out = Vec::with_capacity(SEC_BLOCK_BYTES + 64);
+    let mut offsets = Vec::with_capacity(members.len());
+    for (enc, loc, seq, _) in members.iter().filter_map(|&i| encoded.get(i)) {
+        offsets.push(out.len() as u32);
+        put_value(&mut out, ty, enc);
+        put_varint64(&mut out, u64::from(loc.0));
+        put_varint64(&mut out, u64::from(loc.1));
+        put_varint64(&mut out, seq - base);
+    }
+    for o in &offsets {
+        out.extend_from_slice(&o.to_le_bytes());
+    }
+    out.extend_from_slice(&base.to_le_bytes());
+    out.extend_from_slice(&(offsets.len() as u32).to_le_bytes());
+    out
+}
+
+/// One decoded secondary entry, borrowing its value from the block.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SecEntry<'a> {
+    /// The encoded attribute value.
+    pub value: &'a [u8],
+    /// Position of the data block in the handle table and of the entry in
+    /// that block.
+    pub loc: Loc,
+    pub seq: SeqNo,
+}
+
+/// A secondary index block, searchable in place: the fixed-width offset
+/// array gives entry `i` without decoding the entries before it.
+///
+/// Invariant (checked by [`SecBlock::parse`]): the offset array and the
+/// trailer fit the block; each entry's bounds are checked when it is read.
+pub struct SecBlock<'a> {
+    area: &'a [u8],
+    offsets: &'a [u8],
+    count: u32,
+    base_seq: SeqNo,
+    ty: KeyType,
+}
+
+impl<'a> SecBlock<'a> {
+    /// Parses the trailer of a secondary block of an index of type `ty`.
+    pub fn parse(src: &'a [u8], ty: KeyType) -> Result<SecBlock<'a>> {
+        let bad = |what: &str| Error::corruption(format!("bad NEXT secondary block: {what}"));
+        let trailer_at = src
+            .len()
+            .checked_sub(SEC_TRAILER)
+            .ok_or_else(|| bad("shorter than its trailer"))?;
+        let (body, trailer) = src
+            .split_at_checked(trailer_at)
+            .ok_or_else(|| bad("trailer"))?;
+        let base_seq = decode_fixed64(trailer).ok_or_else(|| bad("trailer"))?;
+        let count = trailer
+            .get(8..)
+            .and_then(decode_fixed32)
+            .ok_or_else(|| bad("trailer"))?;
+        let area_len = body
+            .len()
+            .checked_sub(4 * count as usize)
+            .ok_or_else(|| bad("entry count exceeds the block"))?;
+        let (area, offsets) = body
+            .split_at_checked(area_len)
+            .ok_or_else(|| bad("offsets"))?;
+        Ok(SecBlock {
+            area,
+            offsets,
+            count,
+            base_seq,
+            ty,
+        })
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> u32 {
+        self.count
+    }
+
+    /// True if the block holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn offset(&self, i: u32) -> Option<usize> {
+        if i == self.count {
+            return Some(self.area.len());
+        }
+        let at = 4 * i as usize;
+        self.offsets
+            .get(at..)
+            .and_then(decode_fixed32)
+            .map(|o| o as usize)
+    }
+
+    /// The bytes of entry `i`.
+    fn raw(&self, i: u32) -> Result<&'a [u8]> {
+        let bad = || Error::corruption(format!("bad NEXT secondary block: entry {i}"));
+        if i >= self.count {
+            return Err(bad());
+        }
+        let (a, b) = (
+            self.offset(i).ok_or_else(bad)?,
+            self.offset(i + 1).ok_or_else(bad)?,
+        );
+        self.area.get(a..b).ok_or_else(bad)
+    }
+
+    /// The encoded value of entry `i`.
+    pub fn value(&self, i: u32) -> Result<&'a [u8]> {
+        Ok(self.decode(i)?.0)
+    }
+
+    fn decode(&self, i: u32) -> Result<(&'a [u8], &'a [u8])> {
+        let bad = || Error::corruption(format!("bad NEXT secondary block: entry {i}"));
+        let mut src = self.raw(i)?;
+        let v = match self.ty {
+            KeyType::Point | KeyType::Rect => {
+                let w = if self.ty == KeyType::Point { 16 } else { 32 };
+                let (v, rest) = src.split_at_checked(w).ok_or_else(bad)?;
+                src = rest;
+                v
+            }
+            _ => get_length_prefixed(&mut src).ok_or_else(bad)?,
+        };
+        Ok((v, src))
+    }
+
+    /// Entry `i`, decoded in place.
+    pub fn entry(&self, i: u32) -> Result<SecEntry<'a>> {
+        let bad = || Error::corruption(format!("bad NEXT secondary block: entry {i}"));
+        let (value, mut src) = self.decode(i)?;
+        let mut v = || get_varint64(&mut src).ok_or_else(bad);
+        let h = u32::try_from(v()?).map_err(|_| bad())?;
+        let e = u32::try_from(v()?).map_err(|_| bad())?;
+        let seq = self.base_seq.checked_add(v()?).ok_or_else(bad)?;
+        if !src.is_empty() {
+            return Err(bad());
+        }
+        Ok(SecEntry {
+            value,
+            loc: (h, e),
+            seq,
+        })
+    }
+
+    /// The first position in `[start, end)` whose value is `>= key`
+    /// (scalars: entries are sorted by encoded value), by binary search.
+    pub fn lower_bound(&self, start: u32, end: u32, key: &[u8]) -> Result<u32> {
+        let (mut lo, mut hi) = (start, end.min(self.count));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.value(mid)? < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Calls `f` with every entry of `[start, end)` matching `probe`:
+    /// scalars by binary search to the lower bound, then a scan to the
+    /// upper; spatial values by an exact test of each entry of the slice.
+    pub fn for_each_match(
+        &self,
+        start: u32,
+        end: u32,
+        probe: &Probe<'_>,
+        mut f: impl FnMut(SecEntry<'a>) -> Result<()>,
+    ) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let end = end.min(self.len());
+        match &probe.bounds {
+            Some((lo, hi)) => {
+                let mut i = self.lower_bound(start, end, lo)?;
+                while i < end {
+                    let e = self.entry(i)?;
+                    if e.value > hi.as_slice() {
+                        break;
+                    }
+                    f(e)?;
+                    i += 1;
+                }
+            }
+            None => {
+                for i in start..end {
+                    let e = self.entry(i)?;
+                    if probe.matches_encoded(e.value)? {
+                        f(e)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The blocks built for one table and index.
 pub struct Built {
     /// `(name, bytes)` meta blocks: secondary blocks then the directory.
@@ -259,14 +568,18 @@ pub struct Built {
     pub index: TableIndex,
 }
 
+/// An indexed entry as the builder collects it: attribute value, where the
+/// entry is, and its sequence number.
+pub type Pair = (IndexValue, Loc, SeqNo);
+
 /// Algorithm 1 with value-aware splitting. `pairs` are (value, position in
-/// `handles`).
+/// `handles` and in its block, sequence number).
 pub fn build(
     index_id: u32,
     ty: KeyType,
     delta: Delta,
     handles: Vec<BlockHandle>,
-    mut pairs: Vec<(IndexValue, Loc)>,
+    mut pairs: Vec<Pair>,
 ) -> Built {
     let n = pairs.len();
     // Sort and compute δ.
@@ -276,9 +589,9 @@ pub fn build(
         f64::NEG_INFINITY,
         f64::NEG_INFINITY,
     ];
-    let encoded: Vec<(Vec<u8>, Loc, IndexValue)>;
+    let encoded: Vec<Encoded>;
     if ty.is_spatial() {
-        for (v, _) in &pairs {
+        for (v, _, _) in &pairs {
             if let Some(m) = v.mbr() {
                 table_mbr = union(&table_mbr, &m);
             }
@@ -289,25 +602,25 @@ pub fn build(
         );
         let scale =
             |v: f64, lo: f64, span: f64| (((v - lo) / span) * 65535.0).clamp(0.0, 65535.0) as u32;
-        let mut keyed: Vec<(u64, Vec<u8>, Loc, IndexValue)> = pairs
+        let mut keyed: Vec<(u64, Encoded)> = pairs
             .drain(..)
-            .map(|(v, h_)| {
+            .map(|(v, h_, seq)| {
                 let m = v.mbr().unwrap_or([0.0; 4]);
                 let cx = (m[0] + m[2]) / 2.0;
                 let cy = (m[1] + m[3]) / 2.0;
                 (
                     hilbert(scale(cx, table_mbr[0], w), scale(cy, table_mbr[1], h)),
-                    v.encode(),
-                    h_,
-                    v,
+                    (v.encode(), h_, seq, v),
                 )
             })
             .collect();
-        keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        encoded = keyed.into_iter().map(|(_, e, h, v)| (e, h, v)).collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .0.cmp(&b.1 .0)));
+        encoded = keyed.into_iter().map(|(_, e)| e).collect();
     } else {
-        let mut e: Vec<(Vec<u8>, Loc, IndexValue)> =
-            pairs.drain(..).map(|(v, h)| (v.encode(), h, v)).collect();
+        let mut e: Vec<Encoded> = pairs
+            .drain(..)
+            .map(|(v, h, seq)| (v.encode(), h, seq, v))
+            .collect();
         e.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         encoded = e;
     }
@@ -326,8 +639,8 @@ pub fn build(
                     f64::INFINITY
                 }
             } else {
-                let lo = encoded.first().map_or(0.0, |e| e.2.gap_coordinate());
-                let hi = encoded.last().map_or(0.0, |e| e.2.gap_coordinate());
+                let lo = encoded.first().map_or(0.0, |e| e.3.gap_coordinate());
+                let hi = encoded.last().map_or(0.0, |e| e.3.gap_coordinate());
                 let d = 8.0 * (hi - lo) / (n - 1) as f64;
                 if d > 0.0 {
                     d
@@ -340,27 +653,31 @@ pub fn build(
 
     let mut blocks = Vec::new();
     let mut entries: Vec<GlobalEntry> = Vec::new();
-    let mut block = Vec::new();
-    let mut in_block: u32 = 0;
+    // The current secondary block's entries (indexes into `encoded`) and an
+    // upper bound of its encoded size (each seq counted at full width).
+    let mut block: Vec<usize> = Vec::new();
+    let mut block_bytes = 0usize;
     let mut block_no: u32 = 0;
-    // Current global entry.
-    let mut cur: Option<(u32, Envelope, f64)> = None; // (start, env, last gap coordinate)
+    // Current global entry: (start, envelope, last gap coordinate, max seq).
+    let mut cur: Option<(u32, Envelope, f64, SeqNo)> = None;
     let close = |entries: &mut Vec<GlobalEntry>,
-                 cur: &mut Option<(u32, Envelope, f64)>,
+                 cur: &mut Option<(u32, Envelope, f64, SeqNo)>,
                  block_no: u32,
                  end: u32| {
-        if let Some((start, env, _)) = cur.take() {
+        if let Some((start, env, _, max_seq)) = cur.take() {
             entries.push(GlobalEntry {
                 sec_block: block_no,
                 start,
                 end,
+                max_seq,
                 env,
             });
         }
     };
-    for (enc, h, v) in &encoded {
+    for (i, (enc, loc, seq, v)) in encoded.iter().enumerate() {
+        let in_block = block.len() as u32;
         // Split the global entry when the value is too far (value-aware).
-        if let Some((_, env, last)) = &mut cur {
+        if let Some((_, env, last, _)) = &mut cur {
             let split = match (env, v.mbr()) {
                 (Envelope::Rect(r), Some(m)) => {
                     half_perimeter(&union(r, &m)) - half_perimeter(r) > delta_value
@@ -372,43 +689,43 @@ pub fn build(
             }
         }
         match &mut cur {
-            Some((_, env, last)) => {
+            Some((_, env, last, max_seq)) => {
                 match (env, v.mbr()) {
                     (Envelope::Rect(r), Some(m)) => *r = union(r, &m),
-                    (Envelope::Scalar(_, hi), _) => *hi = enc.clone(),
+                    (Envelope::Scalar(_, hi), _) => hi.clone_from(enc),
                     _ => {}
                 }
                 *last = v.gap_coordinate();
+                *max_seq = (*max_seq).max(*seq);
             }
             None => {
                 let env = match v.mbr() {
                     Some(m) if ty.is_spatial() => Envelope::Rect(m),
                     _ => Envelope::Scalar(enc.clone(), enc.clone()),
                 };
-                cur = Some((in_block, env, v.gap_coordinate()));
+                cur = Some((in_block, env, v.gap_coordinate(), *seq));
             }
         }
-        put_value(&mut block, ty, enc);
-        put_varint64(&mut block, u64::from(h.0));
-        put_varint64(&mut block, u64::from(h.1));
-        in_block += 1;
-        if block.len() >= SEC_BLOCK_BYTES {
-            close(&mut entries, &mut cur, block_no, in_block);
-            let mut b = Vec::with_capacity(block.len() + 5);
-            put_varint64(&mut b, u64::from(in_block));
-            b.extend_from_slice(&block);
-            blocks.push((sec_block_name(index_id, block_no), b));
+        block.push(i);
+        block_bytes += enc.len() + 5 + varint_len(u64::from(loc.0)) + varint_len(u64::from(loc.1));
+        block_bytes += varint_len(*seq) + 4;
+        if block_bytes >= SEC_BLOCK_BYTES {
+            close(&mut entries, &mut cur, block_no, block.len() as u32);
+            blocks.push((
+                sec_block_name(index_id, block_no),
+                encode_sec_block(ty, &encoded, &block),
+            ));
             block.clear();
-            in_block = 0;
+            block_bytes = 0;
             block_no += 1;
         }
     }
-    if in_block > 0 {
-        close(&mut entries, &mut cur, block_no, in_block);
-        let mut b = Vec::with_capacity(block.len() + 5);
-        put_varint64(&mut b, u64::from(in_block));
-        b.extend_from_slice(&block);
-        blocks.push((sec_block_name(index_id, block_no), b));
+    if !block.is_empty() {
+        close(&mut entries, &mut cur, block_no, block.len() as u32);
+        blocks.push((
+            sec_block_name(index_id, block_no),
+            encode_sec_block(ty, &encoded, &block),
+        ));
         block_no += 1;
     }
     let index = TableIndex::new(ty, handles, entries, block_no);
@@ -429,6 +746,7 @@ fn encode_dir(t: &TableIndex) -> Vec<u8> {
         put_varint64(&mut out, u64::from(e.sec_block));
         put_varint64(&mut out, u64::from(e.start));
         put_varint64(&mut out, u64::from(e.end));
+        put_varint64(&mut out, e.max_seq);
         match &e.env {
             Envelope::Scalar(lo, hi) => {
                 put_length_prefixed(&mut out, lo);
@@ -458,8 +776,10 @@ fn key_type_byte(t: KeyType) -> u8 {
 pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
     let bad = |what: &str| Error::corruption(format!("bad NEXT directory block: {what}"));
     let (&version, rest) = src.split_first().ok_or_else(|| bad("empty"))?;
-    if version != DIR_VERSION {
-        return Err(bad("unknown version"));
+    if version != DIR_VERSION && version != 1 {
+        return Err(bad(&format!(
+            "unknown version {version} (this build reads {DIR_VERSION})"
+        )));
     }
     let (&ty, rest) = rest.split_first().ok_or_else(|| bad("truncated"))?;
     if ty != key_type_byte(expect) {
@@ -479,6 +799,8 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
         let sec_block = u32::try_from(v(&mut src)?).map_err(|_| bad("block number"))?;
         let start = u32::try_from(v(&mut src)?).map_err(|_| bad("start"))?;
         let end = u32::try_from(v(&mut src)?).map_err(|_| bad("end"))?;
+        // Version 1 has no max seq; its tables are never queried.
+        let max_seq = if version == 1 { 0 } else { v(&mut src)? };
         if sec_block >= sec_blocks || start > end {
             return Err(bad("entry out of range"));
         }
@@ -505,42 +827,16 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
             sec_block,
             start,
             end,
+            max_seq,
             env,
         });
     }
     if !src.is_empty() {
         return Err(bad("trailing bytes"));
     }
-    Ok(TableIndex::new(expect, handles, entries, sec_blocks))
-}
-
-/// Decodes a secondary index block into (encoded value, handle position).
-pub fn decode_sec_block(mut src: &[u8], ty: KeyType) -> Result<Vec<(Vec<u8>, Loc)>> {
-    let bad = || Error::corruption("bad NEXT secondary index block");
-    let n = get_varint64(&mut src).ok_or_else(bad)?;
-    let width = match ty {
-        KeyType::Point => Some(16),
-        KeyType::Rect => Some(32),
-        _ => None,
-    };
-    let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
-    for _ in 0..n {
-        let v = match width {
-            Some(w) => {
-                let (v, rest) = src.split_at_checked(w).ok_or_else(bad)?;
-                src = rest;
-                v.to_vec()
-            }
-            None => get_length_prefixed(&mut src).ok_or_else(bad)?.to_vec(),
-        };
-        let h = u32::try_from(get_varint64(&mut src).ok_or_else(bad)?).map_err(|_| bad())?;
-        let e = u32::try_from(get_varint64(&mut src).ok_or_else(bad)?).map_err(|_| bad())?;
-        out.push((v, (h, e)));
-    }
-    if !src.is_empty() {
-        return Err(bad());
-    }
-    Ok(out)
+    let mut t = TableIndex::new(expect, handles, entries, sec_blocks);
+    t.version = version;
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -551,16 +847,55 @@ mod tests {
         (0..n).map(|i| BlockHandle::new(i * 100, 90)).collect()
     }
 
-    #[test]
-    fn scalar_blocks_roundtrip_and_search() {
-        let pairs: Vec<(IndexValue, Loc)> = (0..3000)
+    /// Every entry of `t` matching `pred`, found through the global entries
+    /// and the secondary blocks' search: (value, loc, seq).
+    fn search(b: &Built, t: &TableIndex, pred: &Predicate) -> Vec<(IndexValue, Loc, SeqNo)> {
+        let probe = Probe::new(pred, t.key_type);
+        let mut out = Vec::new();
+        for i in t.matching_entries(&probe) {
+            let e = &t.entries[i];
+            let sb = SecBlock::parse(&b.blocks[e.sec_block as usize].1, t.key_type).unwrap();
+            sb.for_each_match(e.start, e.end, &probe, |se| {
+                assert!(se.seq <= e.max_seq);
+                out.push((
+                    IndexValue::decode(t.key_type, se.value).unwrap(),
+                    se.loc,
+                    se.seq,
+                ));
+                Ok(())
+            })
+            .unwrap();
+        }
+        out.sort_by_key(|x| (x.1, x.2));
+        out
+    }
+
+    fn brute(pairs: &[Pair], pred: &Predicate) -> Vec<(IndexValue, Loc, SeqNo)> {
+        let mut v: Vec<_> = pairs
+            .iter()
+            .filter(|(v, _, _)| pred.matches(v))
+            .cloned()
+            .collect();
+        v.sort_by_key(|x| (x.1, x.2));
+        v
+    }
+
+    fn int_pairs() -> Vec<Pair> {
+        (0..3000)
             .map(|i| {
                 (
                     IndexValue::I64((i * 7) % 1000),
                     ((i % 50) as u32, (i / 50) as u32),
+                    // Sequence numbers unrelated to value order.
+                    1_000_000 + ((i * 7919) % 3001) as u64,
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn scalar_blocks_roundtrip_and_search() {
+        let pairs = int_pairs();
         let b = build(3, KeyType::I64, Delta::Off, handles(50), pairs.clone());
         assert!(b.blocks.len() > 2, "several secondary blocks");
         let dir = &b.blocks.last().unwrap();
@@ -572,21 +907,24 @@ mod tests {
             t.sec_blocks,
             "delta off: one entry per block"
         );
-        // Every entry covered by its envelope; a query finds all matches.
-        let pred = Predicate::Range(IndexValue::I64(100), IndexValue::I64(120));
-        let mut found = 0;
-        for i in t.matching_entries(&pred) {
-            let e = &t.entries[i];
-            let sec = decode_sec_block(&b.blocks[e.sec_block as usize].1, KeyType::I64).unwrap();
-            for (v, _) in &sec[e.start as usize..e.end as usize] {
-                let v = IndexValue::decode(KeyType::I64, v).unwrap();
-                if pred.matches(&v) {
-                    found += 1;
-                }
-            }
+        // Every secondary block decodes in place; max seqs are exact.
+        for e in &t.entries {
+            let sb = SecBlock::parse(&b.blocks[e.sec_block as usize].1, KeyType::I64).unwrap();
+            assert!(!sb.is_empty() && e.end <= sb.len());
+            let max = (e.start..e.end).map(|i| sb.entry(i).unwrap().seq).max();
+            assert_eq!(max, Some(e.max_seq));
         }
-        let want = pairs.iter().filter(|(v, _)| pred.matches(v)).count();
-        assert_eq!(found, want);
+        // Binary search finds exactly the brute-force matches.
+        for pred in [
+            Predicate::Range(IndexValue::I64(100), IndexValue::I64(120)),
+            Predicate::Eq(IndexValue::I64(0)),
+            Predicate::Eq(IndexValue::I64(999)),
+            Predicate::Eq(IndexValue::I64(1000)),
+            Predicate::Range(IndexValue::I64(-5), IndexValue::I64(3)),
+            Predicate::Range(IndexValue::I64(0), IndexValue::I64(2000)),
+        ] {
+            assert_eq!(search(&b, &t, &pred), brute(&pairs, &pred), "{pred:?}");
+        }
         assert!(decode_dir(&dir.1, KeyType::F64).is_err());
         for cut in 0..dir.1.len() {
             assert!(decode_dir(&dir.1[..cut], KeyType::I64).is_err());
@@ -594,13 +932,97 @@ mod tests {
     }
 
     #[test]
+    fn string_and_float_search_is_exact() {
+        let words = ["a", "ab", "abc", "b", "ba", "", "zz", "abd", "ab"];
+        let pairs: Vec<Pair> = (0..900)
+            .map(|i| {
+                (
+                    IndexValue::Str(format!("{}{}", words[i % words.len()], i % 7)),
+                    ((i % 9) as u32, (i / 9) as u32),
+                    i as u64 + 1,
+                )
+            })
+            .collect();
+        let b = build(1, KeyType::String, Delta::Auto, handles(9), pairs.clone());
+        let t = decode_dir(&b.blocks.last().unwrap().1, KeyType::String).unwrap();
+        for pred in [
+            Predicate::Eq(IndexValue::Str("ab3".into())),
+            Predicate::Range(IndexValue::Str("ab".into()), IndexValue::Str("b".into())),
+            Predicate::Eq(IndexValue::Str("0".into())),
+        ] {
+            assert_eq!(search(&b, &t, &pred), brute(&pairs, &pred), "{pred:?}");
+        }
+        // −0 and +0 are equal numbers: equality on zero finds both.
+        let pairs: Vec<Pair> = [-1.0, -0.0, 0.0, 0.0, 2.5]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (IndexValue::F64(*v), (0, i as u32), i as u64 + 1))
+            .collect();
+        let b = build(1, KeyType::F64, Delta::Auto, handles(1), pairs.clone());
+        for z in [0.0, -0.0] {
+            let pred = Predicate::Eq(IndexValue::F64(z));
+            assert_eq!(search(&b, &b.index, &pred).len(), 3, "{z}");
+        }
+    }
+
+    #[test]
+    fn secondary_block_rejects_corruption() {
+        let b = build(3, KeyType::I64, Delta::Off, handles(50), int_pairs());
+        let bytes = &b.blocks[0].1;
+        let sb = SecBlock::parse(bytes, KeyType::I64).unwrap();
+        assert!(sb.entry(sb.len()).is_err());
+        for cut in 0..SEC_TRAILER {
+            assert!(SecBlock::parse(&bytes[..cut], KeyType::I64).is_err());
+        }
+        // Any cut or flipped byte: an error or a decode, never a panic.
+        for cut in (0..bytes.len()).step_by(7) {
+            if let Ok(sb) = SecBlock::parse(&bytes[..cut], KeyType::I64) {
+                for i in 0..sb.len().min(50) {
+                    let _ = sb.entry(i);
+                }
+                let _ = sb.lower_bound(0, sb.len(), &[0x80]);
+            }
+        }
+        for at in (0..bytes.len()).step_by(3) {
+            let mut c = bytes.clone();
+            c[at] ^= 0xff;
+            if let Ok(sb) = SecBlock::parse(&c, KeyType::I64) {
+                for i in 0..sb.len().min(400) {
+                    let _ = sb.entry(i);
+                }
+            }
+        }
+        // A version-1 directory (no max seqs) decodes, but queries refuse
+        // it with a rebuild hint.
+        let mut dir = vec![1u8, 1];
+        put_varint64(&mut dir, 1);
+        put_varint64(&mut dir, 0);
+        put_varint64(&mut dir, 90);
+        put_varint64(&mut dir, 1); // one secondary block
+        put_varint64(&mut dir, 1); // one global entry: block 0, [0, 3)
+        for x in [0, 0, 3] {
+            put_varint64(&mut dir, x);
+        }
+        put_length_prefixed(&mut dir, &IndexValue::I64(1).encode());
+        put_length_prefixed(&mut dir, &IndexValue::I64(2).encode());
+        let t = decode_dir(&dir, KeyType::I64).unwrap();
+        assert_eq!(t.version, 1);
+        let err = t.check_queryable(7).unwrap_err();
+        assert!(err.to_string().contains("rebuild the index"), "{err}");
+        assert!(b.index.check_queryable(7).is_ok());
+        dir[0] = 3;
+        assert!(decode_dir(&dir, KeyType::I64).is_err());
+    }
+
+    #[test]
     fn value_aware_splitting_tightens_ranges() {
         // Two clusters far apart inside every block.
-        let pairs: Vec<(IndexValue, Loc)> = (0..400)
+        let pairs: Vec<Pair> = (0..400)
             .map(|i| {
                 (
                     IndexValue::I64(if i % 2 == 0 { i } else { 1_000_000 + i }),
                     (0, i as u32),
+                    i as u64,
                 )
             })
             .collect();
@@ -608,6 +1030,7 @@ mod tests {
         let auto = build(1, KeyType::I64, Delta::Auto, handles(1), pairs);
         assert!(auto.index.entries.len() > off.index.entries.len());
         let probe = Predicate::Eq(IndexValue::I64(500_000));
+        let probe = Probe::new(&probe, KeyType::I64);
         assert!(
             !off.index.matching_entries(&probe).is_empty(),
             "one wide range covers the gap"
@@ -620,31 +1043,39 @@ mod tests {
 
     #[test]
     fn spatial_blocks_use_rtree() {
-        let pairs: Vec<(IndexValue, Loc)> = (0..2000)
+        let pairs: Vec<Pair> = (0..2000)
             .map(|i| {
                 let x = (i % 40) as f64;
                 let y = (i / 40) as f64;
                 (
                     IndexValue::Point([x, y]),
                     ((i % 10) as u32, (i / 10) as u32),
+                    5000 - i as u64,
                 )
             })
             .collect();
         let b = build(2, KeyType::Point, Delta::Auto, handles(10), pairs.clone());
         let t = decode_dir(&b.blocks.last().unwrap().1, KeyType::Point).unwrap();
         let pred = Predicate::Within([3.5, 3.5, 6.5, 5.5]);
-        let mut found = 0;
-        for i in t.matching_entries(&pred) {
-            let e = &t.entries[i];
-            let sec = decode_sec_block(&b.blocks[e.sec_block as usize].1, KeyType::Point).unwrap();
-            for (v, _) in &sec[e.start as usize..e.end as usize] {
-                if pred.matches(&IndexValue::decode(KeyType::Point, v).unwrap()) {
-                    found += 1;
-                }
-            }
-        }
-        assert_eq!(found, pairs.iter().filter(|(v, _)| pred.matches(v)).count());
-        assert_eq!(found, 6);
+        let found = search(&b, &t, &pred);
+        assert_eq!(found, brute(&pairs, &pred));
+        assert_eq!(found.len(), 6);
+        let pred = Predicate::Eq(IndexValue::Point([7.0, 9.0]));
+        assert_eq!(search(&b, &t, &pred), brute(&pairs, &pred));
+        let rects: Vec<Pair> = (0..500)
+            .map(|i| {
+                let x = (i % 25) as f64;
+                let y = (i / 25) as f64;
+                (
+                    IndexValue::Rect([x, y, x + 1.5, y + 0.5]),
+                    (0, i as u32),
+                    i as u64,
+                )
+            })
+            .collect();
+        let b = build(2, KeyType::Rect, Delta::Auto, handles(1), rects.clone());
+        let pred = Predicate::Within([3.0, 3.0, 4.0, 4.0]);
+        assert_eq!(search(&b, &b.index, &pred), brute(&rects, &pred));
     }
 
     #[test]

@@ -1,0 +1,170 @@
+//! NEXT top-K at entry granularity: a top-K query takes the K newest
+//! matches across the memtables and every table first, reads about K data
+//! blocks when nothing is stale, and stays exact when newer tables hold
+//! newer versions (stale entries) of the matches.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{key, Rng};
+use strata::{Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions};
+
+fn record(u: i64, i: u64) -> Vec<u8> {
+    format!(r#"{{"u": {u}, "i": {i}, "pad": "{}"}}"#, "x".repeat(60)).into_bytes()
+}
+
+fn open(dir: &std::path::Path) -> Db {
+    // No background work: the tests decide the shape of the tree.
+    let opts = Options::small_for_tests()
+        .background_work(false)
+        .l0_compaction_trigger(100)
+        .l0_slowdown_trigger(100)
+        .l0_stop_trigger(100);
+    let db = Db::open(dir, opts).unwrap();
+    db.create_index(IndexSpec::field("by_u", "u", KeyType::I64))
+        .unwrap();
+    db
+}
+
+/// The model: key → (write order, u) of the live record.
+type Model = BTreeMap<Vec<u8>, (u64, i64)>;
+
+/// The keys of the `k` newest live records with `lo <= u <= hi`.
+fn expected(model: &Model, lo: i64, hi: i64, k: usize) -> Vec<Vec<u8>> {
+    let mut v: Vec<(u64, &Vec<u8>)> = model
+        .iter()
+        .filter(|(_, (_, u))| (lo..=hi).contains(u))
+        .map(|(key, (order, _))| (*order, key))
+        .collect();
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
+    v.into_iter().take(k).map(|(_, k)| k.clone()).collect()
+}
+
+fn query(db: &Db, lo: i64, hi: i64, k: Option<usize>) -> (Vec<Vec<u8>>, strata::QueryProfile) {
+    let pred = if lo == hi {
+        Predicate::Eq(IndexValue::I64(lo))
+    } else {
+        Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi))
+    };
+    let mut o = QueryOptions::default();
+    if let Some(k) = k {
+        o = o.limit(k);
+    }
+    let (hits, p) = db.query_profiled("by_u", &pred, o).unwrap();
+    for w in hits.windows(2) {
+        assert!(w[0].seq > w[1].seq, "newest first");
+    }
+    (hits.into_iter().map(|h| h.key).collect(), p)
+}
+
+/// Inserts only (nothing stale), spread over many tables in random key
+/// order: a top-10 reads about 10 data blocks, not every matching one.
+#[test]
+fn top_k_reads_about_k_data_blocks_across_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut rng = Rng::new(7);
+    let mut model = Model::new();
+    let mut order = 0u64;
+    for t in 0..8 {
+        for _ in 0..400 {
+            let i = rng.below(1_000_000);
+            if model.contains_key(&key(i)) {
+                continue;
+            }
+            let u = rng.below(20) as i64;
+            db.put(&key(i), &record(u, i)).unwrap();
+            order += 1;
+            model.insert(key(i), (order, u));
+        }
+        db.flush().unwrap();
+        if t == 3 {
+            // Older tables in L1 too.
+            db.compact_level(0).unwrap();
+        }
+    }
+    let tables: usize = db.current_version().levels.iter().map(|l| l.len()).sum();
+    assert!(tables >= 5, "{tables} tables");
+    for (lo, hi) in [(3, 3), (0, 4), (0, 19), (11, 12)] {
+        let (all, full) = query(&db, lo, hi, None);
+        assert_eq!(all, expected(&model, lo, hi, usize::MAX), "{lo}..={hi}");
+        let (top, p) = query(&db, lo, hi, Some(10));
+        assert_eq!(top, expected(&model, lo, hi, 10), "{lo}..={hi}");
+        assert_eq!(p.stale, 0);
+        assert!(
+            p.data_blocks_read <= 12,
+            "{lo}..={hi}: top-10 read {} data blocks ({} for all {} matches): {p:?}",
+            p.data_blocks_read,
+            full.data_blocks_read,
+            all.len()
+        );
+        assert!(full.data_blocks_read > 3 * p.data_blocks_read, "{full:?}");
+    }
+}
+
+/// Newer tables and the memtable hold newer versions (other values,
+/// deletions, the same value again) of the newest matches: the top K is
+/// still exactly the K newest live matches.
+#[test]
+fn top_k_skips_stale_entries_in_newer_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut model = Model::new();
+    let mut order = 0u64;
+    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| {
+        db.put(&key(i), &record(u, i)).unwrap();
+        order += 1;
+        model.insert(key(i), (order, u));
+    };
+    // Old versions: u = 1 for every key, in two tables pushed to L1.
+    for i in 0..600 {
+        put(&db, &mut model, i, 1);
+        if i == 300 {
+            db.flush().unwrap();
+        }
+    }
+    db.flush().unwrap();
+    db.compact_level(0).unwrap();
+    // Newer tables: the newest 100 old matches change value, some are
+    // deleted, some are rewritten with u = 1 (a newer match, the old one
+    // stale).
+    for i in (500..600).rev() {
+        match i % 4 {
+            0 => {
+                db.delete(&key(i)).unwrap();
+                model.remove(&key(i));
+            }
+            1 => put(&db, &mut model, i, 1),
+            _ => put(&db, &mut model, i, 2),
+        }
+        if i % 30 == 0 {
+            db.flush().unwrap();
+        }
+    }
+    db.flush().unwrap();
+    // The memtable: more stale-making writes.
+    for i in 480..500 {
+        put(&db, &mut model, i, 3);
+    }
+    for k in [1, 5, 10, 30, 200] {
+        let (top, p) = query(&db, 1, 1, Some(k));
+        assert_eq!(top, expected(&model, 1, 1, k), "top {k}");
+        let (top, _) = query(&db, 1, 2, Some(k));
+        assert_eq!(top, expected(&model, 1, 2, k), "range top {k}");
+        if k == 30 {
+            // 25 rewrites with u = 1 are the newest matches; then the 100
+            // superseded old versions and 20 overwritten in the memtable
+            // are stale before older live matches follow.
+            assert!(p.stale >= 120, "{p:?}");
+        }
+    }
+    let (all, _) = query(&db, 1, 3, None);
+    assert_eq!(all, expected(&model, 1, 3, usize::MAX));
+    // After a full compaction nothing is stale.
+    db.compact_range(None, None).unwrap();
+    let (top, p) = query(&db, 1, 1, Some(10));
+    assert_eq!(top, expected(&model, 1, 1, 10));
+    assert!(p.data_blocks_read <= 12, "{p:?}");
+}
