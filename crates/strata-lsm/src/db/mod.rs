@@ -36,7 +36,7 @@ use crate::merge;
 use crate::options::{Options, WriteOptions};
 use crate::sstable::{BlockHandle, Found, TableReadOptions};
 use crate::stats::{Counters, LevelStats, ReadPurpose, Stats};
-use crate::version::{Version, VersionEdit, VersionSet};
+use crate::version::{ReleaseSignal, Version, VersionEdit, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 use iter::DbIterator;
 
@@ -66,8 +66,19 @@ pub(crate) struct DbInner {
     pub picker: Box<dyn CompactionPicker>,
     pub versions: Mutex<VersionSet>,
     pub state: Mutex<State>,
-    /// Signalled whenever writers, memtables or versions change.
-    pub cv: Condvar,
+    /// With `state`: signalled when a memtable is frozen (and at shutdown);
+    /// the flush thread waits on it.
+    pub flush_cv: Condvar,
+    /// With `state`: signalled when a version is installed, a manual
+    /// compaction ends (and at shutdown); the compaction thread waits on it.
+    pub compact_cv: Condvar,
+    /// With `state`: signalled when background work installs a version or
+    /// fails (and at shutdown): what stalled writers, `flush` and
+    /// `wait_for_compactions` wait for. Queued writers wait on their own
+    /// condition variable (`write::Writer`); no write signals any of these.
+    pub bg_done: Condvar,
+    /// Raised when a version dies; the obsolete-file deleter waits on it.
+    pub released: Arc<ReleaseSignal>,
     /// Highest sequence number visible to readers.
     pub last_sequence: Arc<AtomicU64>,
     pub next_file: Arc<AtomicU64>,
@@ -191,6 +202,8 @@ impl Db {
         }
         let recovered = VersionSet::recover(&dir, opts.num_levels, version_exts.clone())?;
         let mut versions = recovered.versions;
+        let released = Arc::new(ReleaseSignal::new());
+        versions.set_release_signal(released.clone());
         let mut last_seq = recovered.last_sequence;
         versions.write_fresh_manifest(last_seq)?;
         let current = versions.current();
@@ -271,7 +284,10 @@ impl Db {
                 manual_compaction: false,
                 pending_outputs: HashSet::new(),
             }),
-            cv: Condvar::new(),
+            flush_cv: Condvar::new(),
+            compact_cv: Condvar::new(),
+            bg_done: Condvar::new(),
+            released,
             last_sequence: {
                 last_sequence.store(last_seq, Ordering::SeqCst);
                 last_sequence
@@ -306,6 +322,7 @@ impl Db {
         if inner.opts.background_work {
             let a = inner.clone();
             let b = inner.clone();
+            let c = inner.clone();
             let mut threads = lock(&db.threads);
             threads.push(
                 std::thread::Builder::new()
@@ -318,6 +335,12 @@ impl Db {
                     .name("strata-compact".into())
                     .spawn(move || b.compaction_loop())
                     .ctx(|| "spawn compaction thread".into())?,
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-obsolete".into())
+                    .spawn(move || c.obsolete_loop())
+                    .ctx(|| "spawn obsolete-file thread".into())?,
             );
         } else {
             inner.run_inline_work()?;
@@ -474,7 +497,8 @@ impl Db {
     }
 
     /// Writes the memtable to an L0 table and waits until no frozen
-    /// memtable remains.
+    /// memtable remains; the WAL files the flushes retired are deleted on
+    /// return.
     pub fn flush(&self) -> Result<()> {
         let mut st = self.inner.force_switch_memtable()?;
         if !self.inner.opts.background_work {
@@ -486,8 +510,12 @@ impl Db {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.to_string()));
             }
-            st = crate::sync::wait(&self.inner.cv, st);
+            st = crate::sync::wait(&self.inner.bg_done, st);
         }
+        drop(st);
+        // The flush thread deletes after its install, which may be after
+        // this wake-up.
+        self.inner.delete_obsolete_files();
         Ok(())
     }
 
@@ -537,8 +565,7 @@ impl Db {
             }
             Ok(())
         })();
-        lock(&inner.state).manual_compaction = false;
-        inner.cv.notify_all();
+        inner.end_manual_compaction();
         result
     }
 
@@ -568,8 +595,8 @@ impl Db {
         c.allow_trivial_move = false;
         lock(&inner.state).manual_compaction = true;
         let result = inner.run_compaction(&c, &v);
-        lock(&inner.state).manual_compaction = false;
-        inner.cv.notify_all();
+        drop(v);
+        inner.end_manual_compaction();
         result
     }
 
@@ -693,6 +720,12 @@ impl Db {
                 return Err(Error::Background(e.to_string()));
             }
             if st.imm.is_empty() && self.inner.picker.pick(&st.current).is_none() {
+                drop(st);
+                if self.inner.opts.background_work {
+                    self.inner.released.wait_idle();
+                } else if self.inner.released.take() {
+                    self.inner.delete_obsolete_files();
+                }
                 return Ok(());
             }
             if !self.inner.opts.background_work {
@@ -701,7 +734,7 @@ impl Db {
                 st = lock(&self.inner.state);
                 continue;
             }
-            st = crate::sync::wait(&self.inner.cv, st);
+            st = crate::sync::wait(&self.inner.bg_done, st);
         }
     }
 }
@@ -711,8 +744,11 @@ impl Drop for Db {
         {
             let mut st = lock(&self.inner.state);
             st.shutting_down = true;
-            self.inner.cv.notify_all();
+            self.inner.flush_cv.notify_all();
+            self.inner.compact_cv.notify_all();
+            self.inner.bg_done.notify_all();
         }
+        self.inner.released.stop();
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }
