@@ -280,7 +280,9 @@ impl DbInner {
 
     fn build_group(&self, st: &State) -> (Vec<Arc<Writer>>, WriteBatch, bool) {
         let mut group = Vec::new();
-        let mut merged = WriteBatch::new();
+        // The leader's own batch becomes the group's (no copy for a group
+        // of one); followers' batches are appended to it.
+        let mut merged: Option<WriteBatch> = None;
         let leader_sync = st.writers.front().is_some_and(|w| w.sync);
         let mut size = 0usize;
         for w in st.writers.iter() {
@@ -293,11 +295,16 @@ impl DbInner {
                 break;
             }
             size += batch.encoded_len();
-            merged.append(batch);
-            *b = None;
+            match merged.as_mut() {
+                Some(m) => {
+                    m.append(batch);
+                    *b = None;
+                }
+                None => merged = b.take(),
+            }
             group.push(w.clone());
         }
-        (group, merged, leader_sync)
+        (group, merged.unwrap_or_default(), leader_sync)
     }
 
     /// Ensures the memtable has room, switching to a new memtable and WAL
