@@ -89,7 +89,11 @@ impl DbInner {
     }
 
     /// Flushes the oldest frozen memtable. Returns false if there was none.
+    /// Serialized by `flush_lock`: with `background_work` off every writer
+    /// flushes inline, and two flushes of the same front memtable would
+    /// each pop one memtable, dropping the second unflushed.
     pub(crate) fn flush_one(&self) -> Result<bool> {
+        let _flushing = lock(&self.flush_lock);
         let (mem, next_log) = {
             let st = lock(&self.state);
             let Some(mem) = st.imm.front().cloned() else {

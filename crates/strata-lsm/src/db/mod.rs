@@ -6,7 +6,16 @@
 //! writer). Readers take `state` only, to copy three `Arc`s. A guard an
 //! extension returns from [`crate::hooks::EngineHooks::before_batch`] comes
 //! before `state`: a write-group leader takes `state` while holding it;
-//! nobody may take it while holding `state`, `versions` or `log`.
+//! nobody may take it while holding `state`, `versions` or `log`. The lock
+//! of the release signal ([`crate::version::ReleaseSignal`], raised when a
+//! version is dropped) is a leaf, taken under any of these.
+//!
+//! Who waits for what: a queued writer on its own condition variable
+//! (`write::Writer`), the flush thread on `flush_cv`, the compaction thread
+//! on `compact_cv`, stalled writers and `flush` / `wait_for_compactions` on
+//! `bg_done`, the obsolete-file thread on the release signal. A write that
+//! neither freezes a memtable nor hands the queue to a waiting writer wakes
+//! nobody.
 
 mod background;
 pub mod iter;
@@ -87,6 +96,8 @@ pub(crate) struct DbInner {
     pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
+    /// Held for the whole of `flush_one` (taken before `versions`).
+    pub flush_lock: Mutex<()>,
     /// The extensions (`Options::hooks`).
     pub hooks: Vec<Arc<dyn EngineHooks>>,
     _lock_file: File,
@@ -296,6 +307,7 @@ impl Db {
             log: Mutex::new(Some(log)),
             snapshots,
             compaction_lock: Mutex::new(()),
+            flush_lock: Mutex::new(()),
             hooks,
             _lock_file: lock_file,
         });
