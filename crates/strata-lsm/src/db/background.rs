@@ -1,10 +1,21 @@
 //! Background work: flushing frozen memtables to L0, compacting, and
 //! deleting files no version references any more.
 //!
-//! Two threads: one flushes, one compacts, so a long compaction never
-//! delays the flush that writers may be waiting for. Each install goes
-//! through [`DbInner::install`], which takes the version-set lock, then the
-//! state lock (the only lock order used).
+//! Three threads: one flushes, one compacts, so a long compaction never
+//! delays the flush that writers may be waiting for, and one deletes
+//! obsolete files when a version dies (an iterator or read view that
+//! outlived a compaction released the compaction's inputs). Each waits on
+//! its own condition: the flush thread for a frozen memtable, the
+//! compaction thread for an install; no write wakes either unless it
+//! freezes a memtable. Each install goes through [`DbInner::install`],
+//! which takes the version-set lock, then the state lock (the only lock
+//! order used).
+//!
+//! Deletion is crash-safe because a file becomes deletable only once no
+//! version references it, and a version stops being current only after the
+//! MANIFEST edit that replaced it is durable (`VersionSet::log_and_apply`
+//! syncs before installing); WAL files likewise only below the durable log
+//! number, manifests only below the one CURRENT names.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -72,12 +83,17 @@ impl DbInner {
             st.pending_outputs.remove(&n);
         }
         after(&mut st);
-        self.cv.notify_all();
+        self.compact_cv.notify_one();
+        self.bg_done.notify_all();
         Ok(v)
     }
 
     /// Flushes the oldest frozen memtable. Returns false if there was none.
+    /// Serialized by `flush_lock`: with `background_work` off every writer
+    /// flushes inline, and two flushes of the same front memtable would
+    /// each pop one memtable, dropping the second unflushed.
     pub(crate) fn flush_one(&self) -> Result<bool> {
+        let _flushing = lock(&self.flush_lock);
         let (mem, next_log) = {
             let st = lock(&self.state);
             let Some(mem) = st.imm.front().cloned() else {
@@ -132,6 +148,10 @@ impl DbInner {
             return Ok(false);
         };
         self.run_compaction(&c, &version)?;
+        // The inputs are obsolete once no version holds them: release ours
+        // before looking.
+        drop(version);
+        self.delete_obsolete_files();
         Ok(true)
     }
 
@@ -157,8 +177,21 @@ impl DbInner {
         Counters::add(&self.counters.compaction_bytes_written, out.bytes_written);
         Counters::add(&self.counters.compactions, 1);
         self.install(out.edit, InstallReason::Compaction, |_| {})?;
-        self.delete_obsolete_files();
         Ok(())
+    }
+
+    /// Ends a manual compaction: the background thread may compact again,
+    /// and the inputs no version holds any more are deleted now, so the
+    /// directory holds only live files when `compact_range` returns
+    /// (unless a reader still pins an older version).
+    pub(crate) fn end_manual_compaction(&self) {
+        {
+            let mut st = lock(&self.state);
+            st.manual_compaction = false;
+            self.compact_cv.notify_one();
+            self.bg_done.notify_all();
+        }
+        self.delete_obsolete_files();
     }
 
     /// Deletes WAL files below the log number, tables no live version or
@@ -217,7 +250,7 @@ impl DbInner {
         if st.bg_error.is_none() {
             st.bg_error = Some(e.clone());
         }
-        self.cv.notify_all();
+        self.bg_done.notify_all();
     }
 
     fn needs_compaction(&self, st: &State) -> bool {
@@ -230,7 +263,7 @@ impl DbInner {
             {
                 let mut st: MutexGuard<'_, State> = lock(&self.state);
                 while !st.shutting_down && (st.imm.is_empty() || st.bg_error.is_some()) {
-                    st = crate::sync::wait(&self.cv, st);
+                    st = crate::sync::wait(&self.flush_cv, st);
                 }
                 if st.shutting_down {
                     return;
@@ -248,7 +281,7 @@ impl DbInner {
             {
                 let mut st = lock(&self.state);
                 while !st.shutting_down && (st.bg_error.is_some() || !self.needs_compaction(&st)) {
-                    st = crate::sync::wait(&self.cv, st);
+                    st = crate::sync::wait(&self.compact_cv, st);
                 }
                 if st.shutting_down {
                     return;
@@ -261,12 +294,25 @@ impl DbInner {
         }
     }
 
+    /// Body of the obsolete-file thread: one deletion pass per raise of
+    /// the release signal (a version died).
+    pub(crate) fn obsolete_loop(self: Arc<Self>) {
+        while self.released.wait_for_work() {
+            self.delete_obsolete_files();
+            self.released.pass_done();
+        }
+    }
+
     /// With `background_work` off: flush every frozen memtable and compact
-    /// until the tree is in shape, in the calling thread.
+    /// until the tree is in shape, and delete what died meanwhile, in the
+    /// calling thread.
     pub(crate) fn run_inline_work(&self) -> Result<()> {
         while self.flush_one()? {}
         let _g = lock(&self.compaction_lock);
         while self.compact_one()? {}
+        if self.released.take() {
+            self.delete_obsolete_files();
+        }
         Ok(())
     }
 }

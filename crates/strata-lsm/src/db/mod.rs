@@ -6,7 +6,16 @@
 //! writer). Readers take `state` only, to copy three `Arc`s. A guard an
 //! extension returns from [`crate::hooks::EngineHooks::before_batch`] comes
 //! before `state`: a write-group leader takes `state` while holding it;
-//! nobody may take it while holding `state`, `versions` or `log`.
+//! nobody may take it while holding `state`, `versions` or `log`. The lock
+//! of the release signal ([`crate::version::ReleaseSignal`], raised when a
+//! version is dropped) is a leaf, taken under any of these.
+//!
+//! Who waits for what: a queued writer on its own condition variable
+//! (`write::Writer`), the flush thread on `flush_cv`, the compaction thread
+//! on `compact_cv`, stalled writers and `flush` / `wait_for_compactions` on
+//! `bg_done`, the obsolete-file thread on the release signal. A write that
+//! neither freezes a memtable nor hands the queue to a waiting writer wakes
+//! nobody.
 
 mod background;
 pub mod iter;
@@ -36,7 +45,7 @@ use crate::merge;
 use crate::options::{Options, WriteOptions};
 use crate::sstable::{BlockHandle, Found, TableReadOptions};
 use crate::stats::{Counters, LevelStats, ReadPurpose, Stats};
-use crate::version::{Version, VersionEdit, VersionSet};
+use crate::version::{ReleaseSignal, Version, VersionEdit, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 use iter::DbIterator;
 
@@ -66,8 +75,19 @@ pub(crate) struct DbInner {
     pub picker: Box<dyn CompactionPicker>,
     pub versions: Mutex<VersionSet>,
     pub state: Mutex<State>,
-    /// Signalled whenever writers, memtables or versions change.
-    pub cv: Condvar,
+    /// With `state`: signalled when a memtable is frozen (and at shutdown);
+    /// the flush thread waits on it.
+    pub flush_cv: Condvar,
+    /// With `state`: signalled when a version is installed, a manual
+    /// compaction ends (and at shutdown); the compaction thread waits on it.
+    pub compact_cv: Condvar,
+    /// With `state`: signalled when background work installs a version or
+    /// fails (and at shutdown): what stalled writers, `flush` and
+    /// `wait_for_compactions` wait for. Queued writers wait on their own
+    /// condition variable (`write::Writer`); no write signals any of these.
+    pub bg_done: Condvar,
+    /// Raised when a version dies; the obsolete-file deleter waits on it.
+    pub released: Arc<ReleaseSignal>,
     /// Highest sequence number visible to readers.
     pub last_sequence: Arc<AtomicU64>,
     pub next_file: Arc<AtomicU64>,
@@ -76,6 +96,8 @@ pub(crate) struct DbInner {
     pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
+    /// Held for the whole of `flush_one` (taken before `versions`).
+    pub flush_lock: Mutex<()>,
     /// The extensions (`Options::hooks`).
     pub hooks: Vec<Arc<dyn EngineHooks>>,
     _lock_file: File,
@@ -191,6 +213,8 @@ impl Db {
         }
         let recovered = VersionSet::recover(&dir, opts.num_levels, version_exts.clone())?;
         let mut versions = recovered.versions;
+        let released = Arc::new(ReleaseSignal::new());
+        versions.set_release_signal(released.clone());
         let mut last_seq = recovered.last_sequence;
         versions.write_fresh_manifest(last_seq)?;
         let current = versions.current();
@@ -271,7 +295,10 @@ impl Db {
                 manual_compaction: false,
                 pending_outputs: HashSet::new(),
             }),
-            cv: Condvar::new(),
+            flush_cv: Condvar::new(),
+            compact_cv: Condvar::new(),
+            bg_done: Condvar::new(),
+            released,
             last_sequence: {
                 last_sequence.store(last_seq, Ordering::SeqCst);
                 last_sequence
@@ -280,6 +307,7 @@ impl Db {
             log: Mutex::new(Some(log)),
             snapshots,
             compaction_lock: Mutex::new(()),
+            flush_lock: Mutex::new(()),
             hooks,
             _lock_file: lock_file,
         });
@@ -306,6 +334,7 @@ impl Db {
         if inner.opts.background_work {
             let a = inner.clone();
             let b = inner.clone();
+            let c = inner.clone();
             let mut threads = lock(&db.threads);
             threads.push(
                 std::thread::Builder::new()
@@ -318,6 +347,12 @@ impl Db {
                     .name("strata-compact".into())
                     .spawn(move || b.compaction_loop())
                     .ctx(|| "spawn compaction thread".into())?,
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-obsolete".into())
+                    .spawn(move || c.obsolete_loop())
+                    .ctx(|| "spawn obsolete-file thread".into())?,
             );
         } else {
             inner.run_inline_work()?;
@@ -474,7 +509,8 @@ impl Db {
     }
 
     /// Writes the memtable to an L0 table and waits until no frozen
-    /// memtable remains.
+    /// memtable remains; the WAL files the flushes retired are deleted on
+    /// return.
     pub fn flush(&self) -> Result<()> {
         let mut st = self.inner.force_switch_memtable()?;
         if !self.inner.opts.background_work {
@@ -486,8 +522,12 @@ impl Db {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Background(e.to_string()));
             }
-            st = crate::sync::wait(&self.inner.cv, st);
+            st = crate::sync::wait(&self.inner.bg_done, st);
         }
+        drop(st);
+        // The flush thread deletes after its install, which may be after
+        // this wake-up.
+        self.inner.delete_obsolete_files();
         Ok(())
     }
 
@@ -537,8 +577,7 @@ impl Db {
             }
             Ok(())
         })();
-        lock(&inner.state).manual_compaction = false;
-        inner.cv.notify_all();
+        inner.end_manual_compaction();
         result
     }
 
@@ -568,8 +607,8 @@ impl Db {
         c.allow_trivial_move = false;
         lock(&inner.state).manual_compaction = true;
         let result = inner.run_compaction(&c, &v);
-        lock(&inner.state).manual_compaction = false;
-        inner.cv.notify_all();
+        drop(v);
+        inner.end_manual_compaction();
         result
     }
 
@@ -695,6 +734,12 @@ impl Db {
                 return Err(Error::Background(e.to_string()));
             }
             if st.imm.is_empty() && self.inner.picker.pick(&st.current).is_none() {
+                drop(st);
+                if self.inner.opts.background_work {
+                    self.inner.released.wait_idle();
+                } else if self.inner.released.take() {
+                    self.inner.delete_obsolete_files();
+                }
                 return Ok(());
             }
             if !self.inner.opts.background_work {
@@ -703,7 +748,7 @@ impl Db {
                 st = lock(&self.inner.state);
                 continue;
             }
-            st = crate::sync::wait(&self.inner.cv, st);
+            st = crate::sync::wait(&self.inner.bg_done, st);
         }
     }
 }
@@ -713,8 +758,11 @@ impl Drop for Db {
         {
             let mut st = lock(&self.inner.state);
             st.shutting_down = true;
-            self.inner.cv.notify_all();
+            self.inner.flush_cv.notify_all();
+            self.inner.compact_cv.notify_all();
+            self.inner.bg_done.notify_all();
         }
+        self.inner.released.stop();
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }

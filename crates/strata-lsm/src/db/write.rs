@@ -18,7 +18,7 @@
 
 use std::fs::OpenOptions;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::batch::{BatchOp, WriteBatch};
@@ -34,10 +34,34 @@ use crate::wal::LogWriter;
 use super::{DbInner, State};
 
 /// A queued write.
+///
+/// A queued writer waits on its own `cv` (with the state lock) and is
+/// woken only when its result is set or when it reaches the front of the
+/// queue: a write wakes no thread that it cannot unblock.
 pub(crate) struct Writer {
     batch: Mutex<Option<WriteBatch>>,
     sync: bool,
     result: Mutex<Option<Result<()>>>,
+    cv: Condvar,
+}
+
+impl Writer {
+    fn new(batch: Option<WriteBatch>, sync: bool) -> Arc<Writer> {
+        Arc::new(Writer {
+            batch: Mutex::new(batch),
+            sync,
+            result: Mutex::new(None),
+            cv: Condvar::new(),
+        })
+    }
+}
+
+/// Wakes the writer now at the front of the queue (it leads the next
+/// group). Caller holds the state lock and has just popped the front.
+pub(crate) fn wake_front(st: &State) {
+    if let Some(f) = st.writers.front() {
+        f.cv.notify_one();
+    }
 }
 
 /// Largest group a leader assembles.
@@ -103,11 +127,7 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(());
         }
-        let w = Arc::new(Writer {
-            batch: Mutex::new(Some(batch)),
-            sync: opts.sync,
-            result: Mutex::new(None),
-        });
+        let w = Writer::new(Some(batch), opts.sync);
         let mut st = lock(&self.state);
         st.writers.push_back(w.clone());
         loop {
@@ -117,7 +137,7 @@ impl DbInner {
             if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
                 break;
             }
-            st = crate::sync::wait(&self.cv, st);
+            st = crate::sync::wait(&w.cv, st);
         }
 
         // Leader.
@@ -127,7 +147,7 @@ impl DbInner {
             Err(e) => {
                 let mut st = lock(&self.state);
                 st.writers.pop_front();
-                self.cv.notify_all();
+                wake_front(&st);
                 return Err(e);
             }
         };
@@ -197,9 +217,10 @@ impl DbInner {
             debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, g)));
             if !Arc::ptr_eq(g, &w) {
                 *lock(&g.result) = Some(result.clone());
+                g.cv.notify_one();
             }
         }
-        self.cv.notify_all();
+        wake_front(&st);
         drop(st);
         if !self.opts.background_work {
             self.run_inline_work()?;
@@ -217,7 +238,7 @@ impl DbInner {
         let out = f();
         let mut st = lock(&self.state);
         st.writers.pop_front();
-        self.cv.notify_all();
+        wake_front(&st);
         drop(st);
         out
     }
@@ -227,15 +248,11 @@ impl DbInner {
     /// has no batch, so no leader absorbs it into a group; the caller must
     /// pop it from the front and notify when done.
     fn take_queue_front(&self) -> MutexGuard<'_, State> {
-        let w = Arc::new(Writer {
-            batch: Mutex::new(None),
-            sync: false,
-            result: Mutex::new(None),
-        });
+        let w = Writer::new(None, false);
         let mut st = lock(&self.state);
         st.writers.push_back(w.clone());
         while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
-            st = crate::sync::wait(&self.cv, st);
+            st = crate::sync::wait(&w.cv, st);
         }
         st
     }
@@ -257,13 +274,15 @@ impl DbInner {
             Err(e) => (lock(&self.state), Err(e)),
         };
         st.writers.pop_front();
-        self.cv.notify_all();
+        wake_front(&st);
         result.map(|()| st)
     }
 
     fn build_group(&self, st: &State) -> (Vec<Arc<Writer>>, WriteBatch, bool) {
         let mut group = Vec::new();
-        let mut merged = WriteBatch::new();
+        // The leader's own batch becomes the group's (no copy for a group
+        // of one); followers' batches are appended to it.
+        let mut merged: Option<WriteBatch> = None;
         let leader_sync = st.writers.front().is_some_and(|w| w.sync);
         let mut size = 0usize;
         for w in st.writers.iter() {
@@ -276,11 +295,16 @@ impl DbInner {
                 break;
             }
             size += batch.encoded_len();
-            merged.append(batch);
-            *b = None;
+            match merged.as_mut() {
+                Some(m) => {
+                    m.append(batch);
+                    *b = None;
+                }
+                None => merged = b.take(),
+            }
             group.push(w.clone());
         }
-        (group, merged, leader_sync)
+        (group, merged.unwrap_or_default(), leader_sync)
     }
 
     /// Ensures the memtable has room, switching to a new memtable and WAL
@@ -332,14 +356,15 @@ impl DbInner {
         }
     }
 
-    /// Blocks until background work changes the state (or runs it inline).
+    /// Blocks until background work installs a version or fails (or runs
+    /// it inline): the only events that can end a stall.
     fn wait_for_background<'a>(
         &'a self,
         st: MutexGuard<'a, State>,
     ) -> Result<MutexGuard<'a, State>> {
         if self.opts.background_work {
             let t = Instant::now();
-            let st = crate::sync::wait(&self.cv, st);
+            let st = crate::sync::wait(&self.bg_done, st);
             Counters::add(
                 &self.counters.write_stall_micros,
                 t.elapsed().as_micros() as u64,
@@ -372,7 +397,8 @@ impl DbInner {
         let new_mem = Arc::new(MemTable::with_side(number, self.memtable_side()));
         let old = std::mem::replace(&mut st.mem, new_mem);
         st.imm.push_back(old);
-        self.cv.notify_all();
+        // The only event the flush thread waits for.
+        self.flush_cv.notify_one();
         Ok(())
     }
 }

@@ -19,15 +19,95 @@ use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{self, InternalKey, SeqNo, ValueKind};
+use crate::key::{self, SeqNo, ValueKind};
 
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
 
+/// Internal keys up to this length are stored inside the skiplist node.
+const INLINE_KEY: usize = 32;
+
+/// A memtable key: an internal key ordered by [`key::compare_internal`],
+/// stored inline in the skiplist node when it fits (every key of up to
+/// 24 user bytes), so that comparing against it during a search reads no
+/// second allocation and inserting it allocates nothing.
+#[derive(Clone)]
+enum MemKey {
+    Inline { len: u8, buf: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+impl MemKey {
+    /// The internal key `user_key ‖ fixed64(trailer)`.
+    fn new(user_key: &[u8], trailer: u64) -> MemKey {
+        let len = user_key.len() + key::TRAILER_LEN;
+        let mut buf = [0u8; INLINE_KEY];
+        match buf.get_mut(..len) {
+            Some(dst) => {
+                let (k, t) = dst.split_at_mut(user_key.len());
+                k.copy_from_slice(user_key);
+                t.copy_from_slice(&trailer.to_le_bytes());
+                MemKey::Inline {
+                    len: len as u8,
+                    buf,
+                }
+            }
+            None => {
+                let mut v = Vec::with_capacity(len);
+                v.extend_from_slice(user_key);
+                v.extend_from_slice(&trailer.to_le_bytes());
+                MemKey::Heap(v.into_boxed_slice())
+            }
+        }
+    }
+
+    /// An encoded internal key.
+    fn from_internal(ikey: &[u8]) -> MemKey {
+        let mut buf = [0u8; INLINE_KEY];
+        match buf.get_mut(..ikey.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(ikey);
+                MemKey::Inline {
+                    len: ikey.len() as u8,
+                    buf,
+                }
+            }
+            None => MemKey::Heap(ikey.into()),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            MemKey::Inline { len, buf } => buf.get(..*len as usize).unwrap_or(&[]),
+            MemKey::Heap(b) => b,
+        }
+    }
+}
+
+impl Ord for MemKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        key::compare_internal(self.as_slice(), other.as_slice())
+    }
+}
+
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for MemKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for MemKey {}
+
 /// The in-memory component: a concurrent skiplist of internal keys, with
 /// an optional side structure fed every insert.
 pub struct MemTable {
-    map: SkipMap<InternalKey, Vec<u8>>,
+    map: SkipMap<MemKey, Vec<u8>>,
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
@@ -88,10 +168,12 @@ impl MemTable {
 
     /// Inserts one entry. `(user_key, seq)` must be new to this memtable.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let ikey = key::make_internal_key(user_key, seq, kind);
-        self.approximate_bytes
-            .fetch_add(ikey.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
-        self.map.insert(InternalKey(ikey), value.to_vec());
+        let ikey = MemKey::new(user_key, key::pack_trailer(seq, kind));
+        self.approximate_bytes.fetch_add(
+            user_key.len() + key::TRAILER_LEN + value.len() + ENTRY_OVERHEAD,
+            Ordering::Relaxed,
+        );
+        self.map.insert(ikey, value.to_vec());
         if let Some(side) = &self.side {
             side.on_add(seq, kind, user_key, value);
         }
@@ -121,9 +203,9 @@ impl MemTable {
 
     /// Newest entry of `user_key` with `seq <= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
-        let target = InternalKey(key::seek_key(user_key, snapshot));
+        let target = MemKey::new(user_key, key::pack_trailer(snapshot, key::KIND_FOR_SEEK));
         let entry = self.map.lower_bound(Bound::Included(&target))?;
-        let parsed = key::parse_internal_key(&entry.key().0).ok()?;
+        let parsed = key::parse_internal_key(entry.key().as_slice()).ok()?;
         if parsed.user_key != user_key {
             return None;
         }
@@ -138,7 +220,7 @@ impl MemTable {
     /// strategies that scan the memtable).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         for e in self.map.iter() {
-            f(&e.key().0, e.value())?;
+            f(e.key().as_slice(), e.value())?;
         }
         Ok(())
     }
@@ -161,12 +243,12 @@ pub struct MemTableIter {
 }
 
 impl MemTableIter {
-    fn set_from(&mut self, bound: Bound<&InternalKey>) {
+    fn set_from(&mut self, bound: Bound<&MemKey>) {
         self.current = self
             .mem
             .map
             .lower_bound(bound)
-            .map(|e| (e.key().0.clone(), e.value().clone()));
+            .map(|e| (e.key().as_slice().to_vec(), e.value().clone()));
     }
 }
 
@@ -179,13 +261,13 @@ impl InternalIterator for MemTableIter {
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let t = InternalKey(target.to_vec());
+        let t = MemKey::from_internal(target);
         self.set_from(Bound::Included(&t));
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
         if let Some((k, _)) = self.current.take() {
-            let t = InternalKey(k);
+            let t = MemKey::from_internal(&k);
             self.set_from(Bound::Excluded(&t));
         }
         Ok(())
@@ -233,5 +315,38 @@ mod tests {
         assert_eq!(got, vec![b"a7".to_vec(), b"a1".to_vec(), b"b5".to_vec()]);
         it.seek(&key::seek_key(b"a", 3)).unwrap();
         assert_eq!(it.value(), b"a1");
+    }
+}
+
+#[cfg(test)]
+mod mem_key_tests {
+    use super::*;
+
+    #[test]
+    fn inline_and_heap_keys_order_and_read_alike() {
+        let m = MemTable::new(1);
+        let short = b"k".to_vec();
+        let edge = vec![b'e'; INLINE_KEY - key::TRAILER_LEN];
+        let long = vec![b'l'; INLINE_KEY + 5];
+        for (i, k) in [&short, &edge, &long].into_iter().enumerate() {
+            m.add(10 + i as u64, ValueKind::Value, k, b"v1");
+            m.add(20 + i as u64, ValueKind::Value, k, b"v2");
+        }
+        m.add(30, ValueKind::Deletion, &long, &[]);
+        assert_eq!(m.get(&short, 15), Some(MemGet::Value(10, b"v1".to_vec())));
+        assert_eq!(m.get(&edge, 100), Some(MemGet::Value(21, b"v2".to_vec())));
+        assert_eq!(m.get(&long, 29), Some(MemGet::Value(22, b"v2".to_vec())));
+        assert_eq!(m.get(&long, 30), Some(MemGet::Deleted(30)));
+        assert_eq!(m.get(&long, 5), None);
+        let mut keys = Vec::new();
+        m.for_each(|k, _| {
+            keys.push(k.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(keys.len(), 7);
+        assert!(keys
+            .windows(2)
+            .all(|w| key::compare_internal(&w[0], &w[1]).is_lt()));
     }
 }

@@ -10,11 +10,13 @@
 
 pub mod edit;
 pub mod ext;
+mod release;
 mod set;
 #[allow(clippy::module_inception)]
 mod version;
 
 pub use edit::{FileMetaData, VersionEdit};
 pub use ext::VersionExtension;
+pub use release::ReleaseSignal;
 pub use set::{Recovered, VersionSet};
 pub use version::{LevelIter, Version};

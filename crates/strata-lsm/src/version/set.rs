@@ -210,6 +210,12 @@ impl VersionSet {
         self.manifest_number
     }
 
+    /// Makes every version handed out from now on (the current one
+    /// included) raise `signal` when it dies.
+    pub fn set_release_signal(&mut self, signal: Arc<crate::version::ReleaseSignal>) {
+        Arc::make_mut(&mut self.current).release = Some(signal);
+    }
+
     /// The current version; the returned `Arc` is tracked so its files stay
     /// alive until it is dropped.
     pub fn current(&mut self) -> Arc<Version> {

@@ -8,7 +8,7 @@ use crate::key::{self, SeqNo};
 use crate::sstable::{Found, TableIter};
 use crate::stats::ReadPurpose;
 use crate::version::ext::ExtState;
-use crate::version::{FileMetaData, VersionEdit};
+use crate::version::{FileMetaData, ReleaseSignal, VersionEdit};
 
 /// An immutable snapshot of the LSM shape.
 ///
@@ -21,6 +21,18 @@ pub struct Version {
     pub levels: Vec<Vec<Arc<FileMetaData>>>,
     /// Extension state installed with this version (see `hooks`).
     pub ext: BTreeMap<String, ExtState>,
+    /// Raised when this version (or a copy) is dropped: its files may have
+    /// become obsolete. Set by the version set on every version it hands
+    /// out; copies and versions derived by `apply` inherit it.
+    pub(crate) release: Option<Arc<ReleaseSignal>>,
+}
+
+impl Drop for Version {
+    fn drop(&mut self) {
+        if let Some(s) = &self.release {
+            s.raise();
+        }
+    }
 }
 
 impl std::fmt::Debug for Version {
@@ -47,6 +59,7 @@ impl Version {
         Version {
             levels: vec![Vec::new(); num_levels],
             ext: BTreeMap::new(),
+            release: None,
         }
     }
 
