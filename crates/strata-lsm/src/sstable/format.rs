@@ -210,6 +210,7 @@ pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
             }
             let out = lz4_flex::block::decompress_size_prepended(&raw)
                 .map_err(|e| bad(&format!("LZ4 decompression failed: {e}")))?;
+            crate::io::recycle(raw);
             if out.len() != want as usize {
                 return Err(bad("LZ4 output length differs from its prefix"));
             }
