@@ -158,6 +158,8 @@ pub struct TableReadOptions {
     pub counters: Arc<Counters>,
     /// Read with `O_DIRECT` where the file system allows it.
     pub direct_io: bool,
+    /// Read through a read-only memory map (tables are immutable).
+    pub mmap: bool,
 }
 
 /// An open table. Index block, filter, properties and metaindex are loaded
@@ -206,7 +208,7 @@ impl Table {
                 format!("a table of at least {FOOTER_LEN} bytes (a footer), found {file_size}"),
             ));
         }
-        let file = RandomAccessFile::open(path, opts.direct_io)?;
+        let file = RandomAccessFile::open_with(path, opts.direct_io, opts.mmap)?;
         let blocks_end = file_size - FOOTER_LEN as u64;
         let footer = Footer::decode(&file.read_at(blocks_end, FOOTER_LEN)?, &name)?;
         let mut table = Table {
@@ -464,6 +466,58 @@ impl Table {
         while it.valid() {
             let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
             out.push((p.user_key.to_vec(), p.seq, p.kind, it.value().to_vec()));
+            it.next().map_err(|e| self.wrap(e))?;
+        }
+        Ok(out)
+    }
+
+    /// The entries at `positions` of the data block at `handle`, numbered
+    /// as [`Table::read_data_block_entries`] numbers them (0 is the first
+    /// entry the obsolete bitmap does not hide): `out[i]` is the entry at
+    /// `positions[i]`, `None` if the block has fewer entries. Positions may
+    /// come in any order and repeat. Only the requested entries are copied
+    /// out; the others are skipped without allocating.
+    #[allow(clippy::type_complexity)]
+    pub fn read_data_block_entries_at(
+        &self,
+        handle: BlockHandle,
+        positions: &[u32],
+    ) -> Result<Vec<Option<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>>> {
+        let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
+        let mut out = vec![None; positions.len()];
+        // Indices into `positions`, by position.
+        let mut order: Vec<usize> = (0..positions.len()).collect();
+        if !positions.is_sorted() {
+            order.sort_unstable_by_key(|&i| positions.get(i).copied().unwrap_or(u32::MAX));
+        }
+        let mut pending = order.iter().peekable();
+        let mut it = self.data_iter(handle, &block);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        let mut ordinal: u32 = 0;
+        while it.valid() {
+            // The first slot filled at this ordinal; repeats copy it.
+            let mut first: Option<usize> = None;
+            while let Some(&&i) = pending.peek() {
+                if positions.get(i) != Some(&ordinal) {
+                    break;
+                }
+                pending.next();
+                let entry = match first.and_then(|f| out.get(f)).cloned().flatten() {
+                    Some(e) => e,
+                    None => {
+                        let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+                        (p.user_key.to_vec(), p.seq, p.kind, it.value().to_vec())
+                    }
+                };
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = Some(entry);
+                }
+                first.get_or_insert(i);
+            }
+            if pending.peek().is_none() {
+                break;
+            }
+            ordinal = ordinal.saturating_add(1);
             it.next().map_err(|e| self.wrap(e))?;
         }
         Ok(out)
@@ -808,6 +862,7 @@ mod tests {
             block_cache: cache,
             counters: Arc::new(Counters::default()),
             direct_io: false,
+            mmap: false,
         }
     }
 
@@ -1050,6 +1105,32 @@ mod tests {
             assert_eq!(o, &model_get(&entries, k, 900), "{k:?}");
         }
         assert!(t2.multi_get(&refs, 1, &mut [None]).is_err());
+    }
+
+    #[test]
+    fn entries_at_positions_match_the_full_decode() {
+        let entries = dataset(300);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &entries, opts(Compression::None, 10), Vec::new());
+        let t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+        for h in t.data_block_handles().unwrap() {
+            let all = t.read_data_block_entries(h).unwrap();
+            let n = all.len() as u32;
+            for positions in [
+                vec![],
+                vec![0],
+                vec![n - 1, 0, n / 2],
+                vec![1, 1, 3, n, n + 7, 2],
+                (0..n).collect(),
+            ] {
+                let got = t.read_data_block_entries_at(h, &positions).unwrap();
+                assert_eq!(got.len(), positions.len());
+                for (p, g) in positions.iter().zip(got) {
+                    assert_eq!(g, all.get(*p as usize).cloned(), "position {p}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -1338,6 +1419,36 @@ mod tests {
         let mut it = t.iter(ReadPurpose::Query);
         it.seek(b"anything").unwrap();
         assert!(!it.valid());
+    }
+
+    #[test]
+    fn mmap_table_reads_and_truncation() {
+        let entries = dataset(300);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &entries, opts(Compression::Lz4, 10), Vec::new());
+        let mut o = read_opts(None);
+        o.mmap = true;
+        let t = Arc::new(Table::open(&path, 1, size, o.clone()).unwrap());
+        assert!(t.file.is_mapped());
+        assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), entries);
+        for h in t.data_block_handles().unwrap() {
+            assert_eq!(t.read_block_verified(h).unwrap(), h.size + 5);
+        }
+        // A file shorter than its claimed size: reads past the mapping are
+        // corruption errors, not faults.
+        let good = std::fs::read(&path).unwrap();
+        let bad_path = dir.path().join("bad.sst");
+        for cut in [0, 10, good.len() / 2, good.len() - 1] {
+            std::fs::write(&bad_path, &good[..cut]).unwrap();
+            match Table::open(&bad_path, 1, size, o.clone()) {
+                Err(e) => assert!(e.is_corruption(), "{e}"),
+                Ok(t) => {
+                    let t = Arc::new(t);
+                    assert!(scan(&t, ReadPurpose::Query).is_err());
+                }
+            }
+        }
     }
 
     #[test]

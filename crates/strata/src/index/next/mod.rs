@@ -349,17 +349,16 @@ impl IndexStrategy for Next {
             for (h, positions) in blocks {
                 profile.data_blocks_read += 1;
                 // The secondary entries already matched: take those entries
-                // by position, without re-extracting the attribute.
-                let mut entries = table.read_data_block_entries(h)?;
-                for p in positions {
-                    let Some(slot) = entries.get_mut(p as usize) else {
+                // by position, without re-extracting the attribute (only
+                // they are copied out of the block).
+                let entries = table.read_data_block_entries_at(h, &positions)?;
+                for entry in entries {
+                    let Some((key, seq, kind, value)) = entry else {
                         return Err(Error::corruption(format!(
                             "NEXT entry points past the end of block {} of table {}",
                             h.offset, f.number
                         )));
                     };
-                    let (key, seq, kind) = (std::mem::take(&mut slot.0), slot.1, slot.2);
-                    let value = std::mem::take(&mut slot.3);
                     if kind != ValueKind::Value || seq > view.snapshot || !validate(&key, seq)? {
                         continue;
                     }
