@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn key_hasher_spreads_offsets_over_shards_and_buckets() {
-        use std::hash::{BuildHasher, Hash};
+        use std::hash::BuildHasher;
         let mut per_shard = [0usize; NUM_SHARDS];
         let mut low = std::collections::HashSet::new();
         let bh = BuildHasherDefault::<KeyHasher>::default();
@@ -643,9 +643,7 @@ mod tests {
                 offset: o * 4096,
             };
             per_shard[key.shard()] += 1;
-            let mut h = bh.build_hasher();
-            key.hash(&mut h);
-            low.insert(h.finish() & 1023);
+            low.insert(bh.hash_one(key) & 1023);
         }
         assert!(per_shard.iter().all(|&n| n > 150), "{per_shard:?}");
         assert!(low.len() > 900, "{}", low.len());
