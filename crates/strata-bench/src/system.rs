@@ -71,9 +71,6 @@ pub struct SystemOptions {
     pub cache_bytes: u64,
     /// Bypass the OS page cache when reading (cold reads) where supported.
     pub direct_io: bool,
-    /// Read tables through a memory map where the system supports it
-    /// (Strata's `Options::mmap_reads`; peers ignore it).
-    pub mmap: bool,
     /// fsync every write (off in every benchmark unless stated).
     pub sync: bool,
 }
@@ -83,7 +80,6 @@ impl Default for SystemOptions {
         SystemOptions {
             cache_bytes: 8 << 20,
             direct_io: false,
-            mmap: false,
             sync: false,
         }
     }

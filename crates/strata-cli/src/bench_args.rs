@@ -66,10 +66,6 @@ pub struct OutputArgs {
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
     #[arg(long)]
     pub direct_io: bool,
-    /// Strata: read tables through a read-only memory map instead of pread
-    /// (`Options::mmap_reads`; excludes --direct-io).
-    #[arg(long, conflicts_with = "direct_io")]
-    pub mmap: bool,
     /// Output directory (created).
     #[arg(long)]
     pub out: PathBuf,
@@ -150,7 +146,6 @@ impl From<OutputArgs> for Output {
         Output {
             cache_mb: a.cache_mb,
             direct_io: a.direct_io,
-            mmap: a.mmap,
             out: a.out,
             work_dir: a.work_dir,
         }

@@ -93,8 +93,6 @@ pub struct Output {
     pub cache_mb: u64,
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
     pub direct_io: bool,
-    /// Strata reads tables through a memory map (`Options::mmap_reads`).
-    pub mmap: bool,
     /// Output directory (created).
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
@@ -106,7 +104,6 @@ impl Output {
         SystemOptions {
             cache_bytes: self.cache_mb.saturating_mul(1 << 20),
             direct_io: self.direct_io,
-            mmap: self.mmap,
             sync: false,
         }
     }
@@ -130,7 +127,6 @@ impl RunConfig {
             output: Output {
                 cache_mb: 64,
                 direct_io: false,
-                mmap: false,
                 out,
                 work_dir: None,
             },

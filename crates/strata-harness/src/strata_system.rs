@@ -177,7 +177,6 @@ impl StrataSystem {
     ) -> SysResult<Box<dyn BenchSystem>> {
         let options = Options::paper()
             .direct_io(opts.direct_io)
-            .mmap_reads(opts.mmap)
             .block_cache_bytes(usize::try_from(opts.cache_bytes).unwrap_or(usize::MAX))
             .error_if_exists(true);
         let db = Db::open(dir, options.clone())

@@ -68,10 +68,6 @@ pub struct Options {
     pub target_file_size: u64,
     /// Read SSTables with O_DIRECT (falls back with a warning if refused).
     pub direct_io: bool,
-    /// Read SSTables through a read-only memory map instead of `pread`
-    /// (blocks are copied out of the mapping and checksummed as usual).
-    /// Exclusive with `direct_io`. Default false.
-    pub mmap_reads: bool,
     /// What recovery does with a damaged WAL.
     pub wal_recovery: WalRecovery,
     /// Run flushes and compactions on background threads. When false they
@@ -112,7 +108,6 @@ impl Default for Options {
             num_levels: 7,
             target_file_size: 32 << 20,
             direct_io: false,
-            mmap_reads: false,
             wal_recovery: WalRecovery::TolerateTornTail,
             background_work: true,
             wal: true,
@@ -195,7 +190,6 @@ impl Options {
         num_levels: usize,
         target_file_size: u64,
         direct_io: bool,
-        mmap_reads: bool,
         wal_recovery: WalRecovery,
         background_work: bool,
         wal: bool,
@@ -236,9 +230,6 @@ impl Options {
             || self.l0_stop_trigger < self.l0_slowdown_trigger
         {
             return bad("need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger");
-        }
-        if self.direct_io && self.mmap_reads {
-            return bad("direct_io and mmap_reads exclude each other");
         }
         if self.max_open_files < 2 {
             return bad("max_open_files must be at least 2");

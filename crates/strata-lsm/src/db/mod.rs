@@ -152,7 +152,6 @@ impl Db {
                 block_cache: block_cache.clone(),
                 counters: counters.clone(),
                 direct_io: opts.direct_io,
-                mmap: opts.mmap_reads,
             },
         ));
         let hooks = opts.hooks.clone();

@@ -24,9 +24,6 @@ use std::sync::{Once, OnceLock};
 
 use crate::error::{Error, IoContext, Result};
 
-mod mmap;
-pub use mmap::MappedFile;
-
 /// Alignment of offsets, lengths and buffers for O_DIRECT reads.
 pub const DIRECT_ALIGN: usize = 4096;
 
@@ -101,31 +98,19 @@ fn is_einval(e: &std::io::Error) -> bool {
 ///
 /// Invariant: if `direct` is true, `file` was opened with O_DIRECT; once a
 /// direct read fails with EINVAL, `direct_failed` is set and all reads go
-/// through the lazily opened buffered handle. If `map` is set (mmap mode,
-/// never together with `direct`), reads copy from the mapping instead of
-/// calling `pread`.
+/// through the lazily opened buffered handle.
 pub struct RandomAccessFile {
     path: PathBuf,
     file: File,
     direct: bool,
     direct_failed: AtomicBool,
     buffered: OnceLock<File>,
-    map: Option<MappedFile>,
 }
 
 impl RandomAccessFile {
     /// Opens `path`; with `direct`, tries O_DIRECT and falls back to buffered
     /// reads (logging a warning once per process) if the filesystem refuses.
     pub fn open(path: &Path, direct: bool) -> Result<RandomAccessFile> {
-        Self::open_with(path, direct, false)
-    }
-
-    /// Like [`RandomAccessFile::open`]; with `mmap` (and not `direct`) the
-    /// file is memory-mapped read-only and reads copy from the mapping. The
-    /// caller guarantees the file is immutable while open (see
-    /// [`MappedFile`]). If mapping fails (e.g. an empty file) reads fall
-    /// back to `pread`.
-    pub fn open_with(path: &Path, direct: bool, mmap: bool) -> Result<RandomAccessFile> {
         let buffered = || File::open(path).path_ctx("open", path);
         let (file, direct) = if direct {
             match OpenOptions::new()
@@ -143,18 +128,12 @@ impl RandomAccessFile {
         } else {
             (buffered()?, false)
         };
-        let map = if mmap && !direct {
-            MappedFile::map(&file).ok()
-        } else {
-            None
-        };
         Ok(RandomAccessFile {
             path: path.to_path_buf(),
             file,
             direct,
             direct_failed: AtomicBool::new(false),
             buffered: OnceLock::new(),
-            map,
         })
     }
 
@@ -163,14 +142,6 @@ impl RandomAccessFile {
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         if len == 0 {
             return Ok(Vec::new());
-        }
-        if let Some(m) = &self.map {
-            let Some(bytes) = m.get(offset, len) else {
-                return Err(self.too_short(m.len().saturating_sub(offset as usize), offset, len));
-            };
-            let mut buf = take_buffer(len);
-            buf.copy_from_slice(bytes);
-            return Ok(buf);
         }
         if self.is_direct() {
             match self.read_direct(offset, len) {
@@ -192,18 +163,6 @@ impl RandomAccessFile {
             return self.read_buffered(self.fallback_file()?, offset, len);
         }
         self.read_buffered(&self.file, offset, len)
-    }
-
-    /// True if reads copy from a memory map of the file.
-    pub fn is_mapped(&self) -> bool {
-        self.map.is_some()
-    }
-
-    fn too_short(&self, got: usize, offset: u64, len: usize) -> Error {
-        Error::corruption(format!(
-            "file too short: {} has {got} of the {len} bytes wanted at offset {offset}",
-            self.path.display()
-        ))
     }
 
     /// True while reads use `O_DIRECT` (false once the file system refused it).
@@ -237,7 +196,10 @@ impl RandomAccessFile {
         };
         if got < len {
             recycle(buf);
-            return Err(self.too_short(got, offset, len));
+            return Err(Error::corruption(format!(
+                "file too short: {} has {got} of the {len} bytes wanted at offset {offset}",
+                self.path.display()
+            )));
         }
         Ok(buf)
     }
@@ -351,9 +313,8 @@ mod tests {
     fn buffered_and_direct_reads_return_exact_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let (p, data) = write_pattern(dir.path(), 3 * 4096 + 123);
-        for (direct, mmap) in [(false, false), (true, false), (false, true)] {
-            let f = RandomAccessFile::open_with(&p, direct, mmap).unwrap();
-            assert_eq!(f.is_mapped(), mmap);
+        for direct in [false, true] {
+            let f = RandomAccessFile::open(&p, direct).unwrap();
             if !direct {
                 assert!(!f.is_direct());
             }

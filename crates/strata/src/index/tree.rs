@@ -277,7 +277,6 @@ pub fn tree_options(primary: &Options) -> Options {
         num_levels: primary.num_levels,
         target_file_size: primary.target_file_size,
         direct_io: primary.direct_io,
-        mmap_reads: primary.mmap_reads,
         wal_recovery: primary.wal_recovery,
         background_work: primary.background_work,
         // The primary's WAL is the tree's: see the module doc.
