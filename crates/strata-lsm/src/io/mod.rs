@@ -341,6 +341,33 @@ mod tests {
     }
 
     #[test]
+    fn pooled_buffers_are_reused_with_the_requested_length() {
+        let a = take_buffer(5000);
+        assert_eq!(a.len(), 5000);
+        let ptr = a.as_ptr();
+        recycle(a);
+        // Smaller and slightly larger (within capacity) requests reuse it.
+        let b = take_buffer(4000);
+        assert_eq!((b.len(), b.as_ptr()), (4000, ptr));
+        recycle(b);
+        let c = take_buffer(5000);
+        assert_eq!((c.len(), c.as_ptr()), (5000, ptr));
+        recycle(c);
+        // Too large for any pooled buffer: a fresh one.
+        assert_eq!(take_buffer(100_000).len(), 100_000);
+        // The pool is bounded and refuses huge buffers.
+        for _ in 0..3 * POOL_BUFFERS {
+            recycle(vec![1u8; 128]);
+        }
+        recycle(vec![0u8; POOL_MAX_CAPACITY + 1]);
+        POOL.with(|p| {
+            let p = p.borrow();
+            assert!(p.len() <= POOL_BUFFERS);
+            assert!(p.iter().all(|b| b.capacity() <= POOL_MAX_CAPACITY));
+        });
+    }
+
+    #[test]
     fn open_missing_file_is_io_error() {
         let dir = tempfile::tempdir().unwrap();
         let e = RandomAccessFile::open(&dir.path().join("nope"), true)
