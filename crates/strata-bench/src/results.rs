@@ -23,6 +23,13 @@ pub struct QueryResult {
     pub min_blocks_mean: f64,
     pub index_blocks_mean: f64,
     pub stale_mean: f64,
+    /// Mean physical floor of a query, in µs: the time to pread and
+    /// checksum (no cache) each distinct data block holding its results,
+    /// measured in the same run right after the query (0 if unknown).
+    pub floor_us_mean: f64,
+    /// `mean_us / floor_us_mean`: the latency as a multiple of its floor
+    /// (0 if the floor is unknown or 0).
+    pub floor_multiple: f64,
     /// Mean result count the query set was calibrated to.
     pub calibrated_mean: f64,
     /// Queries whose result count differs from the exact count computed
@@ -32,7 +39,7 @@ pub struct QueryResult {
     pub mismatches: u64,
     /// Counters the system could not report (their means above are 0):
     /// names among `blocks_read_mean`, `min_blocks_mean`,
-    /// `index_blocks_mean`, `stale_mean`.
+    /// `index_blocks_mean`, `stale_mean`, `floor_us_mean`.
     pub unknown: Vec<String>,
 }
 

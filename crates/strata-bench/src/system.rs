@@ -113,6 +113,15 @@ pub trait BenchSystem {
     fn supports_queries(&self) -> bool {
         true
     }
+    /// The physical floor of the previous [`BenchSystem::query`]: seconds
+    /// to read, outside every cache of the system, and checksum each
+    /// distinct data block holding that query's results once (measured
+    /// now, after the query; the OS page cache is left as the query left
+    /// it). `None` if the system cannot locate its records' blocks. Called
+    /// by the harness outside the timed query.
+    fn floor_seconds(&mut self) -> SysResult<Option<f64>> {
+        Ok(None)
+    }
 }
 
 /// Opens a system on an empty directory with the given indexes.

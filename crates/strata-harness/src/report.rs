@@ -42,7 +42,7 @@ pub fn table(r: &RunResults) -> String {
     if r.systems.iter().any(|s| !s.queries.is_empty()) {
         let _ = writeln!(
             o,
-            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}",
+            "\n{:<34} {:<12} {:<7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>9} {:>7}",
             "system",
             "attribute",
             "class",
@@ -52,14 +52,16 @@ pub fn table(r: &RunResults) -> String {
             "p99 us",
             "blocks",
             "min blk",
-            "idx blk"
+            "idx blk",
+            "floor us",
+            "x floor"
         );
     }
     for s in &r.systems {
         for q in &s.queries {
             let _ = writeln!(
                 o,
-                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1}",
+                "{:<34} {:<12} {:<7} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>8.1} {:>9} {:>7}",
                 s.system,
                 q.attribute,
                 q.class,
@@ -69,7 +71,9 @@ pub fn table(r: &RunResults) -> String {
                 q.p99_us,
                 q.blocks_read_mean,
                 q.min_blocks_mean,
-                q.index_blocks_mean
+                q.index_blocks_mean,
+                floor_cell(q.floor_us_mean, 0),
+                floor_cell(q.floor_multiple, 2)
             );
         }
     }
@@ -185,6 +189,14 @@ fn file_part(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// A floor figure, or "-" when the system reported none (0).
+fn floor_cell(v: f64, precision: usize) -> String {
+    if v <= 0.0 || !v.is_finite() {
+        return "-".to_string();
+    }
+    format!("{v:.precision$}")
 }
 
 /// The physical minimum of data blocks of a query set, `None` when the
@@ -473,6 +485,17 @@ fn render_markdown(r: &RunResults, plots: &Plots) -> String {
             &mut s,
             format!("\n## {attr}: mean latency (ms) / p99 (ms)\n"),
             &|q| format!("{:.2} / {:.2}", q.mean_us / 1e3, q.p99_us / 1e3),
+        );
+        table(
+            &mut s,
+            format!("\n## {attr}: latency as a multiple of the physical floor (floor: pread + CRC32C of the distinct data blocks holding the results, µs)\n"),
+            &|q| {
+                if q.floor_multiple > 0.0 {
+                    format!("{:.2}× ({:.0})", q.floor_multiple, q.floor_us_mean)
+                } else {
+                    "–".to_string()
+                }
+            },
         );
         if let Some(p) = plots.latency_of(&attr) {
             w(

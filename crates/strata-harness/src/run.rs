@@ -213,10 +213,22 @@ struct SetAcc {
     min_blocks: OptSum,
     index_blocks: OptSum,
     stale: OptSum,
+    /// Sum of the floors in µs; `None` once a query's floor is unknown.
+    floor_us: Option<f64>,
+    floors: usize,
     mismatches: u64,
 }
 
 impl SetAcc {
+    fn add_floor(&mut self, floor_s: Option<f64>) {
+        self.floors += 1;
+        self.floor_us = match (self.floors, self.floor_us, floor_s) {
+            (1, _, Some(f)) => Some(f * 1e6),
+            (_, Some(sum), Some(f)) => Some(sum + f * 1e6),
+            _ => None,
+        };
+    }
+
     fn add(&mut self, us: f64, s: &QueryStats) {
         self.lat_us.push(us);
         self.results += s.results;
@@ -249,12 +261,25 @@ impl SetAcc {
         let min_blocks_mean = mean("min_blocks_mean", self.min_blocks);
         let index_blocks_mean = mean("index_blocks_mean", self.index_blocks);
         let stale_mean = mean("stale_mean", self.stale);
+        let mean_us = us.iter().sum::<f64>() / n;
+        let floor_us_mean = match self.floor_us {
+            Some(f) if self.floors > 0 => f / self.floors as f64,
+            _ => {
+                unknown.push("floor_us_mean".to_string());
+                0.0
+            }
+        };
+        let floor_multiple = if floor_us_mean > 0.0 {
+            mean_us / floor_us_mean
+        } else {
+            0.0
+        };
         QueryResult {
             attribute: attribute.to_string(),
             class: class.to_string(),
             top_k,
             count: us.len(),
-            mean_us: us.iter().sum::<f64>() / n,
+            mean_us,
             p50_us: percentile(us, 0.5),
             p95_us: percentile(us, 0.95),
             p99_us: percentile(us, 0.99),
@@ -263,6 +288,8 @@ impl SetAcc {
             min_blocks_mean,
             index_blocks_mean,
             stale_mean,
+            floor_us_mean,
+            floor_multiple,
             calibrated_mean,
             mismatches: self.mismatches,
             unknown,
@@ -441,6 +468,7 @@ fn run_sets(
             .query(&set.attribute, &set.queries[qi], top_k)
             .map_err(sys_err)?;
         let us = t.elapsed().as_secs_f64() * 1e6;
+        accs[si].add_floor(sys.floor_seconds().map_err(sys_err)?);
         let want = set
             .expected_counts
             .get(qi)

@@ -6,9 +6,16 @@
 //! over-allocated buffer (found with `align_offset`, no `unsafe`), and copy
 //! the requested bytes out. Whenever the kernel refuses direct I/O (EINVAL at
 //! open or at read) the file falls back to buffered reads.
+//!
+//! Read buffers come from a small per-thread pool ([`take_buffer`],
+//! [`recycle`]): a decoded block returns its bytes to the pool when dropped,
+//! so a steady stream of block reads allocates nothing and zero-fills at
+//! most the few bytes by which a buffer grows (a recycled buffer keeps its
+//! initialized length; the read overwrites every byte it hands out).
 
 #![deny(clippy::indexing_slicing)]
 
+use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -21,6 +28,57 @@ use crate::error::{Error, IoContext, Result};
 pub const DIRECT_ALIGN: usize = 4096;
 
 static DIRECT_FALLBACK_WARNING: Once = Once::new();
+
+/// Buffers kept per thread by [`recycle`].
+const POOL_BUFFERS: usize = 16;
+
+/// Largest buffer capacity [`recycle`] keeps (larger ones are freed).
+const POOL_MAX_CAPACITY: usize = 64 << 10;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of exactly `len` bytes whose contents are unspecified (the
+/// caller overwrites all of them): a recycled buffer of this thread if one
+/// has the capacity, else a new zeroed one.
+pub fn take_buffer(len: usize) -> Vec<u8> {
+    let pooled = POOL
+        .try_with(|p| {
+            let mut p = p.try_borrow_mut().ok()?;
+            let i = p.iter().rposition(|b| b.capacity() >= len)?;
+            Some(p.swap_remove(i))
+        })
+        .ok()
+        .flatten();
+    match pooled {
+        Some(mut b) => {
+            if b.len() >= len {
+                b.truncate(len);
+            } else {
+                // Within capacity: no reallocation, zeroes only the growth.
+                b.resize(len, 0);
+            }
+            b
+        }
+        None => vec![0u8; len],
+    }
+}
+
+/// Returns a buffer to this thread's pool (dropped if the pool is full or
+/// the buffer is large or empty).
+pub fn recycle(buf: Vec<u8>) {
+    if buf.capacity() == 0 || buf.capacity() > POOL_MAX_CAPACITY {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if p.len() < POOL_BUFFERS {
+                p.push(buf);
+            }
+        }
+    });
+}
 
 fn warn_direct_fallback(path: &Path, why: &str) {
     DIRECT_FALLBACK_WARNING.call_once(|| {
@@ -125,10 +183,19 @@ impl RandomAccessFile {
     }
 
     fn read_buffered(&self, file: &File, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        let got = read_fully(file, &mut buf, offset)
-            .ctx(|| format!("read {} at {offset} (+{len})", self.path.display()))?;
+        let mut buf = take_buffer(len);
+        let got = match read_fully(file, &mut buf, offset) {
+            Ok(got) => got,
+            Err(e) => {
+                recycle(buf);
+                return Err(Error::io(
+                    format!("read {} at {offset} (+{len})", self.path.display()),
+                    e,
+                ));
+            }
+        };
         if got < len {
+            recycle(buf);
             return Err(Error::corruption(format!(
                 "file too short: {} has {got} of the {len} bytes wanted at offset {offset}",
                 self.path.display()
@@ -147,7 +214,30 @@ impl RandomAccessFile {
         };
         let aligned_end = end.div_ceil(align) * align;
         let alen = (aligned_end - start) as usize;
-        let mut buf = vec![0u8; alen + DIRECT_ALIGN];
+        let mut buf = take_buffer(alen + DIRECT_ALIGN);
+        let r = Self::read_direct_into(
+            &self.file,
+            &mut buf,
+            start,
+            alen,
+            (offset - start) as usize,
+            len,
+        );
+        recycle(buf);
+        r
+    }
+
+    /// Reads `alen` bytes at the aligned offset `start` into the aligned
+    /// window of `buf` (`alen + DIRECT_ALIGN` bytes) and copies out `len`
+    /// bytes from `skip` on into a pooled buffer.
+    fn read_direct_into(
+        file: &File,
+        buf: &mut [u8],
+        start: u64,
+        alen: usize,
+        skip: usize,
+        len: usize,
+    ) -> std::io::Result<Option<Vec<u8>>> {
         let pad = buf.as_ptr().align_offset(DIRECT_ALIGN);
         if pad >= DIRECT_ALIGN {
             return Ok(None);
@@ -157,7 +247,7 @@ impl RandomAccessFile {
         };
         let mut got = 0;
         while let Some(unread) = window.get_mut(got..).filter(|u| !u.is_empty()) {
-            match self.file.read_at(unread, start + got as u64) {
+            match file.read_at(unread, start + got as u64) {
                 Ok(0) => break,
                 Ok(n) => {
                     got += n;
@@ -171,11 +261,14 @@ impl RandomAccessFile {
                 Err(e) => return Err(e),
             }
         }
-        let skip = (offset - start) as usize;
         if got < skip + len {
             return Ok(None);
         }
-        Ok(window.get(skip..skip + len).map(<[u8]>::to_vec))
+        Ok(window.get(skip..skip + len).map(|w| {
+            let mut out = take_buffer(len);
+            out.copy_from_slice(w);
+            out
+        }))
     }
 }
 
@@ -245,6 +338,33 @@ mod tests {
             let e = f.read_at(data.len() as u64 + 5000, 1).unwrap_err();
             assert!(e.is_corruption(), "{e}");
         }
+    }
+
+    #[test]
+    fn pooled_buffers_are_reused_with_the_requested_length() {
+        let a = take_buffer(5000);
+        assert_eq!(a.len(), 5000);
+        let ptr = a.as_ptr();
+        recycle(a);
+        // Smaller and slightly larger (within capacity) requests reuse it.
+        let b = take_buffer(4000);
+        assert_eq!((b.len(), b.as_ptr()), (4000, ptr));
+        recycle(b);
+        let c = take_buffer(5000);
+        assert_eq!((c.len(), c.as_ptr()), (5000, ptr));
+        recycle(c);
+        // Too large for any pooled buffer: a fresh one.
+        assert_eq!(take_buffer(100_000).len(), 100_000);
+        // The pool is bounded and refuses huge buffers.
+        for _ in 0..3 * POOL_BUFFERS {
+            recycle(vec![1u8; 128]);
+        }
+        recycle(vec![0u8; POOL_MAX_CAPACITY + 1]);
+        POOL.with(|p| {
+            let p = p.borrow();
+            assert!(p.len() <= POOL_BUFFERS);
+            assert!(p.iter().all(|b| b.capacity() <= POOL_MAX_CAPACITY));
+        });
     }
 
     #[test]

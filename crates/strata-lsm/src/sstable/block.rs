@@ -47,6 +47,14 @@ pub struct Block {
     num_restarts: usize,
 }
 
+/// A dropped block hands its buffer back to the reading thread's pool
+/// (`io::recycle`), so the next block read reuses it.
+impl Drop for Block {
+    fn drop(&mut self) {
+        crate::io::recycle(std::mem::take(&mut self.data));
+    }
+}
+
 impl Block {
     /// Wraps block contents (without trailer); `Error::Corruption` if the
     /// restart array is malformed.

@@ -182,10 +182,11 @@ pub fn block_trailer(contents: &[u8], block_type: u8) -> [u8; BLOCK_TRAILER_LEN]
     [block_type, crc[0], crc[1], crc[2], crc[3]]
 }
 
-/// Verifies and decompresses a block read from disk. `raw` is exactly the
-/// stored contents followed by the trailer (`handle.size + 5` bytes).
-pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
-    // The caller adds the file and `handle.offset`.
+/// Verifies the trailer checksum of a block read from disk (`raw` is the
+/// stored contents followed by the trailer); returns the length of the
+/// stored contents and the compression type byte. Errors name the block's
+/// size; the caller adds the file and offset.
+pub fn verify_block(raw: &[u8], handle: BlockHandle) -> Result<(usize, u8)> {
     let bad = |what: &str| Error::corruption(format!("block of {} bytes: {what}", handle.size));
     let Some(n) = raw.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(bad("shorter than its trailer"));
@@ -198,6 +199,21 @@ pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
     if masked_crc(checked) != stored {
         return Err(bad("checksum mismatch"));
     }
+    Ok((n, block_type))
+}
+
+/// Verifies and decompresses a block read from disk. `raw` is exactly the
+/// stored contents followed by the trailer (`handle.size + 5` bytes).
+pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
+    // The caller adds the file and `handle.offset`.
+    let bad = |what: &str| Error::corruption(format!("block of {} bytes: {what}", handle.size));
+    let (n, block_type) = match verify_block(&raw, handle) {
+        Ok(v) => v,
+        Err(e) => {
+            crate::io::recycle(raw);
+            return Err(e);
+        }
+    };
     raw.truncate(n);
     match block_type {
         BLOCK_TYPE_NONE => Ok(raw),
@@ -210,6 +226,7 @@ pub fn decode_block(mut raw: Vec<u8>, handle: BlockHandle) -> Result<Vec<u8>> {
             }
             let out = lz4_flex::block::decompress_size_prepended(&raw)
                 .map_err(|e| bad(&format!("LZ4 decompression failed: {e}")))?;
+            crate::io::recycle(raw);
             if out.len() != want as usize {
                 return Err(bad("LZ4 output length differs from its prefix"));
             }
