@@ -460,7 +460,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Check => index_cmd::run_check(&index_cmd::open(dir()?)?)?,
         Command::Put { key, value, sync } => {
             let db = Db::open(dir()?, Options::default())?;
-            db.put_opt(key.as_bytes(), value.as_bytes(), WriteOptions { sync })?;
+            db.put_opt(
+                key.as_bytes(),
+                value.as_bytes(),
+                WriteOptions::default().sync(sync),
+            )?;
         }
         Command::Get { key } => {
             let db = open_existing(dir()?)?;
@@ -477,7 +481,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Del { key, sync } => {
             let db = Db::open(dir()?, Options::default())?;
-            db.delete_opt(key.as_bytes(), WriteOptions { sync })?;
+            db.delete_opt(key.as_bytes(), WriteOptions::default().sync(sync))?;
         }
         Command::Scan { from, to, limit } => {
             let db = open_existing(dir()?)?;

@@ -197,7 +197,7 @@ impl StrataSystem {
             name: spec.name.clone(),
             dir: dir.to_path_buf(),
             options: options.error_if_exists(false).create_if_missing(false),
-            wopts: WriteOptions { sync: opts.sync },
+            wopts: WriteOptions::default().sync(opts.sync),
             has_indexes: spec.strategy.is_some() && !decls.is_empty(),
             db: Some(db),
             last_hits: Vec::new(),

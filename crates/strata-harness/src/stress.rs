@@ -490,7 +490,7 @@ pub fn run(
     if let Some(kind) = w.index_strategy {
         create_stress_indexes(&db, kind).map_err(StressError::Db)?;
     }
-    let wopts = WriteOptions { sync };
+    let wopts = WriteOptions::default().sync(sync);
     for i in 0..ops {
         let op = w.op(i);
         let written = match &op {

@@ -190,7 +190,12 @@ pub enum ComponentEvent<'a> {
         value: &'a [u8],
     },
     /// The component's entries in every range have been reported.
-    End,
+    End {
+        /// No entry of a component not yet visited has a larger sequence
+        /// number (0: none is left). A memtable left counts as the
+        /// snapshot, tables as their largest sequence number.
+        rest_max_seq: SeqNo,
+    },
 }
 
 /// Receives [`ComponentEvent`]s; returns false to stop the visit.
@@ -211,7 +216,10 @@ pub(crate) fn for_each_in_ranges_by_component(
     f: &mut ComponentVisitor<'_>,
 ) -> Result<()> {
     // Visits one component; false if `f` asked to stop.
-    let visit = |it: &mut dyn InternalIterator, f: &mut ComponentVisitor<'_>| -> Result<bool> {
+    let visit = |it: &mut dyn InternalIterator,
+                 rest_max_seq: SeqNo,
+                 f: &mut ComponentVisitor<'_>|
+     -> Result<bool> {
         for (from, to) in ranges {
             it.seek(&key::seek_key(from, key::MAX_SEQ))?;
             while it.valid() {
@@ -232,27 +240,50 @@ pub(crate) fn for_each_in_ranges_by_component(
                 it.next()?;
             }
         }
-        f(ComponentEvent::End)
+        f(ComponentEvent::End { rest_max_seq })
     };
     let (lo, hi) = span(ranges);
+    let l0: Vec<_> = l0_files(version, lo, hi, snapshot).collect();
+    let levels: Vec<_> = (1..version.num_levels())
+        .map(|level| version.overlapping(level, lo, hi))
+        .filter(|files| !files.is_empty())
+        .collect();
+    // Upper bounds on the sequence numbers of each component, in visit
+    // order, then their suffix maxima: `rest[i]` bounds components after i.
+    let mut bounds: Vec<SeqNo> = Vec::with_capacity(mems.len() + l0.len() + levels.len());
+    bounds.extend(mems.iter().map(|_| snapshot));
+    bounds.extend(l0.iter().map(|f| f.largest_seq.min(snapshot)));
+    bounds.extend(levels.iter().map(|files| {
+        files
+            .iter()
+            .map(|f| f.largest_seq)
+            .max()
+            .unwrap_or(0)
+            .min(snapshot)
+    }));
+    let mut rest = vec![0; bounds.len()];
+    for i in (0..bounds.len().saturating_sub(1)).rev() {
+        let next = bounds.get(i + 1).copied().unwrap_or(0);
+        let after = rest.get(i + 1).copied().unwrap_or(0);
+        if let Some(r) = rest.get_mut(i) {
+            *r = next.max(after);
+        }
+    }
+    let mut rest = rest.into_iter();
     for m in mems {
-        if !visit(&mut m.iter(), f)? {
+        if !visit(&mut m.iter(), rest.next().unwrap_or(0), f)? {
             return Ok(());
         }
     }
-    for file in l0_files(version, lo, hi, snapshot) {
+    for file in l0 {
         let t = tables.get(file.number, file.file_size)?;
-        if !visit(&mut t.iter(ReadPurpose::Query), f)? {
+        if !visit(&mut t.iter(ReadPurpose::Query), rest.next().unwrap_or(0), f)? {
             return Ok(());
         }
     }
-    for level in 1..version.num_levels() {
-        let files = version.overlapping(level, lo, hi);
-        if files.is_empty() {
-            continue;
-        }
+    for files in levels {
         let mut it = LevelIter::new(tables.clone(), files, ReadPurpose::Query);
-        if !visit(&mut it, f)? {
+        if !visit(&mut it, rest.next().unwrap_or(0), f)? {
             return Ok(());
         }
     }

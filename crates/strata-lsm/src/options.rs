@@ -247,17 +247,30 @@ impl Options {
     }
 }
 
-/// Options for one write.
+/// Options for one write (`WriteOptions::default().sync(true)`).
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// fsync the WAL before acknowledging the write.
     pub sync: bool,
+    /// The batch's first sequence number is at least this (0: no floor).
+    /// The database's sequence jumps forward to honour it; sequence numbers
+    /// stay increasing and gaps are harmless. A nested index tree uses it
+    /// so that each entry's sequence number bounds the primary sequence
+    /// numbers the entry records (see `strata`'s `index/tree.rs`).
+    pub min_sequence: u64,
 }
 
 impl WriteOptions {
     /// Sets [`WriteOptions::sync`].
     pub fn sync(mut self, v: bool) -> Self {
         self.sync = v;
+        self
+    }
+
+    /// Sets [`WriteOptions::min_sequence`].
+    pub fn min_sequence(mut self, seq: u64) -> Self {
+        self.min_sequence = seq;
         self
     }
 }

@@ -25,6 +25,7 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::hooks::{BatchContext, EngineHooks};
+use crate::key::{self, SeqNo};
 use crate::memtable::MemTable;
 use crate::merge;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -41,15 +42,18 @@ use super::{DbInner, State};
 pub(crate) struct Writer {
     batch: Mutex<Option<WriteBatch>>,
     sync: bool,
+    /// The writer's `WriteOptions::min_sequence`.
+    min_seq: SeqNo,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
 }
 
 impl Writer {
-    fn new(batch: Option<WriteBatch>, sync: bool) -> Arc<Writer> {
+    fn new(batch: Option<WriteBatch>, sync: bool, min_seq: SeqNo) -> Arc<Writer> {
         Arc::new(Writer {
             batch: Mutex::new(batch),
             sync,
+            min_seq,
             result: Mutex::new(None),
             cv: Condvar::new(),
         })
@@ -127,7 +131,14 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(());
         }
-        let w = Writer::new(Some(batch), opts.sync);
+        if opts.min_sequence > key::MAX_SEQ - batch.len() as u64 {
+            return Err(Error::invalid(format!(
+                "write: minimum sequence number {} is past the largest {}",
+                opts.min_sequence,
+                key::MAX_SEQ
+            )));
+        }
+        let w = Writer::new(Some(batch), opts.sync, opts.min_sequence);
         let mut st = lock(&self.state);
         st.writers.push_back(w.clone());
         loop {
@@ -152,7 +163,11 @@ impl DbInner {
             }
         };
         let (group, mut merged, sync) = self.build_group(&st);
-        let seq = self.last_sequence.load(Ordering::SeqCst) + 1;
+        // The group starts after the last sequence and at or after every
+        // member's floor (a floor applied to the whole group only moves
+        // sequence numbers forward).
+        let floor = group.iter().map(|w| w.min_seq).max().unwrap_or(0);
+        let seq = (self.last_sequence.load(Ordering::SeqCst) + 1).max(floor);
         merged.set_sequence(seq);
         let count = merged.len() as u64;
         let mem = st.mem.clone();
@@ -248,7 +263,7 @@ impl DbInner {
     /// has no batch, so no leader absorbs it into a group; the caller must
     /// pop it from the front and notify when done.
     fn take_queue_front(&self) -> MutexGuard<'_, State> {
-        let w = Writer::new(None, false);
+        let w = Writer::new(None, false, 0);
         let mut st = lock(&self.state);
         st.writers.push_back(w.clone());
         while !st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {

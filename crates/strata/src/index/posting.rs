@@ -183,7 +183,7 @@ impl Posting {
             IndexTree::open(dir.join("tree"), opts.clone())?
         } else {
             let opts = opts.clone().merge_operator(Arc::new(PostingMerge));
-            IndexTree::open_layout(dir.join("tree"), opts, LAZY_LAYOUT)?
+            IndexTree::open_layout(dir.join("tree"), opts, LAZY_LAYOUT, true)?
         };
         Ok(Posting {
             ty,
@@ -342,9 +342,15 @@ impl Posting {
 
     /// Lazy, any other query with limit `k` (RANGELOOKUP, Algorithm 6):
     /// reads the matching lists' entries component by component, newest
-    /// first, validates each component's new candidates, and stops after
-    /// the first component with which `k` are valid (same ordering argument
-    /// as [`Posting::lazy_top_k`]). A list whose merged value or deletion
+    /// component first, validates each component's new candidates, and
+    /// stops after a component once `k` valid results are newer than
+    /// anything the components left can hold. Components are not ordered
+    /// by primary sequence number across list keys (a compaction moves one
+    /// key range down and leaves older entries of other ranges above), so
+    /// the bound is each component's largest tree sequence number, which
+    /// covers the primary sequence numbers inside it
+    /// ([`IndexTree::write_covering`]; only on a tree that
+    /// [`IndexTree::seq_covers`]). A list whose merged value or deletion
     /// was met hides its entries in older components.
     fn lazy_top_k_ranges(
         &self,
@@ -360,6 +366,7 @@ impl Posting {
         // Lists whose base (merged value or deletion) was met.
         let mut closed: HashSet<Vec<u8>> = HashSet::new();
         let mut cands: Vec<Cand> = Vec::new();
+        let sub = q.limited(k);
         snap.for_each_in_ranges_by_component(ranges, &mut |ev| match ev {
             ComponentEvent::Entry {
                 user_key,
@@ -385,13 +392,18 @@ impl Posting {
                 }
                 Ok(true)
             }
-            ComponentEvent::End => {
-                let sub = q.limited(k - hits.len());
-                let found = std::mem::take(&mut cands);
+            ComponentEvent::End { rest_max_seq } => {
+                // Only candidates that can enter the current top K.
+                let floor = kth_newest(&hits, k);
+                let found: Vec<Cand> = std::mem::take(&mut cands)
+                    .into_iter()
+                    .filter(|c| floor.is_none_or(|f| c.1 > f))
+                    .collect();
                 let (more, _) =
                     strategy::resolve(found, &sub, &Check::Direct, &self.counters, profile)?;
                 hits.extend(more);
-                Ok(hits.len() < k)
+                newest_first(&mut hits, k);
+                Ok(kth_newest(&hits, k).is_none_or(|f| f <= rest_max_seq))
             }
         })?;
         Ok(hits)
@@ -435,10 +447,23 @@ impl Posting {
                 }
             }
         }
-        self.tree.write(batch)?;
+        let newest = ops.iter().map(|&(seq, _, _)| seq).max().unwrap_or(0);
+        self.tree.write_covering(batch, newest)?;
         self.counters.add_entries(added, removed);
         Ok(())
     }
+}
+
+/// Sorts `hits` newest first and keeps the first `k`.
+fn newest_first(hits: &mut Vec<Hit>, k: usize) {
+    hits.sort_unstable_by(|a, b| b.seq.cmp(&a.seq).then_with(|| a.key.cmp(&b.key)));
+    hits.truncate(k);
+}
+
+/// The sequence number of the `k`-th newest of `hits` (sorted newest
+/// first), if there are `k`.
+fn kth_newest(hits: &[Hit], k: usize) -> Option<SeqNo> {
+    k.checked_sub(1).and_then(|i| hits.get(i)).map(|h| h.seq)
 }
 
 impl Posting {
@@ -455,15 +480,20 @@ impl Posting {
         let snap = strategy::main_view(pinned, self.kind().name())?;
         let before = self.tree.blocks_read();
         let ranges = tree::key_ranges(q.pred, self.tree.extent());
-        let hits = match (q.pred, q.opts.limit) {
+        let mut hits = match (q.pred, q.opts.limit) {
             // A scalar lookup with a limit on a Lazy index reads the
             // list's fragments level by level and stops early.
             (Predicate::Eq(v), Some(k)) if !self.eager && !self.ty.is_spatial() => {
                 self.lazy_top_k(snap, q, v, k, profile)?
             }
             // Level by level only where there are levels to skip: with one
-            // component it reads the same blocks as a scan, at more cost.
-            (_, Some(k)) if !self.eager && snap.components_in_ranges(&ranges) > 1 => {
+            // component it reads the same blocks as a scan, at more cost;
+            // and only where sequence numbers bound what is left.
+            (_, Some(k))
+                if !self.eager
+                    && self.tree.seq_covers()
+                    && snap.components_in_ranges(&ranges) > 1 =>
+            {
                 self.lazy_top_k_ranges(snap, q, &ranges, k, profile)?
             }
             _ => {
@@ -476,6 +506,9 @@ impl Posting {
                 strategy::resolve(cands, q, &check, &self.counters, profile)?.0
             }
         };
+        if let Some(k) = q.opts.limit {
+            newest_first(&mut hits, k);
+        }
         profile.index_blocks_read += self.tree.blocks_read().saturating_sub(before);
         Ok(hits)
     }

@@ -36,7 +36,7 @@
 #![deny(clippy::indexing_slicing)]
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
@@ -56,13 +56,19 @@ const EXTENT_KEY: &[u8] = b"\xff\xff\xffstrata.extent";
 /// The layout version of the tree's keys and values.
 const LAYOUT_KEY: &[u8] = b"\xff\xff\xffstrata.layout";
 const LAYOUT_VERSION: &[u8] = b"1";
+/// Present if every entry's sequence number is at least every primary
+/// sequence number the entry records (written when the tree is created;
+/// see [`IndexTree::write_covering`]). Trees created before this key
+/// existed lack it.
+const SEQ_COVERS_KEY: &[u8] = b"\xff\xff\xffstrata.seq-covers";
 /// DELI's largest repaired sequence number (`deli`).
 pub(crate) const DELI_TS_LAST_KEY: &[u8] = b"\xff\xff\xffstrata.deli.ts_last";
 
 /// True for metadata keys (scans skip them): exactly the keys above and
 /// DELI's `ts_last`, all starting with [`META_PREFIX`].
 pub fn is_meta(key: &[u8]) -> bool {
-    key.starts_with(META_PREFIX) && [EXTENT_KEY, LAYOUT_KEY, DELI_TS_LAST_KEY].contains(&key)
+    key.starts_with(META_PREFIX)
+        && [EXTENT_KEY, LAYOUT_KEY, SEQ_COVERS_KEY, DELI_TS_LAST_KEY].contains(&key)
 }
 
 const GRID: u32 = 1 << 16;
@@ -297,20 +303,38 @@ pub fn index_dir(db_dir: &Path, id: u32) -> PathBuf {
 pub struct IndexTree {
     pub db: Db,
     extent: [AtomicU64; 2],
+    /// The strategy writes with [`IndexTree::write_covering`].
+    covering: bool,
+    /// `covering` and the tree holds [`SEQ_COVERS_KEY`].
+    seq_covers: AtomicBool,
 }
 
 impl IndexTree {
     pub fn open(path: PathBuf, opts: Options) -> Result<IndexTree> {
-        Self::open_layout(path, opts, LAYOUT_VERSION)
+        Self::open_layout(path, opts, LAYOUT_VERSION, false)
     }
 
     /// Opens a tree whose strategy has its own layout version `layout`
-    /// (a tree of another version fails the open).
-    pub fn open_layout(path: PathBuf, opts: Options, layout: &[u8]) -> Result<IndexTree> {
+    /// (a tree of another version fails the open). `covering`: the
+    /// strategy writes every entry with [`IndexTree::write_covering`]; a
+    /// tree created (or cleared) so is marked and [`IndexTree::seq_covers`].
+    pub fn open_layout(
+        path: PathBuf,
+        opts: Options,
+        layout: &[u8],
+        covering: bool,
+    ) -> Result<IndexTree> {
         let db = Db::open(&path, opts)
             .map_err(|e| Error::Background(format!("open index tree {}: {e}", path.display())))?;
         match db.get(LAYOUT_KEY)? {
-            None => db.put(LAYOUT_KEY, layout)?,
+            None => {
+                let mut b = WriteBatch::new();
+                b.put(LAYOUT_KEY, layout);
+                if covering {
+                    b.put(SEQ_COVERS_KEY, b"1");
+                }
+                db.write(b, WriteOptions::default())?;
+            }
             Some(v) if v == layout => {}
             Some(v) => {
                 return Err(Error::invalid(format!(
@@ -336,7 +360,13 @@ impl IndexTree {
                 e.store(u64::from_le_bytes(a), Relaxed);
             }
         }
-        Ok(IndexTree { db, extent })
+        let seq_covers = AtomicBool::new(covering && db.get(SEQ_COVERS_KEY)?.is_some());
+        Ok(IndexTree {
+            db,
+            extent,
+            covering,
+            seq_covers,
+        })
     }
 
     /// Largest half-width and half-height of the rectangles indexed.
@@ -368,10 +398,29 @@ impl IndexTree {
     }
 
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_covering(batch, 0)
+    }
+
+    /// Writes `batch` at sequence numbers of at least `primary_seq`, the
+    /// largest primary sequence number its entries record. If every entry
+    /// is written so, a tree entry's sequence number bounds the primary
+    /// sequence numbers inside it (merged operands keep the newest's), and
+    /// so does a table's largest sequence number for all its entries: a
+    /// top-K query can stop at a component once K results are newer than
+    /// everything left ([`IndexTree::seq_covers`]).
+    pub fn write_covering(&self, batch: WriteBatch, primary_seq: SeqNo) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.db.write(batch, WriteOptions::default())
+        self.db
+            .write(batch, WriteOptions::default().min_sequence(primary_seq))
+    }
+
+    /// True if every entry of the tree was written by
+    /// [`IndexTree::write_covering`] since its creation (false for a tree
+    /// created by an older build, until the index is rebuilt).
+    pub fn seq_covers(&self) -> bool {
+        self.seq_covers.load(Relaxed)
     }
 
     /// Flushes the tree's memtable to durable tables.
@@ -399,16 +448,25 @@ impl IndexTree {
             .filter(|k| !k.as_ref().is_ok_and(|k| k.as_slice() == LAYOUT_KEY))
             .collect::<Result<_>>()?;
         let mut b = WriteBatch::new();
-        for k in keys {
-            b.delete(&k);
+        for k in keys
+            .iter()
+            .filter(|k| !(self.covering && k.as_slice() == SEQ_COVERS_KEY))
+        {
+            b.delete(k);
             if b.len() >= 1000 {
                 self.write(std::mem::take(&mut b))?;
             }
+        }
+        if self.covering {
+            // With the last deletes: nothing left records a primary
+            // sequence number, and the rebuild writes covering.
+            b.put(SEQ_COVERS_KEY, b"1");
         }
         self.write(b)?;
         for e in &self.extent {
             e.store(0, Relaxed);
         }
+        self.seq_covers.store(self.covering, Relaxed);
         Ok(())
     }
 }
