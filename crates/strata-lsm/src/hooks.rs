@@ -72,7 +72,7 @@ pub enum TableReason {
 }
 
 /// Describes a table about to be written.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TableContext {
     /// File number of the table.
     pub file_number: u64,
@@ -82,6 +82,22 @@ pub struct TableContext {
     pub reason: TableReason,
     /// The compaction's input tables (empty for a flush).
     pub input_files: Vec<u64>,
+    /// A flush: the side structure of the memtable being flushed (what
+    /// the extension that attached it computed from each entry as it was
+    /// written), so that the table's observer need not compute it again.
+    pub side: Option<Arc<dyn MemSide>>,
+}
+
+impl std::fmt::Debug for TableContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableContext")
+            .field("file_number", &self.file_number)
+            .field("level", &self.level)
+            .field("reason", &self.reason)
+            .field("input_files", &self.input_files)
+            .field("side", &self.side.is_some())
+            .finish()
+    }
 }
 
 /// Describes one compaction.

@@ -34,6 +34,7 @@ use crate::hooks::{
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::memtable::MemSide;
 use crate::merge;
 use crate::options::Options;
 use crate::sstable::{TableBuildOptions, TableBuilder};
@@ -214,12 +215,14 @@ impl BuildEnv<'_> {
     }
 
     /// Starts a table at `level`, with one observer per extension that
-    /// asks; `input_files` are the compaction's inputs (empty for a flush).
+    /// asks; `input_files` are the compaction's inputs (empty for a flush),
+    /// `side` the flushed memtable's side structure.
     pub fn start_table(
         &self,
         level: usize,
         reason: TableReason,
         input_files: &[u64],
+        side: Option<Arc<dyn MemSide>>,
     ) -> Result<(u64, TableBuilder)> {
         let number = (self.allocate_output)();
         let ctx = TableContext {
@@ -227,6 +230,7 @@ impl BuildEnv<'_> {
             level,
             reason,
             input_files: input_files.to_vec(),
+            side,
         };
         let observers = self
             .hooks
@@ -306,7 +310,7 @@ fn add_output(
         }
     }
     if current.is_none() {
-        *current = Some(env.start_table(out_level, TableReason::Compaction, input_files)?);
+        *current = Some(env.start_table(out_level, TableReason::Compaction, input_files, None)?);
     }
     if let Some((_, b)) = current {
         b.add(ikey, value)?;

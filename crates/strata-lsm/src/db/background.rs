@@ -58,7 +58,8 @@ impl DbInner {
         }
         let allocate = || self.allocate_output();
         let env = self.build_env(&allocate);
-        let (number, mut builder) = env.start_table(0, TableReason::Flush, &[])?;
+        let (number, mut builder) =
+            env.start_table(0, TableReason::Flush, &[], mem.side().cloned())?;
         mem.for_each(|k, v| builder.add(k, v))?;
         let meta = finish_table(number, builder)?;
         Counters::add(&self.counters.flush_bytes_written, meta.file_size);

@@ -22,15 +22,16 @@ use strata_lsm::memtable::{MemSide, MemTable};
 use strata_lsm::sstable::BlockHandle;
 use strata_lsm::version::{FileMetaData, Version};
 
-use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta};
+use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::memo::{self, Memo};
-use super::side::IndexSide;
+use super::side::{self, IndexSide, SideValue};
 use super::strategy::IndexStrategy;
 use super::strategy::{
     DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
+use super::value::IndexValue;
 use super::{
     lock, read, tree, value, write, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState,
     IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView, SyncGate, HOOK_NAME,
@@ -520,6 +521,10 @@ struct IndexObserver {
     /// The JSON paths of `defs`, read once per entry.
     fields: Fields,
     builders: Vec<Box<dyn TableIndexBuilder>>,
+    /// A flush: per def, its values computed when the memtable's entries
+    /// were written, in entry order, consumed as the flush passes them; an
+    /// entry found there is not read again.
+    flushed: Vec<Option<std::iter::Peekable<std::vec::IntoIter<SideValue>>>>,
     use_memo: bool,
     memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
     last_key: Option<Vec<u8>>,
@@ -539,10 +544,22 @@ impl TableObserver for IndexObserver {
             }
             return;
         }
-        let read = read_doc(e.value, &self.fields);
-        let doc = Doc::of(&self.fields, &read);
-        for (d, b) in self.defs.iter().zip(self.builders.iter_mut()) {
-            b.add(e.user_key, e.seq, block, d.extract(e.value, doc).ok());
+        // Read only if some def's value was not computed at write time.
+        let mut read: Option<Option<Read>> = None;
+        for (i, (d, b)) in self.defs.iter().zip(self.builders.iter_mut()).enumerate() {
+            let known = self
+                .flushed
+                .get_mut(i)
+                .and_then(|m| m.as_mut())
+                .and_then(|m| take_entry(m, e.user_key, e.seq));
+            let v = match known {
+                Some(v) => Some(v),
+                None => {
+                    let r = read.get_or_insert_with(|| read_doc(e.value, &self.fields));
+                    d.extract(e.value, Doc::of(&self.fields, r)).ok()
+                }
+            };
+            b.add(e.user_key, e.seq, block, v);
         }
     }
 
@@ -559,6 +576,25 @@ impl TableObserver for IndexObserver {
         }
         Ok(blocks)
     }
+}
+
+/// The value of entry (`key`, `seq`) from `side` (in entry order), past
+/// the side values of entries before it.
+fn take_entry(
+    side: &mut std::iter::Peekable<std::vec::IntoIter<SideValue>>,
+    key: &[u8],
+    seq: SeqNo,
+) -> Option<IndexValue> {
+    while let Some((k, s, _)) = side.peek() {
+        match side::entry_order(k, *s, key, seq) {
+            std::cmp::Ordering::Less => {
+                side.next();
+            }
+            std::cmp::Ordering::Equal => return side.next().map(|(_, _, v)| v),
+            std::cmp::Ordering::Greater => return None,
+        }
+    }
+    None
 }
 
 /// Collects one compaction's dropped versions for the memo and for the
@@ -723,11 +759,23 @@ impl EngineHooks for IndexManager {
             return None;
         }
         let use_memo = defs.iter().any(|d| d.strategy.uses_memo());
+        let side = ctx
+            .side
+            .as_ref()
+            .and_then(|s| s.as_any().downcast_ref::<IndexSide>());
+        let flushed = defs
+            .iter()
+            .map(|d| {
+                side.and_then(|s| s.values_in_entry_order(d.meta.id))
+                    .map(|v| v.into_iter().peekable())
+            })
+            .collect();
         Some(Box::new(IndexObserver {
             mgr: self.me.upgrade()?,
             fields: fields_of(defs.iter().map(|d| &*d.meta)),
             defs,
             builders,
+            flushed,
             use_memo,
             memo_entries: Vec::new(),
             last_key: None,

@@ -82,6 +82,33 @@ impl IndexSide {
         *slot = Arc::new(Attached { indexes, fields });
     }
 
+    /// Index `id`'s values of this memtable's entries as (key, seq,
+    /// value), in the memtable's order (key ascending, then seq
+    /// descending), for the flush of the memtable (`None` if `id` is not
+    /// attached). Entries absent were not indexed here (no attribute, or
+    /// written before `id` was attached): the flush reads them itself.
+    pub fn values_in_entry_order(&self, id: u32) -> Option<Vec<SideValue>> {
+        let att = self.current();
+        let (meta, side) = att.indexes.iter().find(|(d, _)| d.id == id)?;
+        let ty = meta.spec.key_type;
+        let mut out: Vec<SideValue> = match &**side {
+            SideIndex::Scalar(s) => s
+                .iter()
+                .filter_map(|e| {
+                    let (enc, key, seq) = e.value();
+                    let v = IndexValue::decode(ty, enc).ok()?;
+                    Some((key.clone(), *seq, v))
+                })
+                .collect(),
+            SideIndex::Spatial(s) => s
+                .iter()
+                .map(|e| (e.key().0.clone(), e.key().1, e.value().clone()))
+                .collect(),
+        };
+        out.sort_unstable_by(|a, b| entry_order(&a.0, a.1, &b.0, b.1));
+        Some(out)
+    }
+
     pub fn query(&self, id: u32, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
         let att = self.current();
         let Some((_, side)) = att.indexes.iter().find(|(d, _)| d.id == id) else {
@@ -143,6 +170,15 @@ impl MemSide for IndexSide {
     fn approximate_bytes(&self) -> usize {
         self.bytes.load(Relaxed)
     }
+}
+
+/// A memtable entry's value for one index: key, sequence number, value.
+pub(crate) type SideValue = (Vec<u8>, SeqNo, IndexValue);
+
+/// The memtable's order of entries: key ascending, then sequence number
+/// descending.
+pub(crate) fn entry_order(ak: &[u8], aseq: SeqNo, bk: &[u8], bseq: SeqNo) -> std::cmp::Ordering {
+    ak.cmp(bk).then(bseq.cmp(&aseq))
 }
 
 /// The entries of index `id` in `mem`'s side structure matching `pred`:

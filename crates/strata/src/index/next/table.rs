@@ -572,6 +572,41 @@ pub struct Built {
 /// entry is, and its sequence number.
 pub type Pair = (IndexValue, Loc, SeqNo);
 
+/// The first 8 bytes of `b`, big-endian, zero-padded: comparing prefixes
+/// agrees with comparing the bytes whenever the prefixes differ.
+fn prefix_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    for (d, s) in a.iter_mut().zip(b) {
+        *d = *s;
+    }
+    u64::from_be_bytes(a)
+}
+
+/// `items` stably sorted by (`keys[i]`, then `cmp`): the sort moves
+/// 16-byte (key, index) pairs and compares integers, calling `cmp` only on
+/// equal keys (a stable sort of the 80-byte items comparing byte vectors
+/// was half of a flush's index build).
+fn sorted_by_prefix(
+    items: Vec<Encoded>,
+    keys: &[u64],
+    cmp: impl Fn(&Encoded, &Encoded) -> std::cmp::Ordering,
+) -> Vec<Encoded> {
+    let mut order: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| match (items.get(a.1), items.get(b.1)) {
+                (Some(x), Some(y)) => cmp(x, y),
+                _ => std::cmp::Ordering::Equal,
+            })
+            .then(a.1.cmp(&b.1))
+    });
+    let mut slots: Vec<Option<Encoded>> = items.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take))
+        .collect()
+}
+
 /// Algorithm 1 with value-aware splitting. `pairs` are (value, position in
 /// `handles` and in its block, sequence number).
 pub fn build(
@@ -602,27 +637,30 @@ pub fn build(
         );
         let scale =
             |v: f64, lo: f64, span: f64| (((v - lo) / span) * 65535.0).clamp(0.0, 65535.0) as u32;
-        let mut keyed: Vec<(u64, Encoded)> = pairs
+        let mut curve: Vec<u64> = Vec::with_capacity(n);
+        let items: Vec<Encoded> = pairs
             .drain(..)
             .map(|(v, h_, seq)| {
                 let m = v.mbr().unwrap_or([0.0; 4]);
                 let cx = (m[0] + m[2]) / 2.0;
                 let cy = (m[1] + m[3]) / 2.0;
-                (
-                    hilbert(scale(cx, table_mbr[0], w), scale(cy, table_mbr[1], h)),
-                    (v.encode(), h_, seq, v),
-                )
+                curve.push(hilbert(
+                    scale(cx, table_mbr[0], w),
+                    scale(cy, table_mbr[1], h),
+                ));
+                (v.encode(), h_, seq, v)
             })
             .collect();
-        keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .0.cmp(&b.1 .0)));
-        encoded = keyed.into_iter().map(|(_, e)| e).collect();
+        // By Hilbert value, then encoded value, stable.
+        encoded = sorted_by_prefix(items, &curve, |a, b| a.0.cmp(&b.0));
     } else {
-        let mut e: Vec<Encoded> = pairs
+        let items: Vec<Encoded> = pairs
             .drain(..)
             .map(|(v, h, seq)| (v.encode(), h, seq, v))
             .collect();
-        e.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-        encoded = e;
+        let prefixes: Vec<u64> = items.iter().map(|e| prefix_u64(&e.0)).collect();
+        // By encoded value, then position, stable.
+        encoded = sorted_by_prefix(items, &prefixes, |a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     }
     let delta_value = match delta {
         Delta::Off => f64::INFINITY,
