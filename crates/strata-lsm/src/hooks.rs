@@ -82,10 +82,38 @@ pub struct TableContext {
     pub reason: TableReason,
     /// The compaction's input tables (empty for a flush).
     pub input_files: Vec<u64>,
+    /// The compaction's input tables' metadata (empty for a flush).
+    pub inputs: Vec<Arc<FileMetaData>>,
+    /// A compaction: state extensions keep for the whole compaction,
+    /// shared by every table it writes (`None` for a flush).
+    pub scratch: Option<Arc<CompactionScratch>>,
     /// A flush: the side structure of the memtable being flushed (what
     /// the extension that attached it computed from each entry as it was
     /// written), so that the table's observer need not compute it again.
     pub side: Option<Arc<dyn MemSide>>,
+}
+
+/// Per-compaction state of extensions, by name (see
+/// [`TableContext::scratch`]): dropped when the compaction ends.
+#[derive(Default)]
+pub struct CompactionScratch {
+    slots: Mutex<BTreeMap<String, Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+impl CompactionScratch {
+    /// The value stored under `name`, made by `make` the first time.
+    pub fn get_or_insert_with<T: std::any::Any + Send + Sync>(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        let mut slots = crate::sync::lock(&self.slots);
+        let v = slots
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(make()))
+            .clone();
+        v.downcast::<T>().ok()
+    }
 }
 
 impl std::fmt::Debug for TableContext {

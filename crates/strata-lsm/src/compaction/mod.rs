@@ -28,8 +28,8 @@ use crate::cache::TableCache;
 use crate::error::Result;
 use crate::filename;
 use crate::hooks::{
-    CompactionContext, CompactionObserver, DropReason, EngineHooks, EntryRef, TableContext,
-    TableReason,
+    CompactionContext, CompactionObserver, CompactionScratch, DropReason, EngineHooks, EntryRef,
+    TableContext, TableReason,
 };
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
@@ -215,21 +215,28 @@ impl BuildEnv<'_> {
     }
 
     /// Starts a table at `level`, with one observer per extension that
-    /// asks; `input_files` are the compaction's inputs (empty for a flush),
-    /// `side` the flushed memtable's side structure.
+    /// asks; `source` is what the table is written from: a compaction's
+    /// inputs and scratch, or a flushed memtable's side structure.
     pub fn start_table(
         &self,
         level: usize,
         reason: TableReason,
-        input_files: &[u64],
-        side: Option<Arc<dyn MemSide>>,
+        source: TableSource<'_>,
     ) -> Result<(u64, TableBuilder)> {
         let number = (self.allocate_output)();
+        let (inputs, scratch, side) = match source {
+            TableSource::Compaction { inputs, scratch } => {
+                (inputs.to_vec(), Some(scratch.clone()), None)
+            }
+            TableSource::Flush { side } => (Vec::new(), None, side),
+        };
         let ctx = TableContext {
             file_number: number,
             level,
             reason,
-            input_files: input_files.to_vec(),
+            input_files: inputs.iter().map(|f| f.number).collect(),
+            inputs,
+            scratch,
             side,
         };
         let observers = self
@@ -241,6 +248,22 @@ impl BuildEnv<'_> {
         let builder = TableBuilder::new(&path, self.table_options(), observers)?;
         Ok((number, builder))
     }
+}
+
+/// What a table is written from (see [`BuildEnv::start_table`]).
+pub enum TableSource<'a> {
+    /// A compaction's input tables and its per-compaction scratch.
+    Compaction {
+        /// The input tables, at both levels.
+        inputs: &'a [Arc<FileMetaData>],
+        /// Shared by every output of the compaction.
+        scratch: &'a Arc<CompactionScratch>,
+    },
+    /// A memtable.
+    Flush {
+        /// The memtable's side structure, if it has one.
+        side: Option<Arc<dyn MemSide>>,
+    },
 }
 
 /// Finishes a table and describes it for the manifest.
@@ -295,7 +318,7 @@ fn add_output(
     current: &mut Option<(u64, TableBuilder)>,
     edit: &mut VersionEdit,
     bytes_written: &mut u64,
-    (out_level, input_files): (usize, &[u64]),
+    (out_level, source): (usize, (&[Arc<FileMetaData>], &Arc<CompactionScratch>)),
     first_of_key: bool,
     ikey: &[u8],
     value: &[u8],
@@ -310,7 +333,9 @@ fn add_output(
         }
     }
     if current.is_none() {
-        *current = Some(env.start_table(out_level, TableReason::Compaction, input_files, None)?);
+        let (inputs, scratch) = source;
+        let source = TableSource::Compaction { inputs, scratch };
+        *current = Some(env.start_table(out_level, TableReason::Compaction, source)?);
     }
     if let Some((_, b)) = current {
         b.add(ikey, value)?;
@@ -372,10 +397,9 @@ pub fn run(
     }
     let mut input = MergingIterator::new(children);
 
-    let (lo, hi) = {
-        let all: Vec<_> = c.input_files().cloned().collect();
-        key_range(&all)
-    };
+    let all: Vec<Arc<FileMetaData>> = c.input_files().cloned().collect();
+    let (lo, hi) = key_range(&all);
+    let scratch = Arc::new(CompactionScratch::default());
     let deeper_overlap = (out_level + 1..version.num_levels())
         .any(|l| !version.overlapping(l, Some(&lo), Some(&hi)).is_empty());
     let ctx = CompactionContext {
@@ -467,7 +491,7 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (out_level, &ctx.input_files),
+                (out_level, (&all, &scratch)),
                 first_of_key,
                 &ikey,
                 &value,
@@ -479,7 +503,7 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (out_level, &ctx.input_files),
+                (out_level, (&all, &scratch)),
                 first_of_key,
                 ikey,
                 input.value(),

@@ -20,7 +20,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
-use crate::compaction::{self, finish_table, BuildEnv, Compaction};
+use crate::compaction::{self, finish_table, BuildEnv, Compaction, TableSource};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::hooks::{InstallReason, TableReason};
@@ -58,8 +58,13 @@ impl DbInner {
         }
         let allocate = || self.allocate_output();
         let env = self.build_env(&allocate);
-        let (number, mut builder) =
-            env.start_table(0, TableReason::Flush, &[], mem.side().cloned())?;
+        let (number, mut builder) = env.start_table(
+            0,
+            TableReason::Flush,
+            TableSource::Flush {
+                side: mem.side().cloned(),
+            },
+        )?;
         mem.for_each(|k, v| builder.add(k, v))?;
         let meta = finish_table(number, builder)?;
         Counters::add(&self.counters.flush_bytes_written, meta.file_size);

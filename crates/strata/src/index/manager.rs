@@ -26,6 +26,7 @@ use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::memo::{self, Memo};
 use super::side::{self, IndexSide, SideValue};
+use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
 use super::strategy::{
     DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
@@ -525,6 +526,9 @@ struct IndexObserver {
     /// were written, in entry order, consumed as the flush passes them; an
     /// entry found there is not read again.
     flushed: Vec<Option<std::iter::Peekable<std::vec::IntoIter<SideValue>>>>,
+    /// A compaction: per def, the values its input tables' index blocks
+    /// record, by sequence number (shared by the compaction's outputs).
+    stored: Vec<Option<Arc<Option<StoredValues>>>>,
     use_memo: bool,
     memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
     last_key: Option<Vec<u8>>,
@@ -551,7 +555,14 @@ impl TableObserver for IndexObserver {
                 .flushed
                 .get_mut(i)
                 .and_then(|m| m.as_mut())
-                .and_then(|m| take_entry(m, e.user_key, e.seq));
+                .and_then(|m| take_entry(m, e.user_key, e.seq))
+                .or_else(|| {
+                    self.stored
+                        .get(i)
+                        .and_then(|s| s.as_deref())
+                        .and_then(|s| s.as_ref())
+                        .and_then(|s| s.get(e.seq))
+                });
             let v = match known {
                 Some(v) => Some(v),
                 None => {
@@ -577,6 +588,10 @@ impl TableObserver for IndexObserver {
         Ok(blocks)
     }
 }
+
+/// Memory one index may use, per compaction, for the values its inputs'
+/// index blocks record (beyond it, the compaction parses the records).
+const STORED_VALUES_BUDGET: usize = 64 << 20;
 
 /// The value of entry (`key`, `seq`) from `side` (in entry order), past
 /// the side values of entries before it.
@@ -770,12 +785,28 @@ impl EngineHooks for IndexManager {
                     .map(|v| v.into_iter().peekable())
             })
             .collect();
+        let stored = defs
+            .iter()
+            .map(|d| {
+                let scratch = ctx.scratch.as_ref()?;
+                let name = format!("strata.stored.{}", d.meta.id);
+                // An error reading the inputs' index blocks only means the
+                // records are read instead.
+                scratch.get_or_insert_with(&name, || {
+                    d.strategy
+                        .stored_values(&ctx.inputs, STORED_VALUES_BUDGET)
+                        .ok()
+                        .flatten()
+                })
+            })
+            .collect();
         Some(Box::new(IndexObserver {
             mgr: self.me.upgrade()?,
             fields: fields_of(defs.iter().map(|d| &*d.meta)),
             defs,
             builders,
             flushed,
+            stored,
             use_memo,
             memo_entries: Vec::new(),
             last_key: None,

@@ -7,7 +7,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
-use crossbeam_skiplist::{SkipMap, SkipSet};
+use crossbeam_skiplist::SkipMap;
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemSide;
 
@@ -19,13 +19,105 @@ use super::{read, write};
 /// A memtable side entry: encoded value, key, sequence number.
 type SideEntry = (Vec<u8>, Vec<u8>, SeqNo);
 
-/// One index's values. Both forms are concurrent skiplists: the write
-/// group's leader inserts while readers search, without a lock.
+/// One index's values, inserted by the write group's leader while readers
+/// search. (One per index and memtable, behind an `Arc`: the variants'
+/// size difference does not matter.)
+#[allow(clippy::large_enum_variant)]
 enum SideIndex {
     /// Ordered by (encoded value, key, seq).
-    Scalar(SkipSet<SideEntry>),
+    Scalar(SortedRuns),
     /// (key, seq) → value; queries test every entry.
     Spatial(SkipMap<(Vec<u8>, SeqNo), IndexValue>),
+}
+
+/// Entries in sorted runs plus an unsorted tail: an insert appends (no
+/// search, no per-entry ordering work on the write path, unlike a skiplist
+/// of random values whose inserts miss the cache at every level); a full
+/// tail is sorted into a run, and runs of similar size are merged (moving
+/// entries, under the write lock), so a query binary-searches O(log n)
+/// runs and scans at most [`TAIL_MAX`] entries. Readers hold the read lock
+/// while they search.
+#[derive(Default)]
+struct SortedRuns {
+    state: RwLock<Runs>,
+}
+
+#[derive(Default)]
+struct Runs {
+    /// Each sorted; each less than half the size of the one before.
+    runs: Vec<Vec<SideEntry>>,
+    /// Unsorted, fewer than [`TAIL_MAX`].
+    tail: Vec<SideEntry>,
+}
+
+/// Entries appended before the tail is sorted into a run.
+const TAIL_MAX: usize = 512;
+
+impl SortedRuns {
+    fn insert(&self, e: SideEntry) {
+        let mut st = write(&self.state);
+        st.tail.push(e);
+        if st.tail.len() < TAIL_MAX {
+            return;
+        }
+        let mut run = std::mem::take(&mut st.tail);
+        run.sort_unstable();
+        // Merge with the newest runs while they are not twice as large
+        // (binary-counter merging: each entry is moved O(log n) times).
+        while let Some(last) = st.runs.last() {
+            if last.len() > run.len() * 2 {
+                break;
+            }
+            let Some(last) = st.runs.pop() else { break };
+            run = merge_sorted(last, run);
+        }
+        st.runs.push(run);
+    }
+
+    /// (key, seq) of the entries with `lo <= value <= hi`, in no
+    /// particular order.
+    fn range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, SeqNo)> {
+        let st = read(&self.state);
+        let mut out = Vec::new();
+        for run in &st.runs {
+            let start = run.partition_point(|e| e.0.as_slice() < lo);
+            for e in run.get(start..).unwrap_or_default() {
+                if e.0.as_slice() > hi {
+                    break;
+                }
+                out.push((e.1.clone(), e.2));
+            }
+        }
+        for e in &st.tail {
+            if e.0.as_slice() >= lo && e.0.as_slice() <= hi {
+                out.push((e.1.clone(), e.2));
+            }
+        }
+        out
+    }
+
+    fn for_each(&self, mut f: impl FnMut(&SideEntry)) {
+        let st = read(&self.state);
+        st.runs.iter().flat_map(|r| r.iter()).for_each(&mut f);
+        st.tail.iter().for_each(f);
+    }
+}
+
+/// The merge of two sorted vectors (entries moved, not copied).
+fn merge_sorted(a: Vec<SideEntry>, b: Vec<SideEntry>) -> Vec<SideEntry> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (i.peek(), j.peek()) {
+            (Some(x), Some(y)) => x <= y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_a { i.next() } else { j.next() };
+        out.extend(next);
+    }
+    out
 }
 
 /// The indexes attached to a side structure, with their JSON paths.
@@ -75,7 +167,7 @@ impl IndexSide {
         let side = if def.spec.key_type.is_spatial() {
             SideIndex::Spatial(SkipMap::new())
         } else {
-            SideIndex::Scalar(SkipSet::new())
+            SideIndex::Scalar(SortedRuns::default())
         };
         indexes.push((def, Arc::new(side)));
         let fields = fields_of(indexes.iter().map(|(d, _)| &**d));
@@ -92,14 +184,15 @@ impl IndexSide {
         let (meta, side) = att.indexes.iter().find(|(d, _)| d.id == id)?;
         let ty = meta.spec.key_type;
         let mut out: Vec<SideValue> = match &**side {
-            SideIndex::Scalar(s) => s
-                .iter()
-                .filter_map(|e| {
-                    let (enc, key, seq) = e.value();
-                    let v = IndexValue::decode(ty, enc).ok()?;
-                    Some((key.clone(), *seq, v))
-                })
-                .collect(),
+            SideIndex::Scalar(s) => {
+                let mut out = Vec::new();
+                s.for_each(|(enc, key, seq)| {
+                    if let Ok(v) = IndexValue::decode(ty, enc) {
+                        out.push((key.clone(), *seq, v));
+                    }
+                });
+                out
+            }
             SideIndex::Spatial(s) => s
                 .iter()
                 .map(|e| (e.key().0.clone(), e.key().1, e.value().clone()))
@@ -119,10 +212,7 @@ impl IndexSide {
                 let Some((lo, hi)) = pred.scalar_bounds() else {
                     return Vec::new();
                 };
-                s.range((lo, Vec::new(), 0)..)
-                    .take_while(|e| e.value().0 <= hi)
-                    .map(|e| (e.value().1.clone(), e.value().2))
-                    .collect()
+                s.range(&lo, &hi)
             }
             SideIndex::Spatial(s) => s
                 .iter()
@@ -191,4 +281,54 @@ pub(crate) fn candidates(
     mem.side()
         .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
         .map_or_else(Vec::new, |s| s.query(id, pred))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_runs_answer_like_an_ordered_set() {
+        let runs = SortedRuns::default();
+        let mut model = std::collections::BTreeSet::new();
+        let mut x: u64 = 12345;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000u64 {
+            let v = (next() % 3000).to_be_bytes().to_vec();
+            let e = (v, format!("k{}", next() % 500).into_bytes(), i);
+            runs.insert(e.clone());
+            model.insert(e);
+            if i % 997 == 0 {
+                let st = read(&runs.state);
+                for w in st.runs.windows(2) {
+                    assert!(w[1].len() * 2 < w[0].len(), "run sizes");
+                }
+                assert!(st.runs.iter().all(|r| r.is_sorted()));
+                assert!(st.tail.len() < TAIL_MAX);
+            }
+            if i % 101 == 0 {
+                let a = next() % 3000;
+                let b = a + next() % 200;
+                let (lo, hi) = (a.to_be_bytes().to_vec(), b.to_be_bytes().to_vec());
+                let mut got = runs.range(&lo, &hi);
+                got.sort();
+                let mut want: Vec<(Vec<u8>, SeqNo)> = model
+                    .iter()
+                    .filter(|e| e.0 >= lo && e.0 <= hi)
+                    .map(|e| (e.1.clone(), e.2))
+                    .collect();
+                want.sort();
+                assert_eq!(got, want, "range {a}..={b} after {i}");
+            }
+        }
+        let mut all = Vec::new();
+        runs.for_each(|e| all.push(e.clone()));
+        all.sort();
+        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    }
 }

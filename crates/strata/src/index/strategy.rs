@@ -44,6 +44,7 @@ use strata_lsm::{Snapshot, Versioned};
 
 use super::def::{Attrs, IndexMeta};
 use super::memo::Memo;
+use super::stored::StoredValues;
 use super::tree::IndexTree;
 use super::value::{IndexValue, Predicate};
 use super::{Hit, IndexSpec, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView, SyncGate};
@@ -197,6 +198,18 @@ pub(crate) trait IndexStrategy: Send + Sync {
     /// A builder of this index's structures for table `file`.
     fn table_builder(&self, _file: u64) -> Option<Box<dyn TableIndexBuilder>> {
         None
+    }
+
+    /// The attribute values this index's blocks in the tables `inputs`
+    /// record, by sequence number, within `budget` bytes of memory: what a
+    /// compaction of `inputs` reads instead of parsing the records again
+    /// (`None`: not kept, or over budget).
+    fn stored_values(
+        &self,
+        _inputs: &[Arc<FileMetaData>],
+        _budget: usize,
+    ) -> Result<Option<StoredValues>> {
+        Ok(None)
     }
 
     /// True if the strategy consumes the primary's dropped-versions stream.

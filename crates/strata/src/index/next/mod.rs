@@ -43,6 +43,8 @@ use strata_lsm::version::{FileMetaData, Version};
 
 pub use table::{Delta, Probe, SecBlock, TableIndex};
 
+use super::stored::{StoredBuilder, StoredValues};
+
 /// The global index of one NEXT index in one version: per live table, its
 /// global entries (sorted ranges for scalars, an R-tree for spatial types).
 #[derive(Default, Clone)]
@@ -474,6 +476,36 @@ impl IndexStrategy for Next {
 
     fn uses_memo(&self) -> bool {
         true
+    }
+
+    fn stored_values(
+        &self,
+        inputs: &[Arc<FileMetaData>],
+        budget: usize,
+    ) -> Result<Option<StoredValues>> {
+        let mut out = StoredBuilder::new(self.ty, budget);
+        for f in inputs {
+            // A table written before the index existed, or in the old
+            // format, contributes nothing: its entries are read.
+            let Some(ti) = self.read_table_index(f)? else {
+                continue;
+            };
+            if ti.check_queryable(f.number).is_err() {
+                continue;
+            }
+            let t = self.tables.get(f.number, f.file_size)?;
+            for b in 0..ti.sec_blocks {
+                let bytes = read_sec_block(&t, self.id, b)?;
+                let block = SecBlock::parse(&bytes, self.ty)?;
+                for i in 0..block.len() {
+                    let e = block.entry(i)?;
+                    if !out.push(e.seq, e.value) {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(Some(out.finish()))
     }
 
     fn table_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {
