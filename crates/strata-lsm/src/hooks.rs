@@ -87,6 +87,9 @@ pub struct TableContext {
     /// A compaction: state extensions keep for the whole compaction,
     /// shared by every table it writes (`None` for a flush).
     pub scratch: Option<Arc<CompactionScratch>>,
+    /// A compaction: the cache its input tables are read through (their
+    /// meta blocks, for instance).
+    pub tables: Option<Arc<TableCache>>,
     /// A flush: the side structure of the memtable being flushed (what
     /// the extension that attached it computed from each entry as it was
     /// written), so that the table's observer need not compute it again.

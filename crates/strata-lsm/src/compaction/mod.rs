@@ -224,11 +224,18 @@ impl BuildEnv<'_> {
         source: TableSource<'_>,
     ) -> Result<(u64, TableBuilder)> {
         let number = (self.allocate_output)();
-        let (inputs, scratch, side) = match source {
-            TableSource::Compaction { inputs, scratch } => {
-                (inputs.to_vec(), Some(scratch.clone()), None)
-            }
-            TableSource::Flush { side } => (Vec::new(), None, side),
+        let (inputs, scratch, tables, side) = match source {
+            TableSource::Compaction {
+                inputs,
+                scratch,
+                tables,
+            } => (
+                inputs.to_vec(),
+                Some(scratch.clone()),
+                Some(tables.clone()),
+                None,
+            ),
+            TableSource::Flush { side } => (Vec::new(), None, None, side),
         };
         let ctx = TableContext {
             file_number: number,
@@ -237,6 +244,7 @@ impl BuildEnv<'_> {
             input_files: inputs.iter().map(|f| f.number).collect(),
             inputs,
             scratch,
+            tables,
             side,
         };
         let observers = self
@@ -258,6 +266,8 @@ pub enum TableSource<'a> {
         inputs: &'a [Arc<FileMetaData>],
         /// Shared by every output of the compaction.
         scratch: &'a Arc<CompactionScratch>,
+        /// The cache the inputs are read through.
+        tables: &'a Arc<TableCache>,
     },
     /// A memtable.
     Flush {
@@ -318,7 +328,7 @@ fn add_output(
     current: &mut Option<(u64, TableBuilder)>,
     edit: &mut VersionEdit,
     bytes_written: &mut u64,
-    (out_level, source): (usize, (&[Arc<FileMetaData>], &Arc<CompactionScratch>)),
+    (out_level, source): (usize, TableSource<'_>),
     first_of_key: bool,
     ikey: &[u8],
     value: &[u8],
@@ -333,8 +343,6 @@ fn add_output(
         }
     }
     if current.is_none() {
-        let (inputs, scratch) = source;
-        let source = TableSource::Compaction { inputs, scratch };
         *current = Some(env.start_table(out_level, TableReason::Compaction, source)?);
     }
     if let Some((_, b)) = current {
@@ -491,7 +499,14 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (out_level, (&all, &scratch)),
+                (
+                    out_level,
+                    TableSource::Compaction {
+                        inputs: &all,
+                        scratch: &scratch,
+                        tables,
+                    },
+                ),
                 first_of_key,
                 &ikey,
                 &value,
@@ -503,7 +518,14 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (out_level, (&all, &scratch)),
+                (
+                    out_level,
+                    TableSource::Compaction {
+                        inputs: &all,
+                        scratch: &scratch,
+                        tables,
+                    },
+                ),
                 first_of_key,
                 ikey,
                 input.value(),

@@ -125,7 +125,7 @@ impl Composite {
             tree_opts.hooks.push(Arc::new(MergeRepair::new(
                 ty,
                 gate,
-                Arc::downgrade(pk),
+                pk,
                 counters.clone(),
                 stats.clone(),
             )));

@@ -19,9 +19,13 @@
 //! Bloom filters, reading no data block (a key no component seems to hold
 //! is looked up too: its deletion's tombstone may have been compacted
 //! away).
-//! Entries coming from flushed tables (or from tables written before the
-//! last open: the timestamps are kept in memory) have timestamp 0 and are
-//! always looked up. (AsterixDB gives a flushed component the timestamp of
+//! Entries coming from flushed tables have timestamp 0 and are always
+//! looked up. The timestamp is stored in the table as the meta block
+//! [`REPAIRED_TS_BLOCK`] (`docs/format/standalone.md`), so it survives a
+//! reopen; one read before the open is trusted only if it is at most the
+//! primary-key index's sequence number recovered at open (a larger one
+//! means that index lost unflushed writes, which its replay from the
+//! primary's WAL renumbers; such a table's entries are looked up). (AsterixDB gives a flushed component the timestamp of
 //! its newest entry because it cleans updates local to the memory
 //! component on the write path; we do no such cleaning.)
 //!
@@ -45,6 +49,7 @@ use strata_lsm::error::Result;
 use strata_lsm::hooks::{EngineHooks, EntryRef, TableContext, TableObserver, TableReason};
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::sstable::BlockHandle;
+use strata_lsm::version::FileMetaData;
 use strata_lsm::Snapshot;
 
 use super::entries::decode_entry;
@@ -52,6 +57,9 @@ use super::strategy::Counters;
 use super::tree::{self, IndexTree};
 use super::value::KeyType;
 use super::{lock, SyncGate};
+
+/// Meta block holding a table's repaired timestamp (8 bytes, little-endian).
+pub(crate) const REPAIRED_TS_BLOCK: &str = "merge-repair.ts";
 
 /// Keys validated per batched lookup.
 const LOOKUP_CHUNK: usize = 4096;
@@ -93,15 +101,20 @@ struct Shared {
     counters: Arc<Counters>,
     stats: Arc<RepairStats>,
     /// Repaired timestamp (primary-key index sequence number) of each
-    /// table this hook wrote.
+    /// table this hook wrote since open.
     repaired_ts: Mutex<HashMap<u64, SeqNo>>,
+    /// The primary-key index's sequence number when it was opened (see the
+    /// module doc).
+    pk_recovered: SeqNo,
 }
 
 impl MergeRepair {
+    /// `pk` is the primary-key index, opened and not yet written to since
+    /// (its current sequence number is the one it recovered).
     pub fn new(
         ty: KeyType,
         gate: Arc<SyncGate>,
-        pk: Weak<IndexTree>,
+        pk: &Arc<IndexTree>,
         counters: Arc<Counters>,
         stats: Arc<RepairStats>,
     ) -> MergeRepair {
@@ -109,11 +122,37 @@ impl MergeRepair {
             shared: Arc::new(Shared {
                 ty,
                 gate,
-                pk,
+                pk_recovered: pk.db.last_sequence(),
+                pk: Arc::downgrade(pk),
                 counters,
                 stats,
                 repaired_ts: Mutex::new(HashMap::new()),
             }),
+        }
+    }
+}
+
+impl MergeRepair {
+    /// The repaired timestamp stored in input table `f` by an earlier open
+    /// (0 if none, unreadable, or not trusted: see the module doc).
+    fn stored_ts(&self, ctx: &TableContext, f: &FileMetaData) -> SeqNo {
+        let Some(tables) = &ctx.tables else { return 0 };
+        let block = tables
+            .get(f.number, f.file_size)
+            .and_then(|t| t.meta_block(REPAIRED_TS_BLOCK));
+        match block {
+            Ok(Some(b)) => match <[u8; 8]>::try_from(b.as_slice()) {
+                Ok(a) => {
+                    let ts = u64::from_le_bytes(a);
+                    if ts <= self.shared.pk_recovered {
+                        ts
+                    } else {
+                        0
+                    }
+                }
+                Err(_) => 0,
+            },
+            _ => 0,
         }
     }
 }
@@ -131,14 +170,14 @@ impl EngineHooks for MergeRepair {
         let input_ts = {
             let mut map = lock(&self.shared.repaired_ts);
             let ts = ctx
-                .input_files
+                .inputs
                 .iter()
-                .map(|f| map.get(f).copied().unwrap_or(0))
+                .map(|f| match map.remove(&f.number) {
+                    Some(ts) => ts,
+                    None => self.stored_ts(ctx, f),
+                })
                 .min()
                 .unwrap_or(0);
-            for f in &ctx.input_files {
-                map.remove(f);
-            }
             ts
         };
         Some(Box::new(RepairObserver {
@@ -186,6 +225,10 @@ impl TableObserver for RepairObserver {
         match self.repair() {
             Ok(Some(ts)) => {
                 lock(&self.shared.repaired_ts).insert(self.file, ts);
+                return Ok(vec![(
+                    REPAIRED_TS_BLOCK.to_string(),
+                    ts.to_le_bytes().to_vec(),
+                )]);
             }
             Ok(None) => {}
             Err(_) => {
