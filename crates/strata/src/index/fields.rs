@@ -106,6 +106,15 @@ impl Fields {
             .find(|&c| self.nodes.get(c).is_some_and(|c| c.seg == seg))
     }
 
+    fn child_bytes(&self, n: usize, seg: &[u8]) -> Option<usize> {
+        self.nodes
+            .get(n)?
+            .children
+            .iter()
+            .copied()
+            .find(|&c| self.nodes.get(c).is_some_and(|c| c.seg.as_bytes() == seg))
+    }
+
     /// The slot of `path`, if it is one of the set's.
     pub fn slot(&self, path: &[String]) -> Option<usize> {
         let mut n = 0;
@@ -118,6 +127,15 @@ impl Fields {
     /// Reads `raw` once: the values at every path, or `Err(())` for a
     /// document a full JSON parse rejects.
     pub fn extract(&self, raw: &[u8]) -> std::result::Result<Extracted, ()> {
+        let mut leaves = vec![Leaf::Absent; self.slots];
+        if self.fast(raw, &mut leaves).is_some() {
+            return Ok(Extracted { leaves });
+        }
+        self.slow(raw)
+    }
+
+    /// [`Fields::extract`] by the serde path alone.
+    fn slow(&self, raw: &[u8]) -> std::result::Result<Extracted, ()> {
         let mut leaves = vec![Leaf::Absent; self.slots];
         let mut de = serde_json::Deserializer::from_slice(raw);
         At {
@@ -206,6 +224,273 @@ impl Extracted {
                 _ => Err(Skip::WrongType),
             },
         }
+    }
+}
+
+// ---- fast path ------------------------------------------------------------
+//
+// A byte scanner for the common case: an object document whose strings are
+// valid UTF-8 with no control characters and no surrogate escapes, whose
+// numbers cannot overflow an f64, nested at most `FAST_MAX_DEPTH` deep.
+// It validates what it skips itself and hands the byte span of each wanted
+// value to the serde path above (the same `At` on the same bytes, so the
+// values are the same by construction). It never decides that a document
+// is malformed: at anything outside that case it gives up (`None`) and
+// `extract` reads the document with the serde path, which decides.
+// Invariant: `fast` returns `Some` only for documents `from_slice::<Value>`
+// accepts (the `json_fields` fuzz target and the tests check it).
+
+/// Deepest nesting the fast path handles (`serde_json` rejects beyond 128).
+const FAST_MAX_DEPTH: usize = 64;
+
+/// Longest number token the fast path handles: with at most two exponent
+/// digits, such a number is below 1e200 and parses to a finite f64.
+const FAST_MAX_NUMBER: usize = 96;
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+/// Offset in `b` of the first `"`, `\\` or control character (`None` if
+/// there is none), eight bytes at a time.
+fn special_at(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // High bit set in each byte of `x` below `n` (exact for the lowest
+    // such byte, which is all that is used).
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let eq = |x: u64, c: u8| below(x ^ (ONES * u64::from(c)), 1);
+    let mut at = 0;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let x = u64::from_le_bytes(c.try_into().ok()?);
+        let m = eq(x, b'"') | eq(x, b'\\') | below(x, 0x20);
+        if m != 0 {
+            return Some(at + (m.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| at + p)
+}
+
+impl<'a> Scan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// A string at `i` (at its opening quote); returns its raw contents
+    /// and whether it holds an escape. The document was checked to be
+    /// UTF-8 as a whole, so the contents are (they are cut at ASCII
+    /// quotes).
+    fn string(&mut self) -> Option<(&'a [u8], bool)> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            self.i += special_at(self.b.get(self.i..)?)?;
+            match self.peek()? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    self.i += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        b'u' => {
+                            let hex = self.b.get(self.i + 1..self.i + 5)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            let v = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                            // Surrogates: left to serde_json's pairing rules.
+                            if (0xD800..=0xDFFF).contains(&v) {
+                                return None;
+                            }
+                            self.i += 5;
+                        }
+                        _ => return None,
+                    }
+                }
+                // A control character: serde_json rejects it.
+                _ => return None,
+            }
+        }
+        let raw = self.b.get(start..self.i)?;
+        self.i += 1;
+        Some((raw, escaped))
+    }
+
+    fn number(&mut self) -> Option<()> {
+        let start = self.i;
+        let digits = |s: &mut Scan<'_>| {
+            let from = s.i;
+            while s.peek().is_some_and(|c| c.is_ascii_digit()) {
+                s.i += 1;
+            }
+            s.i - from
+        };
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => {
+                digits(self);
+            }
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            if digits(self) == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            if !(1..=2).contains(&digits(self)) {
+                return None;
+            }
+        }
+        (self.i - start <= FAST_MAX_NUMBER).then_some(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i.checked_add(word.len())?;
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// Skips and validates one value at depth `depth`.
+    fn value(&mut self, depth: usize) -> Option<()> {
+        if depth > FAST_MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => {
+                self.i += 1;
+                self.ws();
+                if self.eat(b'}').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    self.ws();
+                    self.value(depth + 1)?;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => {
+                            self.i += 1;
+                            self.ws();
+                        }
+                        b'}' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.eat(b']').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.value(depth + 1)?;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => {
+                            self.i += 1;
+                            self.ws();
+                        }
+                        b']' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number(),
+        }
+    }
+}
+
+impl Fields {
+    /// The fast path of [`Fields::extract`] (see above): `None` to fall
+    /// back to the serde path, with `leaves` in any state.
+    fn fast(&self, raw: &[u8], leaves: &mut [Leaf]) -> Option<()> {
+        std::str::from_utf8(raw).ok()?;
+        let mut s = Scan { b: raw, i: 0 };
+        s.ws();
+        s.eat(b'{')?;
+        s.ws();
+        if s.eat(b'}').is_none() {
+            loop {
+                let (key, escaped) = s.string()?;
+                if escaped {
+                    return None;
+                }
+                s.ws();
+                s.eat(b':')?;
+                s.ws();
+                // (`key` is UTF-8: the document is, and it is cut at quotes.)
+                let child = self.child_bytes(0, key);
+                let start = s.i;
+                s.value(1)?;
+                if let Some(c) = child {
+                    // The wanted value's bytes, read by the serde path.
+                    let span = raw.get(start..s.i)?;
+                    self.clear(c, leaves);
+                    let mut de = serde_json::Deserializer::from_slice(span);
+                    At {
+                        fields: self,
+                        node: c,
+                        leaves,
+                    }
+                    .deserialize(&mut de)
+                    .ok()?;
+                    de.end().ok()?;
+                }
+                s.ws();
+                match s.peek()? {
+                    b',' => {
+                        s.i += 1;
+                        s.ws();
+                    }
+                    b'}' => {
+                        s.i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        s.ws();
+        (s.i == raw.len()).then_some(())
     }
 }
 
@@ -575,14 +860,26 @@ mod tests {
         KeyType::Rect,
     ];
 
-    /// Targeted extraction agrees with the full parse on `raw` for `paths`.
-    fn agree(raw: &str, paths: &[&str]) {
+    /// Targeted extraction agrees with the full parse on `raw` for `paths`,
+    /// and the fast path, when it answers, with the serde path. True if the
+    /// fast path answered.
+    fn agree(raw: &str, paths: &[&str]) -> bool {
         let paths: Vec<Vec<String>> = paths.iter().map(|p| parse_path(p).unwrap()).collect();
         let fields = Fields::new(paths.iter().map(|p| p.as_slice()));
         let full = serde_json::from_slice::<Value>(raw.as_bytes());
+        let mut fast = vec![Leaf::Absent; fields.slots];
+        let hit = fields.fast(raw.as_bytes(), &mut fast).is_some();
+        if hit {
+            assert!(full.is_ok(), "the fast path accepted {raw:?}");
+            assert_eq!(
+                fast,
+                fields.slow(raw.as_bytes()).unwrap().leaves,
+                "fast and serde paths differ on {raw:?}"
+            );
+        }
         let got = fields.extract(raw.as_bytes());
         match (&full, &got) {
-            (Err(_), Err(())) => return,
+            (Err(_), Err(())) => return hit,
             (Ok(_), Ok(_)) => {}
             _ => panic!("validity differs on {raw:?}: full {full:?}, targeted {got:?}"),
         }
@@ -597,6 +894,7 @@ mod tests {
                 );
             }
         }
+        hit
     }
 
     #[test]
@@ -736,6 +1034,7 @@ mod tests {
             }
         }
         let paths = ["a", "a.b", "a.0", "b.a.c", "user_id", "0", "c.1"];
+        let (mut valid, mut fast) = (0, 0);
         for _ in 0..20_000 {
             let mut doc = String::new();
             gen(&mut next, 0, &mut doc);
@@ -754,7 +1053,59 @@ mod tests {
             let Ok(text) = String::from_utf8(raw) else {
                 continue;
             };
-            agree(&text, &paths);
+            if text.starts_with('{') && serde_json::from_str::<Value>(&text).is_ok() {
+                valid += 1;
+                fast += usize::from(agree(&text, &paths));
+            } else {
+                agree(&text, &paths);
+            }
+        }
+        // The fast path answers for most valid objects (it leaves surrogate
+        // escapes, 3-digit exponents and deep nesting to the serde path).
+        assert!(fast * 2 > valid, "fast path answered {fast} of {valid}");
+    }
+
+    #[test]
+    fn special_at_finds_the_first_special_byte() {
+        let mut x: u64 = 88172645463325252;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 40) as usize;
+            let b: Vec<u8> = (0..len)
+                .map(|i| {
+                    let r = x.rotate_left(i as u32 * 7);
+                    // Mostly plain bytes, sometimes special or high ones.
+                    match r % 16 {
+                        0 => b'"',
+                        1 => b'\\',
+                        2 => (r >> 8) as u8 % 0x20,
+                        3 => 0x80 | (r >> 8) as u8,
+                        _ => b'a' + (r >> 8) as u8 % 26,
+                    }
+                })
+                .collect();
+            let naive = b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+            assert_eq!(special_at(&b), naive, "{b:?}");
+        }
+    }
+
+    #[test]
+    fn fast_path_answers_typical_records() {
+        let tweet = r#"{"id":1000000000000000,"user_id":744140241,"created_at":1546300800000,"coordinates":[-118.198796,33.975845],"text":"goomanend \"q\" \u00e9 https://t.co/x #tag","lang":"en","retweet_count":0,"place":"Los Angeles","nested":{"a":[1,2,{"b":null}],"c":true}}"#;
+        assert!(agree(
+            tweet,
+            &["user_id", "coordinates", "place", "nested.a"]
+        ));
+        for raw in [
+            r#"{"user_id": 1, "other": 1e400}"#,
+            r#"{"user_id": 1, "other": "\ud800"}"#,
+            "{\"user_id\": 1, \"x\": \"a\u{1}b\"}",
+            r#"{"user_id": 01}"#,
+            r#"[1]"#,
+        ] {
+            assert!(!agree(raw, &["user_id"]), "{raw}");
         }
     }
 }
