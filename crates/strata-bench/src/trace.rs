@@ -54,9 +54,9 @@ pub enum Op {
 /// Operation kinds, as named in results.json (`ops[].op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OpKind {
-    /// A [`Op::Put`] of a key not written before.
+    /// An [`Op::Put`] of a key not written before.
     Insert,
-    /// A [`Op::Put`] of a key written before.
+    /// An [`Op::Put`] of a key written before.
     Update,
     /// An [`Op::Get`].
     Get,
