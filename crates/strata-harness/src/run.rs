@@ -60,10 +60,12 @@ pub struct RunConfig {
     pub records: u64,
     /// Queries per calibrated query set (mixed workloads cycle through them).
     pub queries: usize,
-    /// Comma-separated systems: strata:none, strata:next,
-    /// strata:next[delta=off], strata:<strategy>[key=value;key@index=value],
-    /// or a peer (rocksdb, sqlite, fjall; needs --features peers). Default:
-    /// strata:none,strata:next (delta-sweep: its δ sweep).
+    /// Comma-separated systems: `strata:none`, `strata:next`,
+    /// `strata:next[delta=off]`,
+    /// `strata:<strategy>[key=value;key@index=value]`, or a peer (`rocksdb`,
+    /// `sqlite`, `fjall`; needs `--features peers`). Default:
+    /// `strata:none,strata:next` (delta-sweep: its δ sweep, see
+    /// [`DELTA_SWEEP_SYSTEMS`]).
     pub systems: Option<String>,
     /// Static workloads: top-K variants to run besides the full queries
     /// (comma-separated). Mixed workloads: one K, the limit of every query.
