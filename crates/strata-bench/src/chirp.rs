@@ -25,21 +25,33 @@ use serde_json::Value;
 /// One parsed chirp line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChirpOp {
+    /// `w`: insert or replace the record whose primary key is its `ID`.
     Write {
+        /// Timestamp, in milliseconds.
         ts_ms: u64,
+        /// The `ID` field as bytes (an integer's decimal digits, or the
+        /// string).
         key: Vec<u8>,
+        /// The JSON document as written on the line.
         json: String,
         /// The secondary attribute, if present and an integer.
         attr: Option<i64>,
     },
+    /// `rp`: read one record by primary key.
     ReadPrimary {
+        /// Timestamp, in milliseconds.
         ts_ms: u64,
+        /// The primary key as written on the line (non-empty).
         key: Vec<u8>,
     },
+    /// `rs`: secondary lookup or inclusive range on the attribute.
     ReadSecondary {
+        /// Timestamp, in milliseconds.
         ts_ms: u64,
+        /// The looked-up value, or the range's lower bound.
         lo: i64,
-        /// `None` for a point lookup.
+        /// `None` for a point lookup; otherwise the inclusive upper bound
+        /// (at least `lo`).
         hi: Option<i64>,
     },
 }

@@ -21,6 +21,8 @@
 //! generators are single-threaded iterators, so the output never depends on
 //! thread scheduling.
 
+#![warn(missing_docs)]
+
 pub mod chirp;
 pub mod gen;
 pub mod places;

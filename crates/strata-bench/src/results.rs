@@ -10,18 +10,33 @@ use serde::Serialize;
 /// the queries in the sequence.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct QueryResult {
+    /// Index the queries ran on (its declared name).
     pub attribute: String,
+    /// Selectivity class of the set (`small`, `medium`, `large`, `eq`;
+    /// replay: `lookup`, `range`).
     pub class: String,
+    /// Limit of every query of the set (`None`: full queries).
     pub top_k: Option<usize>,
+    /// Queries run.
     pub count: usize,
+    /// Mean query latency, in µs.
     pub mean_us: f64,
+    /// Median query latency, in µs.
     pub p50_us: f64,
+    /// 95th-percentile query latency, in µs.
     pub p95_us: f64,
+    /// 99th-percentile query latency, in µs.
     pub p99_us: f64,
+    /// Mean number of records a query returned.
     pub results_mean: f64,
+    /// Mean data blocks fetched per query (cache hits and disk reads).
     pub blocks_read_mean: f64,
+    /// Mean distinct data blocks holding a query's results (the physical
+    /// minimum).
     pub min_blocks_mean: f64,
+    /// Mean secondary-index blocks fetched per query.
     pub index_blocks_mean: f64,
+    /// Mean candidates per query found stale by validation.
     pub stale_mean: f64,
     /// Mean physical floor of a query, in µs: the time to pread and
     /// checksum (no cache) each distinct data block holding its results,
@@ -43,18 +58,31 @@ pub struct QueryResult {
     pub unknown: Vec<String>,
 }
 
+/// One system's measurements (the `systems` entries of results.json).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SystemResult {
+    /// The system's label (`strata:next`, `sqlite`, ...).
     pub system: String,
+    /// Wall time of the load phase, in seconds.
     pub ingest_seconds: f64,
     /// Time to flush and finish compactions after the last write.
     pub settle_seconds: f64,
+    /// Time to close and reopen the database after settling, in seconds.
     pub reopen_seconds: f64,
+    /// Bytes of every file of the database directory.
     pub db_bytes: u64,
+    /// Bytes of the secondary indexes on disk (0 if unknown).
     pub index_bytes: u64,
+    /// Resident bytes of in-memory index structures (0 if unknown).
     pub index_memory_bytes: u64,
+    /// Bytes written to storage over bytes written by the user (0 if
+    /// unknown).
     pub write_amplification: f64,
+    /// One entry per static query set and top-K variant, or per attribute
+    /// and class of a mixed / replayed sequence.
     pub queries: Vec<QueryResult>,
+    /// Latency per interval of the mixed / replayed sequence (empty for
+    /// static workloads).
     pub mixed: Vec<MixedInterval>,
     /// Per operation kind (mixed and replay workloads).
     pub ops: Vec<OpSummary>,
@@ -68,12 +96,19 @@ pub struct SystemResult {
     pub unknown: Vec<String>,
 }
 
+/// The whole `results.json` document of one run or replay.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RunResults {
+    /// Workload name (`replay-chirp` for replays).
     pub workload: String,
+    /// Live records after the load / the preload (replay: distinct keys
+    /// written).
     pub records: u64,
+    /// Seed of the generators (0 for replays).
     pub seed: u64,
+    /// Tables were read with direct I/O where the system supports it.
     pub direct_io: bool,
+    /// One entry per system, in `--systems` order.
     pub systems: Vec<SystemResult>,
     /// Workload parameters (update fraction, operation mix, query class,
     /// trace file, ...), as documented in docs/benchmarks.md.
@@ -87,23 +122,36 @@ pub struct RunResults {
 pub struct MixedInterval {
     /// Operations done at the end of the interval.
     pub ops_done: u64,
+    /// Mean latency of every operation of the interval (0 if none ran).
     pub mean_us: f64,
+    /// Mean latency of the interval's inserts.
     pub insert_mean_us: Option<f64>,
+    /// Mean latency of the interval's updates.
     pub update_mean_us: Option<f64>,
+    /// Mean latency of the interval's secondary queries.
     pub query_mean_us: Option<f64>,
+    /// Mean latency of the interval's primary-key gets.
     pub get_mean_us: Option<f64>,
 }
 
 /// Throughput and latency of one operation kind over a whole run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OpSummary {
-    /// `insert`, `update`, `delete`, `query`, `get`.
+    /// `insert`, `update`, `get` or `query` (see
+    /// [`OpKind::name`](crate::trace::OpKind::name)).
     pub op: String,
+    /// Operations of this kind run.
     pub count: u64,
+    /// `count` over the time spent in operations of this kind (not wall
+    /// time), per second.
     pub ops_per_sec: f64,
+    /// Mean latency, in µs.
     pub mean_us: f64,
+    /// Median latency, in µs.
     pub p50_us: f64,
+    /// 95th-percentile latency, in µs.
     pub p95_us: f64,
+    /// 99th-percentile latency, in µs.
     pub p99_us: f64,
     /// Gets whose found / not-found differs from the expected state, or
     /// queries counted as in [`QueryResult::mismatches`]. Must be 0.

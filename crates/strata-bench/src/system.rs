@@ -17,7 +17,9 @@ use crate::queries::Query;
 /// Type of an indexed attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttrType {
+    /// A JSON integer that fits an `i64`.
     I64,
+    /// A finite JSON number, as an `f64`.
     F64,
     /// `[lon, lat]`.
     Point,
@@ -29,8 +31,11 @@ pub enum AttrType {
 /// field it extracts, and the field's type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexDecl {
+    /// Index name, unique among a system's indexes.
     pub name: String,
+    /// Top-level JSON field the index extracts.
     pub field: String,
+    /// Type of the field's values.
     pub ty: AttrType,
 }
 
@@ -106,6 +111,8 @@ pub trait BenchSystem {
     /// Closes and reopens the database (queries then start from a cold
     /// process state, as after a restart).
     fn reopen(&mut self) -> SysResult<()>;
+    /// Current on-disk and in-memory sizes (call after
+    /// [`BenchSystem::settle`] for steady values).
     fn sizes(&mut self) -> SysResult<Sizes>;
     /// False for a system that keeps no secondary index (a baseline that
     /// measures the primary store only): the harness then skips its

@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 /// One write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Put {
+    /// Primary key.
     pub key: Vec<u8>,
+    /// The record's JSON document.
     pub value: Vec<u8>,
     /// The key was written before (an update rather than an insert).
     pub update: bool,
@@ -28,17 +30,23 @@ pub struct Put {
 /// One operation of a mixed or replayed sequence.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
+    /// Insert or update one record.
     Put(Put),
-    /// Primary-key read; `expect_found` says whether the key is live.
+    /// Primary-key read.
     Get {
+        /// Primary key read.
         key: Vec<u8>,
+        /// The key is live at this point of the sequence.
         expect_found: bool,
     },
-    /// A secondary query; `label` indexes [`Trace::labels`]; `expected` is
-    /// the exact result count without a limit.
+    /// A secondary query.
     Query {
+        /// Position in [`Trace::labels`] (index and class of the query).
         label: usize,
+        /// The query.
         query: Query,
+        /// Exact result count at this point of the sequence, without a
+        /// limit (`None`: not known, only cross-checked between systems).
         expected: Option<u64>,
     },
 }
@@ -46,15 +54,21 @@ pub enum Op {
 /// Operation kinds, as named in results.json (`ops[].op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OpKind {
+    /// An [`Op::Put`] of a key not written before.
     Insert,
+    /// An [`Op::Put`] of a key written before.
     Update,
+    /// An [`Op::Get`].
     Get,
+    /// An [`Op::Query`].
     Query,
 }
 
 impl OpKind {
+    /// Every kind, in the order of results.json's `ops` entries.
     pub const ALL: [OpKind; 4] = [OpKind::Insert, OpKind::Update, OpKind::Get, OpKind::Query];
 
+    /// The kind's name in results.json: `insert`, `update`, `get`, `query`.
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Insert => "insert",
@@ -66,6 +80,7 @@ impl OpKind {
 }
 
 impl Op {
+    /// The operation's kind (a put is an update if [`Put::update`]).
     pub fn kind(&self) -> OpKind {
         match self {
             Op::Put(p) if p.update => OpKind::Update,
@@ -79,7 +94,10 @@ impl Op {
 /// The attribute and class a mixed query belongs to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Label {
+    /// Name of the queried index.
     pub index: String,
+    /// Selectivity class (`small`, `medium`, `large`; replay: `lookup`,
+    /// `range`).
     pub class: String,
     /// Mean result count the class was calibrated to (mixed workloads), or
     /// the mean exact count over the trace (replay).
@@ -89,7 +107,9 @@ pub struct Label {
 /// A workload, written once and replayed by every system.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
+    /// Workload name (results.json's `workload`).
     pub workload: String,
+    /// Secondary indexes every system is opened with.
     pub indexes: Vec<IndexDecl>,
     /// Mean gap between neighbouring values, per index (for `delta=Nx`).
     pub gaps: BTreeMap<String, f64>,
@@ -103,6 +123,8 @@ pub struct Trace {
     pub interleave: bool,
     /// The mixed / replayed sequence (after the load).
     pub ops: Vec<Op>,
+    /// Index and class of the sequence's queries (the `label` of an
+    /// [`Op::Query`] is a position in it).
     pub labels: Vec<Label>,
     /// Live records after the load (replay: distinct keys written).
     pub records: u64,
@@ -391,8 +413,11 @@ fn decl(name: &str, ty: AttrType) -> IndexDecl {
 /// Parameters of the static workloads.
 #[derive(Debug, Clone)]
 pub struct StaticCfg {
+    /// Live records after the load.
     pub records: u64,
+    /// Queries per calibrated query set.
     pub queries: usize,
+    /// Seed of the generators and query sets.
     pub seed: u64,
     /// Fraction of the load's writes that update an existing key, `[0, 1)`.
     pub update_fraction: f64,
@@ -581,9 +606,14 @@ pub enum Style {
 /// Parameters of the mixed workloads.
 #[derive(Debug, Clone)]
 pub struct MixedCfg {
+    /// `mixed-write-heavy`, `mixed-read-heavy` or `mixed-update-heavy`
+    /// (see [`mixed_ratios`]).
     pub workload: String,
+    /// Tweets written before the sequence; at least 1.
     pub preload: u64,
+    /// Operations of the sequence after the preload.
     pub ops: u64,
+    /// Seed of the generators, query sets and operation mix.
     pub seed: u64,
     /// Queries per calibrated set (cycled through).
     pub queries: usize,
@@ -591,6 +621,7 @@ pub struct MixedCfg {
     pub class: String,
     /// Fraction of the query share done as primary-key gets.
     pub get_fraction: f64,
+    /// Field names of the written tweets and which attributes are queried.
     pub style: Style,
 }
 

@@ -35,6 +35,8 @@ pub struct ConcurrentArgs {
     pub strategy: StrategyKind,
     /// Key space size.
     pub keys: u64,
+    /// Seed of the threads' random choices (thread interleaving is not
+    /// deterministic, so neither is a run).
     pub seed: u64,
     /// Tiny memtables and levels (continuous flushes and compactions).
     pub small: bool,
@@ -43,10 +45,14 @@ pub struct ConcurrentArgs {
 /// What a run did.
 #[derive(Debug, Default)]
 pub struct ConcurrentReport {
+    /// Write calls made (a put, a delete, or a batch of several).
     pub writes: u64,
+    /// Index queries checked against a scan.
     pub queries: u64,
+    /// Checked queries whose answer differed from the scan; 0 in a
+    /// correct run.
     pub violations: u64,
-    /// The first violations, described.
+    /// The first violations (at most 10), described.
     pub examples: Vec<String>,
 }
 

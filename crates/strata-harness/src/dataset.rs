@@ -29,8 +29,11 @@ pub enum Kind {
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct GenConfig {
+    /// Which data set.
     pub kind: Kind,
+    /// Records to write (one JSONL line each).
     pub records: u64,
+    /// Seed of the generator and the query sets.
     pub seed: u64,
     /// Distribution of `attr` (synthetic only; others take `Uniform`).
     pub dist: Dist,
@@ -45,6 +48,7 @@ pub struct GenConfig {
 /// What was written.
 #[derive(Debug)]
 pub struct Generated {
+    /// Records written to the JSONL file.
     pub records: u64,
     /// Each query set with the file it was written to.
     pub query_sets: Vec<(PathBuf, QuerySet)>,

@@ -12,15 +12,28 @@ use strata_bench::rng::SplitMix64;
 
 use crate::progress::Progress;
 
+/// Parameters of one benchmark run.
 pub struct BenchArgs {
+    /// Keys written by the fill phase (`0..records`, in random order).
     pub records: u64,
+    /// Random gets of existing keys in the read phase.
     pub reads: u64,
+    /// `multi_get` calls of the multiget phase, each of 16 random
+    /// existing keys.
     pub multigets: u64,
+    /// Puts per write batch in the fill phase; at least 1.
     pub batch: usize,
+    /// Bytes of each (random) value.
     pub value_size: usize,
+    /// Bytes of each key (zero-padded decimal); must hold the digits of
+    /// `records - 1`.
     pub key_size: usize,
+    /// Open with `Options::paper()` rather than `Options::default()`.
     pub paper: bool,
+    /// Database directory, which must not hold a database yet (default: a
+    /// temporary directory, removed afterwards).
     pub db: Option<PathBuf>,
+    /// Report as a pretty JSON document rather than text.
     pub json: bool,
 }
 
@@ -28,7 +41,7 @@ pub struct BenchArgs {
 const MULTIGET_KEYS: usize = 16;
 
 /// Removes a directory this process created, even on early return.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -36,7 +49,8 @@ impl Drop for TempDir {
     }
 }
 
-pub fn make_temp_dir() -> Result<TempDir, Error> {
+/// Creates a fresh directory under the system's temporary directory.
+pub(crate) fn make_temp_dir() -> Result<TempDir, Error> {
     let base = std::env::temp_dir();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -103,6 +117,10 @@ impl Phase {
     }
 }
 
+/// Fills a fresh database, then runs the read and multiget phases, and
+/// returns the report (text, or JSON when `args.json`; newline-terminated).
+/// Errors: `batch` is 0, `key_size` is too small for `records`, a
+/// database already exists at `db`, or an engine error.
 pub fn run(args: &BenchArgs) -> Result<String, Error> {
     if args.batch == 0 {
         return Err(Error::Other("--batch must be at least 1".into()));

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+/// Every failure of the harness.
 #[derive(Debug)]
 pub enum Error {
     /// An engine error.
@@ -31,4 +32,5 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A result whose error is the harness's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

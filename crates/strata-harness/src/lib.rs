@@ -10,10 +10,10 @@
 //!   `peers` and `rocksdb`).
 //! * [`names`]: the one grammar and parser of system names
 //!   (`strata:next[delta=off]@user_id`, aliases).
-//! * [`report`] and [`plot`]: the stdout tables, `report.md` and its PNG
-//!   plots.
-//! * [`load`]: bulk loading of JSONL and CSV files.
-//! * [`progress`]: progress bars on stderr.
+//! * [`report`]: the stdout tables, `report.md` and its PNG plots (drawn
+//!   by the crate-private `plot` module).
+//! * [`load`]: bulk loading of JSONL and CSV files (with progress bars on
+//!   stderr, from the crate-private `progress` module).
 //! * [`dataset`]: `strata gen`, a generated data set written as JSONL
 //!   with its calibrated query sets.
 //! * [`db_bench`]: the db_bench-style engine benchmark.
@@ -22,14 +22,16 @@
 //! * [`stress`] and [`verify`]: the deterministic crash-test workload and
 //!   the check of a recovered database against its acknowledged output.
 
+#![warn(missing_docs)]
+
 pub mod concurrent;
 pub mod dataset;
 pub mod db_bench;
 pub mod error;
 pub mod load;
 pub mod names;
-pub mod plot;
-pub mod progress;
+mod plot;
+mod progress;
 pub mod registry;
 pub mod report;
 pub mod run;

@@ -26,7 +26,9 @@ use crate::Error;
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// One JSON object per line.
     Jsonl,
+    /// RFC 4180 CSV with a header row.
     Csv,
 }
 
@@ -47,6 +49,7 @@ impl Format {
 /// What to load, and how.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
+    /// The input file.
     pub file: PathBuf,
     /// Field holding the primary key.
     pub key_field: String,
@@ -61,11 +64,13 @@ pub struct LoadConfig {
 /// What a load did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Loaded {
+    /// Records written.
     pub records: u64,
     /// Bytes of keys and values written.
     pub bytes: u64,
     /// Bad records skipped (`skip_bad`).
     pub skipped: u64,
+    /// Wall time of the load, including the final flush, in seconds.
     pub seconds: f64,
 }
 

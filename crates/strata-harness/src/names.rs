@@ -56,9 +56,11 @@ pub struct SystemName {
 /// One `key[@index]=value` parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Param {
+    /// Parameter name (before `@` or `=`), trimmed and non-empty.
     pub key: String,
     /// `Some` for `key@index=value`.
     pub index: Option<String>,
+    /// Text after `=`, trimmed and non-empty.
     pub value: String,
 }
 

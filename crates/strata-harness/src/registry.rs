@@ -16,11 +16,19 @@ pub const PEERS: [&str; 3] = ["rocksdb", "sqlite", "fjall"];
 
 /// A resolved `--systems` entry.
 pub enum SystemSpec {
+    /// A `strata:...` name: Strata with that strategy and parameters.
     Strata(StrataSpec),
-    Peer { name: String, open: OpenFn },
+    /// A peer of `strata-compare` compiled into this build.
+    Peer {
+        /// The peer's name (`rocksdb`, `sqlite`, `fjall`).
+        name: String,
+        /// Opens the peer on an empty directory.
+        open: OpenFn,
+    },
 }
 
 impl SystemSpec {
+    /// The entry as given: the system's label in results.
     pub fn name(&self) -> &str {
         match self {
             SystemSpec::Strata(s) => &s.name,

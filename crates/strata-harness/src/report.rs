@@ -3,7 +3,7 @@
 //!
 //! The report mirrors the papers' tables (NEXT Tables 3-5: one row per
 //! system, one column per selectivity class). The paper claims it checks
-//! are data ([`CLAIMS`]): each has the paper's figure with its source, how
+//! are data (the table `CLAIMS`): each has the paper's figure with its source, how
 //! our figure is computed from [`RunResults`], and the rule that decides
 //! "reproduced", "not reproduced" or "not measured in this run".
 

@@ -49,6 +49,7 @@ pub const DEFAULT_SYSTEMS: &str = "strata:none,strata:next";
 pub const DELTA_SWEEP_SYSTEMS: &str = "strata:next[delta=off],strata:next[delta=1x],\
 strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 
+/// Arguments of `bench run` (defaults: [`RunConfig::new`]).
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
@@ -59,14 +60,17 @@ pub struct RunConfig {
     pub records: u64,
     /// Queries per calibrated query set (mixed workloads cycle through them).
     pub queries: usize,
-    /// Comma-separated systems: strata:none, strata:next,
-    /// strata:next[delta=off], strata:<strategy>[key=value;key@index=value],
-    /// or a peer (rocksdb, sqlite, fjall; needs --features peers). Default:
-    /// strata:none,strata:next (delta-sweep: its δ sweep).
+    /// Comma-separated systems: `strata:none`, `strata:next`,
+    /// `strata:next[delta=off]`,
+    /// `strata:<strategy>[key=value;key@index=value]`, or a peer (`rocksdb`,
+    /// `sqlite`, `fjall`; needs `--features peers`). Default:
+    /// `strata:none,strata:next` (delta-sweep: its δ sweep, see
+    /// [`DELTA_SWEEP_SYSTEMS`]).
     pub systems: Option<String>,
     /// Static workloads: top-K variants to run besides the full queries
     /// (comma-separated). Mixed workloads: one K, the limit of every query.
     pub top_k: String,
+    /// Seed of the generated data, query sets and operation mix.
     pub seed: u64,
     /// Static workloads: fraction of the load's writes that update an
     /// already-written key with new attribute values, in [0, 1). Queries
@@ -82,6 +86,7 @@ pub struct RunConfig {
     pub get_fraction: Option<f64>,
     /// Mixed workloads: operations per latency interval (default ops/50).
     pub interval: Option<u64>,
+    /// Cache, I/O mode and output directories.
     pub output: Output,
 }
 
@@ -141,10 +146,12 @@ pub enum TraceFormat {
     Chirp,
 }
 
+/// Arguments of `bench replay`.
 #[derive(Debug, Clone)]
 pub struct ReplayConfig {
     /// The trace file.
     pub file: PathBuf,
+    /// Format of the trace file.
     pub format: TraceFormat,
     /// JSON field of the secondary key (`rs` lines), an integer.
     pub attribute: String,
@@ -154,11 +161,14 @@ pub struct ReplayConfig {
     pub systems: String,
     /// Operations per latency interval (default: operations/50).
     pub interval: Option<u64>,
+    /// Cache, I/O mode and output directories.
     pub output: Output,
 }
 
+/// Arguments of `bench trace`.
 #[derive(Debug, Clone)]
 pub struct TraceConfig {
+    /// Format of the written trace.
     pub format: TraceFormat,
     /// A mixed workload: mixed-write-heavy, mixed-read-heavy,
     /// mixed-update-heavy (queries on UserID only).
@@ -167,6 +177,7 @@ pub struct TraceConfig {
     pub records: u64,
     /// Operations after the preload (default: records/2).
     pub ops: Option<u64>,
+    /// Seed of the tweets, query sets and operation mix.
     pub seed: u64,
     /// Queries per calibrated set (cycled through).
     pub queries: usize,
@@ -669,6 +680,7 @@ fn write_json(path: &Path, results: &RunResults) -> Result<(), Error> {
 /// What a run or replay produced (written to `out` before returning).
 #[derive(Debug)]
 pub struct Outcome {
+    /// The document written to `results.json`.
     pub results: RunResults,
     /// `DIR/results.json`.
     pub results_path: PathBuf,

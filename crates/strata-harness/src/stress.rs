@@ -45,9 +45,12 @@ pub fn digest(value: &[u8]) -> String {
 /// Parameters that, with the seed, fully determine a stress run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Workload {
+    /// Seed of every operation's random stream.
     pub seed: u64,
     /// Key space size: keys `k000000` .. `k{keys-1}`.
     pub keys: u64,
+    /// Bytes of each value; with `index_strategy`, the JSON record is
+    /// padded to this length before its closing `"}`.
     pub value_size: usize,
     /// With indexes of this strategy: values are JSON records
     /// `{"u": <0..50>, "c": [x, y], "p": "<padding>"}` whose attributes
@@ -62,20 +65,23 @@ pub const STRESS_INDEXES: [(&str, &str, KeyType); 2] =
 
 /// One put or delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mutation {
+pub(crate) enum Mutation {
+    /// Write `value` under `key`.
     Put { key: String, value: Vec<u8> },
+    /// Delete `key`.
     Del { key: String },
 }
 
 impl Mutation {
-    pub fn key(&self) -> &str {
+    /// The key written or deleted.
+    pub(crate) fn key(&self) -> &str {
         match self {
             Mutation::Put { key, .. } | Mutation::Del { key } => key,
         }
     }
 
     /// What the key holds after this mutation: the value's digest or `None`.
-    pub fn effect(&self) -> Option<String> {
+    pub(crate) fn effect(&self) -> Option<String> {
         match self {
             Mutation::Put { value, .. } => Some(digest(value)),
             Mutation::Del { .. } => None,
@@ -85,13 +91,16 @@ impl Mutation {
 
 /// One stress operation: a single write or an atomic batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
+    /// One put or delete.
     Single(Mutation),
+    /// Several mutations written atomically, applied in order.
     Batch(Vec<Mutation>),
 }
 
 impl Op {
-    pub fn mutations(&self) -> &[Mutation] {
+    /// The operation's mutations, in order.
+    pub(crate) fn mutations(&self) -> &[Mutation] {
         match self {
             Op::Single(m) => std::slice::from_ref(m),
             Op::Batch(ms) => ms,
@@ -148,7 +157,7 @@ impl Workload {
 
     /// Operation number `index`: ~55% put, ~20% delete, ~25% batch of 2..=8
     /// mixed puts (70%) and deletes (30%).
-    pub fn op(&self, index: u64) -> Op {
+    pub(crate) fn op(&self, index: u64) -> Op {
         let mut rng = self.op_rng(index);
         let r = rng.below(100);
         if r < 55 {
@@ -169,7 +178,7 @@ impl Workload {
 }
 
 /// The acknowledgement line of operation `index` (without newline).
-pub fn ack_line(index: u64, op: &Op) -> String {
+pub(crate) fn ack_line(index: u64, op: &Op) -> String {
     let mut s = format!("ok {index} ");
     let push = |s: &mut String, m: &Mutation| match m {
         Mutation::Put { key, value } => {
@@ -196,14 +205,14 @@ pub fn ack_line(index: u64, op: &Op) -> String {
 /// A parsed acknowledgement line: operation index and its effects in order
 /// (key, digest or `None` for a delete), plus whether it was a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AckedOp {
-    pub index: u64,
-    pub batch: bool,
-    pub effects: Vec<(String, Option<String>)>,
+pub(crate) struct AckedOp {
+    pub(crate) index: u64,
+    pub(crate) batch: bool,
+    pub(crate) effects: Vec<(String, Option<String>)>,
 }
 
 /// Effects of a generated operation, in the form of [`AckedOp`].
-pub fn effects(op: &Op) -> Vec<(String, Option<String>)> {
+pub(crate) fn effects(op: &Op) -> Vec<(String, Option<String>)> {
     op.mutations()
         .iter()
         .map(|m| (m.key().to_string(), m.effect()))
@@ -232,7 +241,7 @@ fn parse_mutation<'a>(
 }
 
 /// Parses one complete acknowledgement line.
-pub fn parse_ack_line(line: &str) -> Result<AckedOp, String> {
+pub(crate) fn parse_ack_line(line: &str) -> Result<AckedOp, String> {
     let mut toks = line.split_ascii_whitespace();
     if toks.next() != Some("ok") {
         return Err("line does not start with \"ok\"".into());
@@ -272,7 +281,7 @@ pub fn parse_ack_line(line: &str) -> Result<AckedOp, String> {
 /// (newline-terminated) line; a final line without newline is the victim of
 /// the kill and is ignored. Returns the operations and whether a partial
 /// line was dropped.
-pub fn parse_acked(text: &str) -> Result<(Vec<AckedOp>, bool), String> {
+pub(crate) fn parse_acked(text: &str) -> Result<(Vec<AckedOp>, bool), String> {
     let (complete, partial) = match text.rfind('\n') {
         Some(p) => (&text[..p + 1], !text[p + 1..].is_empty()),
         None => ("", !text.is_empty()),
@@ -297,10 +306,10 @@ pub fn parse_acked(text: &str) -> Result<(Vec<AckedOp>, bool), String> {
 }
 
 /// Key → digest of every live key.
-pub type State = BTreeMap<String, String>;
+pub(crate) type State = BTreeMap<String, String>;
 
 /// Applies effects in order.
-pub fn apply(state: &mut State, effects: &[(String, Option<String>)]) {
+pub(crate) fn apply(state: &mut State, effects: &[(String, Option<String>)]) {
     for (k, d) in effects {
         match d {
             Some(d) => {
@@ -315,7 +324,7 @@ pub fn apply(state: &mut State, effects: &[(String, Option<String>)]) {
 
 /// State file format: one `key<TAB>digest` line per live key, sorted by key;
 /// empty lines and lines starting with `#` are ignored.
-pub fn format_state(state: &State) -> String {
+pub(crate) fn format_state(state: &State) -> String {
     let mut s = String::new();
     for (k, d) in state {
         s.push_str(k);
@@ -326,7 +335,9 @@ pub fn format_state(state: &State) -> String {
     s
 }
 
-pub fn parse_state(text: &str) -> Result<State, String> {
+/// Parses a state file (format of [`format_state`]); errors name the line
+/// of a missing tab, a digest that is not 16 hex digits, or a duplicate key.
+pub(crate) fn parse_state(text: &str) -> Result<State, String> {
     let mut state = State::new();
     for (n, line) in text.lines().enumerate() {
         if line.is_empty() || line.starts_with('#') {
@@ -446,12 +457,6 @@ mod tests {
     }
 }
 
-/// Runs `ops` operations of `w` on the database in `dir` and writes one
-/// acknowledgement line per operation to `out` after the write returned,
-/// flushing each line with one write call (so a kill cuts at most the
-/// last line). `small`: tiny memtables and levels
-/// ([`Options::small_for_tests`]). A failed write to `out` is returned as
-/// is, so a caller can tell a closed pipe from an engine error.
 /// Creates the [`STRESS_INDEXES`] of strategy `kind` that `db` does not
 /// have yet (built over existing data); an index of the same name with
 /// another strategy is an error.
@@ -473,6 +478,13 @@ pub fn create_stress_indexes(db: &Db, kind: StrategyKind) -> Result<(), Error> {
     Ok(())
 }
 
+/// Runs operations `0..ops` of `w` on the database in `dir` (created if
+/// missing; with `w.index_strategy`, its [`STRESS_INDEXES`] too), each
+/// written with `sync`, and writes one acknowledgement line per operation
+/// to `out` after the write returned, flushing each line with one write
+/// call (so a kill cuts at most the last line). `small`: tiny memtables
+/// and levels ([`Options::small_for_tests`]). A failed write to `out` is
+/// returned as is, so a caller can tell a closed pipe from an engine error.
 pub fn run(
     dir: &Path,
     w: Workload,

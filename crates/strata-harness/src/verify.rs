@@ -21,11 +21,21 @@ use strata::{Db, Options};
 use crate::stress::{self, State, Workload};
 use crate::Error;
 
+/// Arguments of `strata verify`.
 pub struct VerifyArgs {
+    /// The stress run's output (acknowledgement lines; a final line
+    /// without newline is ignored).
     pub acked: PathBuf,
+    /// The stress run's parameters (every acknowledged line must match
+    /// the operation they generate).
     pub workload: Workload,
+    /// State file of the database before the stress run (default: empty).
     pub base_state: Option<PathBuf>,
+    /// Where to write the recovered state as a state file, if the check
+    /// passes (the next run's `base_state`).
     pub write_state: Option<PathBuf>,
+    /// Accept the state after any prefix of the operations (unsynced
+    /// runs), not only after the acknowledged ones (or one more).
     pub prefix: bool,
 }
 
@@ -35,11 +45,15 @@ pub struct Verdict {
     /// Indexes found exact against a full scan (every index of the
     /// database).
     pub indexes_checked: usize,
+    /// Keys compared: those of the base state, of every acknowledged
+    /// operation and of the next one, and every key in the database.
     pub keys_checked: usize,
+    /// Complete acknowledgement lines read.
     pub acked: u64,
     /// Number of operations whose effects the database shows (`acked` or
     /// `acked + 1` without `--prefix`).
     pub applied: u64,
+    /// The acknowledgement file ended in a line without newline (ignored).
     pub partial_line: bool,
 }
 
@@ -131,6 +145,12 @@ fn check_indexes(db: &Db, w: Workload, wrote: bool) -> Result<usize, Error> {
     Ok(infos.len())
 }
 
+/// Checks the database at `db_path` against `args` (see the module docs).
+/// Returns [`Error::Failed`] if the recovered state matches no acceptable
+/// state, scan, `get` and `multi_get` disagree, or an index is missing or
+/// disagrees with a full scan; [`Error::Other`] if an input file is
+/// unreadable or malformed or does not match the workload; [`Error::Db`]
+/// if the database cannot be opened or read.
 pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
     let w = args.workload;
     let text = read_text(&args.acked)?;
