@@ -372,12 +372,22 @@ fn load_jsonl(
     for (i, line) in reader.split(b'\n').enumerate() {
         let line = line.map_err(|e| LoadError::Io(format!("{}: {e}", path.display())))?;
         let bad = |m: String| LoadError::Bad(format!("{}: line {}: {m}", path.display(), i + 1));
-        let text = std::str::from_utf8(&line).map_err(|_| bad("not UTF-8 text".into()))?;
+        let Ok(text) = std::str::from_utf8(&line) else {
+            write_rest(db, batch)?;
+            return Err(bad("not UTF-8 text".into()));
+        };
         let text = text.trim();
         if text.is_empty() {
             continue;
         }
-        let key = keyed(text, key_field).map_err(bad)?;
+        let key = match keyed(text, key_field) {
+            Ok(k) => k,
+            Err(m) => {
+                // The records before the bad line stay loaded.
+                write_rest(db, batch)?;
+                return Err(bad(m));
+            }
+        };
         batch.put(&key, text.as_bytes());
         n += 1;
         if batch.len() >= batch_size {
@@ -386,11 +396,17 @@ fn load_jsonl(
                 .map_err(LoadError::Engine)?;
         }
     }
-    if !batch.is_empty() {
-        db.write(batch, WriteOptions::default())
-            .map_err(LoadError::Engine)?;
-    }
+    write_rest(db, batch)?;
     Ok(n)
+}
+
+/// Writes the last, partial batch of a load.
+fn write_rest(db: &strata::Db, batch: strata::WriteBatch) -> Result<(), LoadError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    db.write(batch, WriteOptions::default())
+        .map_err(LoadError::Engine)
 }
 
 #[pymethods]
