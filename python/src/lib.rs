@@ -23,6 +23,8 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
+mod json;
+
 use strata::{
     DbIterator, Extractor, IndexSpec, IndexState, IndexValue, KeyType, Options, Predicate,
     QueryOptions, WriteOptions,
@@ -657,15 +659,17 @@ impl Db {
         Ok(out)
     }
 
-    /// query(index, *, eq=None, range=None, within=None, limit=None, keys_only=False)
+    /// query(index, *, eq=None, range=None, within=None, limit=None, keys_only=False, raw=False)
     ///
     /// The live records whose attribute matches, newest first, as a list of
     /// (key, value) with value the record parsed from JSON (None with
     /// keys_only=True). Give exactly one predicate: eq (a value of the
     /// index's type), range ((lo, hi), inclusive, scalar indexes) or within
     /// ((x1, y1, x2, y2), point and rect indexes). limit keeps the most
-    /// recent matches. ValueError for a bad predicate.
-    #[pyo3(signature = (index, *, eq = None, range = None, within = None, limit = None, keys_only = false))]
+    /// recent matches. raw=True returns each value as the stored bytes
+    /// instead of parsing it (a value that is not JSON is returned as bytes
+    /// anyway). ValueError for a bad predicate.
+    #[pyo3(signature = (index, *, eq = None, range = None, within = None, limit = None, keys_only = false, raw = false))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -676,6 +680,7 @@ impl Db {
         within: Option<&Bound<'py, PyAny>>,
         limit: Option<i64>,
         keys_only: bool,
+        raw: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let db = self.db(py)?;
         let given = [eq, range, within].iter().filter(|p| p.is_some()).count();
@@ -734,10 +739,15 @@ impl Db {
             .allow_threads(|| db.query(index, &pred, opts))
             .map_err(|e| err(py, e))?;
         let out = PyList::empty(py);
+        let mut decoder = json::Decoder::new(py);
         for h in hits {
             let k = PyBytes::new(py, &h.key);
             let v = match &h.value {
-                Some(v) if !keys_only => json_value(py, v)?,
+                Some(v) if raw => PyBytes::new(py, v).into_any(),
+                Some(v) if !keys_only => match decoder.decode(v) {
+                    Some(obj) => obj,
+                    None => PyBytes::new(py, v).into_any(),
+                },
                 _ => py.None().into_bound(py),
             };
             out.append(PyTuple::new(py, [k.into_any(), v])?)?;

@@ -64,6 +64,7 @@ class Db:
         within: Optional[Tuple[float, float, float, float]] = None,
         limit: Optional[int] = None,
         keys_only: bool = False,
+        raw: bool = False,
     ) -> List[Tuple[bytes, Optional[Any]]]: ...
     def load(
         self, path: PathLike, key_field: str, format: str = "jsonl", batch: int = 1000

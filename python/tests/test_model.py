@@ -86,3 +86,34 @@ def test_db_behaves_like_a_dict(tmp_path_factory, ops):
         for s, m in snaps:
             assert list(s.scan()) == sorted(m.items())
             s.release()
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(json_values, min_size=1, max_size=8))
+def test_query_values_equal_json_loads(tmp_path_factory, docs):
+    """Query results are parsed by the binding's own decoder: the same
+    objects as json.loads of the stored bytes."""
+    import json
+
+    path = tmp_path_factory.mktemp("json")
+    with strata.open(path / "db") as db:
+        db.create_index("k", "k", "i64", strategy="memory")
+        for i, d in enumerate(docs):
+            db.put(f"{i:03}", json.dumps({"k": 1, "v": d, "ü\\n": [d]}))
+        hits = db.query("k", eq=1)
+        assert len(hits) == len(docs)
+        for key, value in hits:
+            raw = db[key]
+            assert value == json.loads(raw)
+        assert [v for _, v in db.query("k", eq=1, raw=True)] == [db[k] for k, _ in hits]

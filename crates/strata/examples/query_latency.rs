@@ -3,7 +3,7 @@
 //! (`python/bench/query_latency.py` runs the same queries the same way).
 //!
 //! ```sh
-//! cargo run --release -p strata --example query_latency -- DB INDEX QUERIES.json [ROUNDS] [keys_only]
+//! cargo run --release -p strata --example query_latency -- DB INDEX QUERIES.json [ROUNDS] [values|keys_only|parse]
 //! ```
 //!
 //! DB is an existing database (opened with `Options::paper()`) with index
@@ -48,10 +48,19 @@ fn predicate(q: &serde_json::Value) -> Res<Predicate> {
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, db, index, queries, rest @ ..] = args.as_slice() else {
-        return Err("usage: query_latency DB INDEX QUERIES.json [ROUNDS] [keys_only]".into());
+        return Err(
+            "usage: query_latency DB INDEX QUERIES.json [ROUNDS] [values|keys_only|parse]".into(),
+        );
     };
     let rounds: usize = rest.first().map(|r| r.parse()).transpose()?.unwrap_or(5);
-    let keys_only = rest.get(1).is_some_and(|s| s == "keys_only");
+    let mode = rest.get(1).map_or("values", String::as_str);
+    if !["values", "keys_only", "parse"].contains(&mode) {
+        return Err(format!("unknown mode {mode:?}").into());
+    }
+    let keys_only = mode == "keys_only";
+    // `parse`: also parse every value into a serde_json::Value, the Rust
+    // counterpart of the Python API's dicts.
+    let parse = mode == "parse";
     let set: serde_json::Value = serde_json::from_slice(&std::fs::read(queries)?)?;
     let preds = set
         .get("queries")
@@ -71,6 +80,14 @@ fn main() -> Res<()> {
         for p in &preds {
             let t = Instant::now();
             let hits = db.query(index, p, opts)?;
+            if parse {
+                let docs = hits
+                    .iter()
+                    .filter_map(|h| h.value.as_deref())
+                    .map(serde_json::from_slice::<serde_json::Value>)
+                    .collect::<Result<Vec<_>, _>>()?;
+                std::hint::black_box(docs);
+            }
             times.push(t.elapsed().as_secs_f64() * 1e6);
             std::hint::black_box(hits);
         }
@@ -79,7 +96,7 @@ fn main() -> Res<()> {
     let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
     let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
     println!(
-        "rust index={index} queries={} rounds={rounds} keys_only={keys_only} mean_results={:.1} median_us={median:.1} mean_us={mean:.1}",
+        "rust index={index} queries={} rounds={rounds} mode={mode} mean_results={:.1} median_us={median:.1} mean_us={mean:.1}",
         preds.len(),
         results as f64 / preds.len().max(1) as f64
     );
