@@ -18,7 +18,7 @@ use strata::lsm::key::{parse_internal_key, ValueKind};
 use strata::lsm::sstable::{Table, TableReadOptions};
 use strata::lsm::version::VersionEdit;
 use strata::lsm::wal::LogReader;
-use strata::{WalRecovery, WriteBatch};
+use strata::{IndexValue, WalRecovery, WriteBatch};
 
 use crate::{out, CliError};
 
@@ -86,6 +86,43 @@ fn meta_holds(name: &str) -> String {
         _ => "extension block".into(),
     }
 }
+
+fn value_json(v: &IndexValue) -> Value {
+    match v {
+        IndexValue::I64(x) => json!(x),
+        IndexValue::F64(x) => json!(x),
+        IndexValue::Str(x) => json!(x),
+        IndexValue::Point(p) => json!(p),
+        IndexValue::Rect(r) => json!(r),
+    }
+}
+
+/// The decoded NEXT directory of meta block `name`, if it is one.
+fn next_dir(table: &Table, name: &str) -> Option<Result<strata::inspect::NextDirectory, CliError>> {
+    if !(name.starts_with("next.") && name.ends_with(".dir")) {
+        return None;
+    }
+    Some(match table.meta_block(name) {
+        Ok(Some(b)) => strata::inspect::next_directory(&b).map_err(CliError::Db),
+        Ok(None) => Err(CliError::Other(format!("meta block {name} vanished"))),
+        Err(e) => Err(CliError::Db(e)),
+    })
+}
+
+fn dir_json(d: &strata::inspect::NextDirectory) -> Value {
+    json!({
+        "type": d.key_type.as_str(),
+        "version": d.version,
+        "indexed_data_blocks": d.data_blocks,
+        "secondary_blocks": d.secondary_blocks,
+        "ranges": d.ranges.iter().map(|(b, lo, hi)| json!({
+            "secondary_block": b, "lo": value_json(lo), "hi": value_json(hi)
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Ranges printed per directory in text output (all of them with --json).
+const TEXT_RANGES: usize = 8;
 
 /// The MANIFEST named by `dir/CURRENT`.
 fn manifest_path(dir: &Path) -> Result<PathBuf, CliError> {
@@ -164,15 +201,14 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         .and_then(|(_, edits)| live_level(&edits, number));
     let p = table.properties();
     let handles = table.data_block_handles()?;
-    let meta: Vec<(String, u64, String)> = table
-        .meta_block_names()
-        .into_iter()
-        .map(|n| {
-            let size = table.meta_block_size(&n).unwrap_or(0);
-            let holds = meta_holds(&n);
-            (n, size, holds)
-        })
-        .collect();
+    type Meta = (String, u64, String, Option<strata::inspect::NextDirectory>);
+    let mut meta: Vec<Meta> = Vec::new();
+    for n in table.meta_block_names() {
+        let size = table.meta_block_size(&n).unwrap_or(0);
+        let holds = meta_holds(&n);
+        let dir = next_dir(&table, &n).transpose()?;
+        meta.push((n, size, holds, dir));
+    }
     if as_json {
         let v = json!({
             "file": file.display().to_string(),
@@ -194,7 +230,13 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
             "bloom_filter": table.has_filter(),
             "meta_blocks": meta
                 .iter()
-                .map(|(n, s, h)| json!({"name": n, "bytes": s, "holds": h}))
+                .map(|(n, s, h, d)| {
+                    let mut m = json!({"name": n, "bytes": s, "holds": h});
+                    if let Some(d) = d {
+                        m["directory"] = dir_json(d);
+                    }
+                    m
+                })
                 .collect::<Vec<_>>(),
         });
         let s = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;
@@ -234,8 +276,36 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         if table.has_filter() { "yes" } else { "no" }
     );
     s += &format!("meta blocks ({}):\n", meta.len());
-    for (n, size, holds) in &meta {
+    for (n, size, holds, dir) in &meta {
         s += &format!("  {n:<20} {size:>10} B  {holds}\n");
+        if let Some(d) = dir {
+            s += &format!(
+                "  {:<20} {:>10}    {} values, {} data blocks indexed, {} secondary blocks, {} ranges:\n",
+                "",
+                "",
+                d.key_type.as_str(),
+                d.data_blocks,
+                d.secondary_blocks,
+                d.ranges.len()
+            );
+            for (b, lo, hi) in d.ranges.iter().take(TEXT_RANGES) {
+                s += &format!(
+                    "  {:<20} {:>10}      block {b}: {} .. {}\n",
+                    "",
+                    "",
+                    value_json(lo),
+                    value_json(hi)
+                );
+            }
+            if d.ranges.len() > TEXT_RANGES {
+                s += &format!(
+                    "  {:<20} {:>10}      ... ({} more; --json lists all)\n",
+                    "",
+                    "",
+                    d.ranges.len() - TEXT_RANGES
+                );
+            }
+        }
     }
     out(format_args!("{s}"))
 }

@@ -143,6 +143,7 @@ fn inspection_commands_show_tables_manifest_and_wal() {
     assert!(text.contains("level "), "{text}");
     assert!(text.contains("bloom filter (strata.filter): yes"), "{text}");
     assert!(text.contains("NEXT directory of index"), "{text}");
+    assert!(text.contains("i64 values"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&check(&common::run(&[
         "sst",
         sst.to_str().unwrap(),
@@ -152,11 +153,18 @@ fn inspection_commands_show_tables_manifest_and_wal() {
     assert_eq!(json["entries"].as_u64(), Some(20), "{json}");
     assert!(json["level"].is_u64(), "{json}");
     assert_eq!(json["smallest"]["key"], "k00", "{json}");
-    assert!(json["meta_blocks"]
+    let dir = json["meta_blocks"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|m| m["name"].as_str().unwrap().starts_with("next.")));
+        .find(|m| m["name"].as_str().unwrap().ends_with(".dir"))
+        .expect("a NEXT directory");
+    let ranges = dir["directory"]["ranges"].as_array().unwrap();
+    assert!(!ranges.is_empty(), "{dir}");
+    assert!(ranges
+        .iter()
+        .all(|r| r["lo"].as_i64().unwrap() <= r["hi"].as_i64().unwrap()
+            && r["hi"].as_i64().unwrap() <= 2));
 
     let text = check(&common::run(&["manifest", db.to_str().unwrap()]));
     assert!(text.contains("version edits"), "{text}");
