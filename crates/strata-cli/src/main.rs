@@ -8,6 +8,7 @@
 mod bench_args;
 mod gen;
 mod index_cmd;
+mod inspect;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -226,6 +227,34 @@ enum Command {
     },
     /// Generate a benchmark data set (JSONL) and calibrated query sets.
     Gen(gen::GenArgs),
+    /// Show what a table file holds: level (from the MANIFEST beside it),
+    /// entries, key and sequence ranges, data blocks, Bloom filter and
+    /// every meta block with its size and what it holds (NEXT secondary
+    /// blocks and directory, Embedded zone maps, update memo).
+    Sst {
+        /// The table (`NNNNNN.sst`).
+        file: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the version edits of a database's MANIFEST, one per line.
+    Manifest {
+        /// The database directory.
+        dir: PathBuf,
+        /// One JSON object per edit.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the records of a write-ahead log file: each batch with its
+    /// sequence numbers and operations.
+    Wal {
+        /// The log (`NNNNNN.log`).
+        file: PathBuf,
+        /// One JSON object per record.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -367,6 +396,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let dir = || require_db(&db_dir);
     match cli.command {
         Command::Gen(args) => gen::run(args).map_err(CliError::Other)?,
+        Command::Sst { file, json } => inspect::run_sst(&file, json)?,
+        Command::Manifest { dir, json } => inspect::run_manifest(&dir, json)?,
+        Command::Wal { file, json } => inspect::run_wal(&file, json)?,
         Command::Bench {
             sub: Some(BenchCommand::Run(args)),
             ..

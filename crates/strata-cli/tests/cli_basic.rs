@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{ok, strata};
+use common::{check, ok, strata};
 
 #[test]
 fn put_get_del_scan_stats_compact_roundtrip() {
@@ -110,4 +110,93 @@ fn bench_runs_small_in_a_temp_dir() {
         json["write_amplification"].as_f64().unwrap() > 0.0,
         "{json}"
     );
+}
+
+/// `strata sst`, `manifest` and `wal` read the files of a database with a
+/// NEXT index, as text and as JSON.
+#[test]
+fn inspection_commands_show_tables_manifest_and_wal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    for i in 0..20 {
+        ok(
+            &db,
+            &["put", &format!("k{i:02}"), &format!("{{\"u\":{}}}", i % 3)],
+        );
+    }
+    ok(
+        &db,
+        &["index", "create", "by_u", "--field", "u", "--type", "i64"],
+    );
+    ok(&db, &["put", "late", "{\"u\":7}"]);
+    ok(&db, &["del", "k00"]);
+
+    let files: Vec<_> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let sst = files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .expect("a table");
+    let text = check(&common::run(&["sst", sst.to_str().unwrap()]));
+    assert!(text.contains("level "), "{text}");
+    assert!(text.contains("bloom filter (strata.filter): yes"), "{text}");
+    assert!(text.contains("NEXT directory of index"), "{text}");
+    assert!(text.contains("i64 values"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&check(&common::run(&[
+        "sst",
+        sst.to_str().unwrap(),
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(json["entries"].as_u64(), Some(20), "{json}");
+    assert!(json["level"].is_u64(), "{json}");
+    assert_eq!(json["smallest"]["key"], "k00", "{json}");
+    let dir = json["meta_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str().unwrap().ends_with(".dir"))
+        .expect("a NEXT directory");
+    let ranges = dir["directory"]["ranges"].as_array().unwrap();
+    assert!(!ranges.is_empty(), "{dir}");
+    assert!(ranges
+        .iter()
+        .all(|r| r["lo"].as_i64().unwrap() <= r["hi"].as_i64().unwrap()
+            && r["hi"].as_i64().unwrap() <= 2));
+
+    let text = check(&common::run(&["manifest", db.to_str().unwrap()]));
+    assert!(text.contains("version edits"), "{text}");
+    assert!(text.contains("ext strata.index("), "{text}");
+    let lines = check(&common::run(&["manifest", db.to_str().unwrap(), "--json"]));
+    let edits: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(edits
+        .iter()
+        .any(|e| !e["new_files"].as_array().unwrap().is_empty()));
+
+    // The last write is in the live log (each open flushes the log it
+    // replays into a table and starts a new one).
+    let mut ops = Vec::new();
+    for log in files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+    {
+        let text = check(&common::run(&["wal", log.to_str().unwrap()]));
+        assert!(text.contains("records"), "{text}");
+        for line in check(&common::run(&["wal", log.to_str().unwrap(), "--json"])).lines() {
+            let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+            ops.extend(rec["ops"].as_array().unwrap().iter().cloned());
+        }
+    }
+    assert!(
+        ops.iter().any(|o| o["op"] == "del" && o["key"] == "k00"),
+        "{ops:?}"
+    );
+
+    let o = common::run(&["sst", db.join("CURRENT").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
 }

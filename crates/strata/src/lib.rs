@@ -16,6 +16,7 @@ mod db;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
+pub mod inspect;
 
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{

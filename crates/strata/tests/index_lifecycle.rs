@@ -248,3 +248,34 @@ fn writes_right_after_creation_are_found_before_any_flush() {
         assert_eq!(keys, vec![b"k2".to_vec(), b"k1".to_vec()], "{name}");
     }
 }
+
+/// A float attribute is indexed as exactly the f64 its JSON text denotes
+/// (shortest round-trip text, as Python's `json.dumps` and Rust's `{}`
+/// print it), so an equality query on that value finds the record. These
+/// values parsed one ULP off before serde_json's `float_roundtrip`.
+#[test]
+fn float_attributes_round_trip_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let xs = [
+        1.4229436293244557f64,
+        -1.9663148906708239,
+        0.38976675466608235,
+    ];
+    for (i, x) in xs.iter().enumerate() {
+        db.put(
+            format!("k{i}").as_bytes(),
+            format!("{{\"x\":{x}}}").as_bytes(),
+        )
+        .unwrap();
+    }
+    db.create_index(IndexSpec::field("x", "x", KeyType::F64))
+        .unwrap();
+    for (i, x) in xs.iter().enumerate() {
+        let hits = db
+            .lookup("x", IndexValue::F64(*x), QueryOptions::default())
+            .unwrap();
+        assert_eq!(hits.len(), 1, "{x}");
+        assert_eq!(hits[0].key, format!("k{i}").into_bytes());
+    }
+}

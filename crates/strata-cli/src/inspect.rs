@@ -1,0 +1,447 @@
+//! `strata sst FILE`, `strata manifest DIR`, `strata wal FILE`: what is
+//! inside a database's files, read directly (no database is opened, so
+//! they also work on a copy, or beside a running process).
+//!
+//! Each prints text, or with `--json` JSON (`sst`: one object; `manifest`
+//! and `wal`: one object a line). Keys print as text when they are UTF-8
+//! (quoted in text output), else as `0x` hex.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use strata::lsm::batch::BatchOp;
+use strata::lsm::filename::{self, FileKind};
+use strata::lsm::key::{parse_internal_key, ValueKind};
+use strata::lsm::sstable::{Table, TableReadOptions};
+use strata::lsm::version::VersionEdit;
+use strata::lsm::wal::LogReader;
+use strata::{IndexValue, WalRecovery, WriteBatch};
+
+use crate::{out, CliError};
+
+/// Bytes as text: UTF-8 shown as is (escaped like a Rust string), other
+/// bytes as `0x` hex.
+fn show(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => format!("{s:?}"),
+        Err(_) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            format!("0x{hex}")
+        }
+    }
+}
+
+/// Bytes as a JSON string: the text if UTF-8, else `0x` hex.
+fn show_json(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_string(),
+        Err(_) => show(b),
+    }
+}
+
+fn kind_name(k: ValueKind) -> &'static str {
+    match k {
+        ValueKind::Value => "put",
+        ValueKind::Deletion => "del",
+        ValueKind::Merge => "merge",
+    }
+}
+
+/// An internal key as (user key, seq, kind) JSON, or its raw bytes if it
+/// does not parse.
+fn ikey_json(ikey: &[u8]) -> Value {
+    match parse_internal_key(ikey) {
+        Ok(p) => json!({"key": show_json(p.user_key), "seq": p.seq, "kind": kind_name(p.kind)}),
+        Err(_) => json!({"raw": show_json(ikey)}),
+    }
+}
+
+fn ikey_text(ikey: &[u8]) -> String {
+    match parse_internal_key(ikey) {
+        Ok(p) => format!("{}@{}", show(p.user_key), p.seq),
+        Err(_) => format!("raw {}", show(ikey)),
+    }
+}
+
+/// What a named meta block holds, from its name (`docs/format/`).
+fn meta_holds(name: &str) -> String {
+    if name == "next.memo" {
+        return "NEXT update memo: (key, seq, superseding seq) of versions this table obsoletes"
+            .into();
+    }
+    let mut parts = name.split('.');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some("next"), Some(id), Some("dir"), None) => {
+            format!("NEXT directory of index {id}: its secondary blocks and their value ranges")
+        }
+        (Some("next"), Some(id), Some(n), None) => {
+            format!("NEXT secondary index block {n} of index {id}: attribute values -> data blocks")
+        }
+        (Some("embedded"), Some(id), None, None) => format!(
+            "Embedded index {id}: per-data-block zone maps (min/max value) and Bloom filters"
+        ),
+        _ => "extension block".into(),
+    }
+}
+
+fn value_json(v: &IndexValue) -> Value {
+    match v {
+        IndexValue::I64(x) => json!(x),
+        IndexValue::F64(x) => json!(x),
+        IndexValue::Str(x) => json!(x),
+        IndexValue::Point(p) => json!(p),
+        IndexValue::Rect(r) => json!(r),
+    }
+}
+
+/// The decoded NEXT directory of meta block `name`, if it is one.
+fn next_dir(table: &Table, name: &str) -> Option<Result<strata::inspect::NextDirectory, CliError>> {
+    if !(name.starts_with("next.") && name.ends_with(".dir")) {
+        return None;
+    }
+    Some(match table.meta_block(name) {
+        Ok(Some(b)) => strata::inspect::next_directory(&b).map_err(CliError::Db),
+        Ok(None) => Err(CliError::Other(format!("meta block {name} vanished"))),
+        Err(e) => Err(CliError::Db(e)),
+    })
+}
+
+fn dir_json(d: &strata::inspect::NextDirectory) -> Value {
+    json!({
+        "type": d.key_type.as_str(),
+        "version": d.version,
+        "indexed_data_blocks": d.data_blocks,
+        "secondary_blocks": d.secondary_blocks,
+        "ranges": d.ranges.iter().map(|(b, lo, hi)| json!({
+            "secondary_block": b, "lo": value_json(lo), "hi": value_json(hi)
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Ranges printed per directory in text output (all of them with --json).
+const TEXT_RANGES: usize = 8;
+
+/// The MANIFEST named by `dir/CURRENT`.
+fn manifest_path(dir: &Path) -> Result<PathBuf, CliError> {
+    let current = filename::current_file(dir);
+    let name = std::fs::read_to_string(&current)
+        .map_err(|e| CliError::Other(format!("read {}: {e}", current.display())))?;
+    let name = name.trim_end_matches('\n');
+    match filename::parse(name) {
+        Some(FileKind::Manifest(_)) => Ok(dir.join(name)),
+        _ => Err(CliError::Other(format!(
+            "{} does not name a manifest: {name:?}",
+            current.display()
+        ))),
+    }
+}
+
+/// The version edits of the MANIFEST of `dir`, in order.
+fn read_edits(dir: &Path) -> Result<(PathBuf, Vec<VersionEdit>), CliError> {
+    let path = manifest_path(dir)?;
+    let file =
+        File::open(&path).map_err(|e| CliError::Other(format!("open {}: {e}", path.display())))?;
+    let mut reader = LogReader::new(file, path.clone(), WalRecovery::TolerateTornTail);
+    let mut edits = Vec::new();
+    while let Some(rec) = reader.read_record()? {
+        edits.push(VersionEdit::decode(&rec)?);
+    }
+    Ok((path, edits))
+}
+
+/// The level of live table `number` after replaying `edits`.
+fn live_level(edits: &[VersionEdit], number: u64) -> Option<usize> {
+    let mut live: BTreeMap<u64, usize> = BTreeMap::new();
+    for e in edits {
+        for (_, n) in &e.deleted_files {
+            live.remove(n);
+        }
+        for (level, f) in &e.new_files {
+            live.insert(f.number, *level);
+        }
+    }
+    live.get(&number).copied()
+}
+
+/// `strata sst FILE`.
+pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let number = match filename::parse(name) {
+        Some(FileKind::Table(n)) => n,
+        _ => {
+            return Err(CliError::Other(format!(
+                "{} is not a table file (NNNNNN.sst)",
+                file.display()
+            )))
+        }
+    };
+    let size = std::fs::metadata(file)
+        .map_err(|e| CliError::Other(format!("stat {}: {e}", file.display())))?
+        .len();
+    let table = Arc::new(Table::open(
+        file,
+        number,
+        size,
+        TableReadOptions {
+            block_cache: None,
+            counters: Default::default(),
+            direct_io: false,
+        },
+    )?);
+    let dir = file.parent().unwrap_or(Path::new("."));
+    // The level, if the directory's MANIFEST lists the table as live.
+    let level = read_edits(dir)
+        .ok()
+        .and_then(|(_, edits)| live_level(&edits, number));
+    let p = table.properties();
+    let handles = table.data_block_handles()?;
+    type Meta = (String, u64, String, Option<strata::inspect::NextDirectory>);
+    let mut meta: Vec<Meta> = Vec::new();
+    for n in table.meta_block_names() {
+        let size = table.meta_block_size(&n).unwrap_or(0);
+        let holds = meta_holds(&n);
+        let dir = next_dir(&table, &n).transpose()?;
+        meta.push((n, size, holds, dir));
+    }
+    if as_json {
+        let v = json!({
+            "file": file.display().to_string(),
+            "number": number,
+            "bytes": size,
+            "level": level,
+            "entries": p.num_entries,
+            "deletions": p.num_deletions,
+            "obsolete_entries": table.obsolete_entries(),
+            "data_blocks": p.num_data_blocks,
+            "data_block_handles": handles.len(),
+            "data_bytes": p.data_bytes,
+            "raw_key_bytes": p.raw_key_bytes,
+            "raw_value_bytes": p.raw_value_bytes,
+            "smallest": ikey_json(&p.smallest_key),
+            "largest": ikey_json(&p.largest_key),
+            "smallest_seq": p.smallest_seq,
+            "largest_seq": p.largest_seq,
+            "bloom_filter": table.has_filter(),
+            "meta_blocks": meta
+                .iter()
+                .map(|(n, s, h, d)| {
+                    let mut m = json!({"name": n, "bytes": s, "holds": h});
+                    if let Some(d) = d {
+                        m["directory"] = dir_json(d);
+                    }
+                    m
+                })
+                .collect::<Vec<_>>(),
+        });
+        let s = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;
+        return out(format_args!("{s}\n"));
+    }
+    let mut s = String::new();
+    s += &format!(
+        "table {} ({size} bytes), level {}\n",
+        file.display(),
+        level.map_or(
+            "unknown (not live in the MANIFEST beside it)".to_string(),
+            |l| l.to_string()
+        )
+    );
+    s += &format!(
+        "entries {} ({} deletions, {} marked obsolete)\n",
+        p.num_entries,
+        p.num_deletions,
+        table.obsolete_entries()
+    );
+    s += &format!(
+        "keys {} .. {}\nsequence numbers {} .. {}\n",
+        ikey_text(&p.smallest_key),
+        ikey_text(&p.largest_key),
+        p.smallest_seq,
+        p.largest_seq
+    );
+    s += &format!(
+        "data blocks {} ({} bytes on disk; raw keys {} B, raw values {} B)\n",
+        handles.len(),
+        p.data_bytes,
+        p.raw_key_bytes,
+        p.raw_value_bytes
+    );
+    s += &format!(
+        "bloom filter (strata.filter): {}\n",
+        if table.has_filter() { "yes" } else { "no" }
+    );
+    s += &format!("meta blocks ({}):\n", meta.len());
+    for (n, size, holds, dir) in &meta {
+        s += &format!("  {n:<20} {size:>10} B  {holds}\n");
+        if let Some(d) = dir {
+            s += &format!(
+                "  {:<20} {:>10}    {} values, {} data blocks indexed, {} secondary blocks, {} ranges:\n",
+                "",
+                "",
+                d.key_type.as_str(),
+                d.data_blocks,
+                d.secondary_blocks,
+                d.ranges.len()
+            );
+            for (b, lo, hi) in d.ranges.iter().take(TEXT_RANGES) {
+                s += &format!(
+                    "  {:<20} {:>10}      block {b}: {} .. {}\n",
+                    "",
+                    "",
+                    value_json(lo),
+                    value_json(hi)
+                );
+            }
+            if d.ranges.len() > TEXT_RANGES {
+                s += &format!(
+                    "  {:<20} {:>10}      ... ({} more; --json lists all)\n",
+                    "",
+                    "",
+                    d.ranges.len() - TEXT_RANGES
+                );
+            }
+        }
+    }
+    out(format_args!("{s}"))
+}
+
+fn edit_json(e: &VersionEdit) -> Value {
+    json!({
+        "log_number": e.log_number,
+        "next_file_number": e.next_file_number,
+        "last_sequence": e.last_sequence,
+        "deleted_files": e.deleted_files.iter().map(|(l, n)| json!({"level": l, "number": n})).collect::<Vec<_>>(),
+        "new_files": e.new_files.iter().map(|(l, f)| json!({
+            "level": l,
+            "number": f.number,
+            "bytes": f.file_size,
+            "smallest": ikey_json(&f.smallest),
+            "largest": ikey_json(&f.largest),
+            "smallest_seq": f.smallest_seq,
+            "largest_seq": f.largest_seq,
+            "entries": f.num_entries,
+            "deletions": f.num_deletions,
+        })).collect::<Vec<_>>(),
+        "ext_payloads": e.ext_payloads.iter().map(|(n, p)| json!({"extension": n, "bytes": p.len()})).collect::<Vec<_>>(),
+    })
+}
+
+fn edit_text(i: usize, e: &VersionEdit) -> String {
+    let mut parts = vec![format!("#{i}")];
+    if let Some(n) = e.log_number {
+        parts.push(format!("log={n}"));
+    }
+    if let Some(n) = e.next_file_number {
+        parts.push(format!("next_file={n}"));
+    }
+    if let Some(n) = e.last_sequence {
+        parts.push(format!("last_seq={n}"));
+    }
+    for (l, n) in &e.deleted_files {
+        parts.push(format!("-L{l}:{n:06}.sst"));
+    }
+    for (l, f) in &e.new_files {
+        parts.push(format!(
+            "+L{l}:{:06}.sst({} B, {} entries, seq {}..{}, {}..{})",
+            f.number,
+            f.file_size,
+            f.num_entries,
+            f.smallest_seq,
+            f.largest_seq,
+            ikey_text(&f.smallest),
+            ikey_text(&f.largest)
+        ));
+    }
+    for (n, p) in &e.ext_payloads {
+        parts.push(format!("ext {n}({} B)", p.len()));
+    }
+    parts.join(" ")
+}
+
+/// `strata manifest DIR`.
+pub fn run_manifest(dir: &Path, as_json: bool) -> Result<(), CliError> {
+    let (path, edits) = read_edits(dir)?;
+    let mut s = String::new();
+    if !as_json {
+        s += &format!("{}: {} version edits\n", path.display(), edits.len());
+    }
+    for (i, e) in edits.iter().enumerate() {
+        if as_json {
+            s += &edit_json(e).to_string();
+        } else {
+            s += &edit_text(i, e);
+        }
+        s.push('\n');
+    }
+    out(format_args!("{s}"))
+}
+
+/// `strata wal FILE`.
+pub fn run_wal(file: &Path, as_json: bool) -> Result<(), CliError> {
+    let f =
+        File::open(file).map_err(|e| CliError::Other(format!("open {}: {e}", file.display())))?;
+    let mut reader = LogReader::new(f, file.to_path_buf(), WalRecovery::TolerateTornTail);
+    let mut s = String::new();
+    let mut records = 0u64;
+    let mut ops_total = 0u64;
+    while let Some(rec) = reader.read_record()? {
+        let bytes = rec.len();
+        let batch = WriteBatch::from_data(rec)?;
+        let seq = batch.sequence();
+        let mut ops = Vec::new();
+        for op in batch.iter() {
+            ops.push(op?);
+        }
+        ops_total += ops.len() as u64;
+        let last = (seq + ops.len() as u64).saturating_sub(1);
+        if as_json {
+            let v = json!({
+                "record": records,
+                "bytes": bytes,
+                "first_seq": seq,
+                "last_seq": last,
+                "ops": ops.iter().map(|o| match o {
+                    BatchOp::Put { key, value } => json!({"op": "put", "key": show_json(key), "value_bytes": value.len()}),
+                    BatchOp::Delete { key } => json!({"op": "del", "key": show_json(key)}),
+                    BatchOp::Merge { key, value } => json!({"op": "merge", "key": show_json(key), "value_bytes": value.len()}),
+                }).collect::<Vec<_>>(),
+            });
+            s += &v.to_string();
+            s.push('\n');
+        } else {
+            s += &format!(
+                "record {records}: batch of {} ops, seq {seq}..{last}, {bytes} B\n",
+                ops.len()
+            );
+            for o in &ops {
+                s += &match o {
+                    BatchOp::Put { key, value } => {
+                        format!("  put   {} ({} B)\n", show(key), value.len())
+                    }
+                    BatchOp::Delete { key } => format!("  del   {}\n", show(key)),
+                    BatchOp::Merge { key, value } => {
+                        format!("  merge {} ({} B)\n", show(key), value.len())
+                    }
+                };
+            }
+        }
+        records += 1;
+        if s.len() > 1 << 16 {
+            out(format_args!("{s}"))?;
+            s.clear();
+        }
+    }
+    let r = reader.report();
+    if !as_json {
+        s += &format!(
+            "{records} records, {ops_total} operations; torn tail {} B\n",
+            r.torn_tail_bytes
+        );
+    }
+    out(format_args!("{s}"))
+}

@@ -1,0 +1,104 @@
+//! Latency of one calibrated query set through the Rust API, the baseline
+//! of the Python binding's overhead measurement
+//! (`python/bench/query_latency.py` runs the same queries the same way).
+//!
+//! ```sh
+//! cargo run --release -p strata --example query_latency -- DB INDEX QUERIES.json [ROUNDS] [values|keys_only|parse]
+//! ```
+//!
+//! DB is an existing database (opened with `Options::paper()`) with index
+//! INDEX; QUERIES.json is a query set written by `strata gen --queries`
+//! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
+//! query runs once to warm the cache, then ROUNDS (default 5) times; each
+//! run is timed alone. Prints the median and mean latency per query in
+//! microseconds and the mean result count.
+
+use std::time::Instant;
+
+use strata::{Db, IndexValue, Options, Predicate, QueryOptions};
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn predicate(q: &serde_json::Value) -> Res<Predicate> {
+    let nums = |v: &serde_json::Value| -> Res<Vec<f64>> {
+        v.as_array()
+            .ok_or("not an array")?
+            .iter()
+            .map(|x| x.as_f64().ok_or_else(|| "not a number".into()))
+            .collect()
+    };
+    if let Some(r) = q.get("range") {
+        let a = r.as_array().ok_or("range: not an array")?;
+        let lo = a.first().and_then(|x| x.as_i64()).ok_or("range lo")?;
+        let hi = a.get(1).and_then(|x| x.as_i64()).ok_or("range hi")?;
+        return Ok(Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi)));
+    }
+    if let Some(w) = q.get("window") {
+        let c = nums(w)?;
+        if let [x1, y1, x2, y2] = c.as_slice() {
+            return Ok(Predicate::Within([*x1, *y1, *x2, *y2]));
+        }
+    }
+    if let Some(v) = q.get("lookup").and_then(|v| v.as_i64()) {
+        return Ok(Predicate::Eq(IndexValue::I64(v)));
+    }
+    Err(format!("unsupported query {q}").into())
+}
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, db, index, queries, rest @ ..] = args.as_slice() else {
+        return Err(
+            "usage: query_latency DB INDEX QUERIES.json [ROUNDS] [values|keys_only|parse]".into(),
+        );
+    };
+    let rounds: usize = rest.first().map(|r| r.parse()).transpose()?.unwrap_or(5);
+    let mode = rest.get(1).map_or("values", String::as_str);
+    if !["values", "keys_only", "parse"].contains(&mode) {
+        return Err(format!("unknown mode {mode:?}").into());
+    }
+    let keys_only = mode == "keys_only";
+    // `parse`: also parse every value into a serde_json::Value, the Rust
+    // counterpart of the Python API's dicts.
+    let parse = mode == "parse";
+    let set: serde_json::Value = serde_json::from_slice(&std::fs::read(queries)?)?;
+    let preds = set
+        .get("queries")
+        .and_then(|q| q.as_array())
+        .ok_or("no queries")?
+        .iter()
+        .map(predicate)
+        .collect::<Res<Vec<_>>>()?;
+    let db = Db::open(db, Options::paper().create_if_missing(false))?;
+    let opts = QueryOptions::default().keys_only(keys_only);
+    let mut results = 0usize;
+    for p in &preds {
+        results += db.query(index, p, opts)?.len();
+    }
+    let mut times = Vec::with_capacity(preds.len() * rounds);
+    for _ in 0..rounds {
+        for p in &preds {
+            let t = Instant::now();
+            let hits = db.query(index, p, opts)?;
+            if parse {
+                let docs = hits
+                    .iter()
+                    .filter_map(|h| h.value.as_deref())
+                    .map(serde_json::from_slice::<serde_json::Value>)
+                    .collect::<Result<Vec<_>, _>>()?;
+                std::hint::black_box(docs);
+            }
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+            std::hint::black_box(hits);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
+    let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+    println!(
+        "rust index={index} queries={} rounds={rounds} mode={mode} mean_results={:.1} median_us={median:.1} mean_us={mean:.1}",
+        preds.len(),
+        results as f64 / preds.len().max(1) as f64
+    );
+    Ok(())
+}
