@@ -129,11 +129,7 @@ fn write_seed_corpus() {
                 &p,
                 number,
                 bytes.len() as u64,
-                TableReadOptions {
-                    block_cache: None,
-                    counters: Default::default(),
-                    direct_io: false,
-                },
+                TableReadOptions::uncached(),
             )
             .unwrap(),
         );

@@ -217,11 +217,10 @@ impl DbInner {
             let mut vs = lock(&self.versions);
             (vs.live_files(), vs.log_number(), vs.manifest_number())
         };
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+        let Ok(entries) = self.opts.fs.list_dir(&self.dir) else {
             return;
         };
-        for e in entries.flatten() {
-            let name = e.file_name();
+        for name in entries {
             let Some(kind) = name.to_str().and_then(filename::parse) else {
                 continue;
             };
@@ -236,7 +235,7 @@ impl DbInner {
                 if let FileKind::Table(n) = kind {
                     self.tables.evict(n);
                 }
-                let _ = std::fs::remove_file(e.path());
+                let _ = self.opts.fs.remove_file(&self.dir.join(&name));
             }
         }
     }

@@ -24,6 +24,12 @@ use std::sync::{Once, OnceLock};
 
 use crate::error::{Error, IoContext, Result};
 
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod fault;
+mod fs;
+pub use fs::{FileLock, Fs, LockError, RandomRead, RealFs, WritableFile};
+
 /// Alignment of offsets, lengths and buffers for O_DIRECT reads.
 pub const DIRECT_ALIGN: usize = 4096;
 
@@ -287,20 +293,10 @@ fn read_fully(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize
     Ok(got)
 }
 
-/// fsyncs a directory so that renames and creations in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    let d = File::open(dir).path_ctx("open directory", dir)?;
-    d.sync_all().path_ctx("fsync directory", dir)
-}
-
-/// fsyncs a file's data.
-pub fn sync_file(f: &File, path: &Path) -> Result<()> {
-    f.sync_data().path_ctx("fsync", path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn write_pattern(dir: &Path, len: usize) -> (PathBuf, Vec<u8>) {
         let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
@@ -377,12 +373,21 @@ mod tests {
     }
 
     #[test]
-    fn sync_helpers() {
+    fn real_fs_syncs_and_locks() {
         let dir = tempfile::tempdir().unwrap();
-        sync_dir(dir.path()).unwrap();
+        let fs = RealFs;
+        fs.sync_dir(dir.path()).unwrap();
         let p = dir.path().join("x");
-        let f = File::create(&p).unwrap();
-        sync_file(&f, &p).unwrap();
-        assert!(sync_dir(&dir.path().join("missing")).is_err());
+        let mut f = fs.create(&p, true).unwrap();
+        f.write_all(b"abc").unwrap();
+        f.sync_data().unwrap();
+        assert!(fs.create(&p, true).is_err());
+        assert_eq!(fs.file_size(&p).unwrap(), 3);
+        assert!(fs.sync_dir(&dir.path().join("missing")).is_err());
+        let l = dir.path().join("LOCK");
+        let held = fs.lock(&l).ok().unwrap();
+        assert!(matches!(fs.lock(&l), Err(LockError::WouldBlock)));
+        drop(held);
+        assert!(fs.lock(&l).is_ok());
     }
 }

@@ -1,13 +1,12 @@
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::io::sync_dir;
+use crate::io::Fs;
 use crate::version::ext::{InstallEvent, InstallReason, VersionExtension};
 use crate::version::{Version, VersionEdit};
 use crate::wal::WalRecovery;
@@ -20,6 +19,7 @@ use crate::wal::{LogReader, LogWriter};
 /// durable (append + fsync) before the new version becomes current.
 pub struct VersionSet {
     dir: PathBuf,
+    fs: Arc<dyn Fs>,
     current: Arc<Version>,
     /// Every version handed out; dead weak pointers are pruned lazily.
     live: Vec<Weak<Version>>,
@@ -48,18 +48,20 @@ pub struct Recovered {
 
 impl VersionSet {
     /// True if `dir` holds a database (a CURRENT file).
-    pub fn exists(dir: &Path) -> bool {
-        filename::current_file(dir).exists()
+    pub fn exists(fs: &dyn Fs, dir: &Path) -> bool {
+        fs.exists(&filename::current_file(dir))
     }
 
     /// Writes an empty database's first manifest and CURRENT.
     pub fn create(
+        fs: &Arc<dyn Fs>,
         dir: &Path,
         num_levels: usize,
         hooks: Vec<Arc<dyn VersionExtension>>,
     ) -> Result<()> {
         let mut vs = VersionSet {
             dir: dir.to_path_buf(),
+            fs: fs.clone(),
             current: Arc::new(Version::new(num_levels)),
             live: Vec::new(),
             manifest: None,
@@ -74,12 +76,16 @@ impl VersionSet {
 
     /// Replays the manifest named by CURRENT.
     pub fn recover(
+        fs: &Arc<dyn Fs>,
         dir: &Path,
         num_levels: usize,
         hooks: Vec<Arc<dyn VersionExtension>>,
     ) -> Result<Recovered> {
         let current_path = filename::current_file(dir);
-        let current = fs::read_to_string(&current_path).path_ctx("read", &current_path)?;
+        let mut current = String::new();
+        fs.open_sequential(&current_path)
+            .and_then(|mut f| f.read_to_string(&mut current))
+            .path_ctx("read", &current_path)?;
         let name = current
             .strip_suffix('\n')
             .filter(|n| !n.is_empty() && !n.contains('/'))
@@ -101,7 +107,7 @@ impl VersionSet {
             }
         };
         let path = dir.join(name);
-        let file = File::open(&path).path_ctx("open manifest", &path)?;
+        let file = fs.open_sequential(&path).path_ctx("open manifest", &path)?;
         let mut reader = LogReader::new(file, path.clone(), WalRecovery::TolerateTornTail);
         let mut version = Version::new(num_levels);
         let mut log_number = None;
@@ -156,10 +162,9 @@ impl VersionSet {
             .map(|(_, f)| f.number)
             .max()
             .unwrap_or(0);
-        for e in fs::read_dir(dir).path_ctx("list", dir)?.flatten() {
+        for name in fs.list_dir(dir).path_ctx("list", dir)? {
             use filename::FileKind::{Log, Manifest, Table};
-            if let Some(Log(n) | Table(n) | Manifest(n)) =
-                e.file_name().to_str().and_then(filename::parse)
+            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse)
             {
                 max_file = max_file.max(n);
             }
@@ -174,6 +179,7 @@ impl VersionSet {
         }
         let vs = VersionSet {
             dir: dir.to_path_buf(),
+            fs: fs.clone(),
             current: Arc::new(version),
             live: Vec::new(),
             manifest: None,
@@ -298,10 +304,9 @@ impl VersionSet {
     pub fn write_fresh_manifest(&mut self, last_sequence: u64) -> Result<()> {
         let number = self.new_file_number();
         let path = filename::manifest_file(&self.dir, number);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = self
+            .fs
+            .create(&path, true)
             .path_ctx("create manifest", &path)?;
         let mut writer = LogWriter::new(file, path.clone(), 0);
         let mut edit = VersionEdit {
@@ -320,7 +325,7 @@ impl VersionSet {
         }
         writer.add_record(&edit.encode())?;
         writer.sync()?;
-        set_current(&self.dir, number)?;
+        set_current(&*self.fs, &self.dir, number)?;
         self.manifest = Some(writer);
         self.manifest_number = number;
         Ok(())
@@ -328,15 +333,15 @@ impl VersionSet {
 }
 
 /// Atomically points CURRENT at `MANIFEST-<number>`.
-fn set_current(dir: &Path, number: u64) -> Result<()> {
+fn set_current(fs: &dyn Fs, dir: &Path, number: u64) -> Result<()> {
     let tmp = dir.join("CURRENT.tmp");
     let contents = format!("MANIFEST-{number:06}\n");
     {
-        let mut f = File::create(&tmp).path_ctx("create", &tmp)?;
+        let mut f = fs.create(&tmp, false).path_ctx("create", &tmp)?;
         f.write_all(contents.as_bytes()).path_ctx("write", &tmp)?;
         f.sync_all().path_ctx("fsync", &tmp)?;
     }
     let cur = filename::current_file(dir);
-    fs::rename(&tmp, &cur).path_ctx("rename CURRENT.tmp to", &cur)?;
-    sync_dir(dir)
+    fs.rename(&tmp, &cur).path_ctx("rename CURRENT.tmp to", &cur)?;
+    fs.sync_dir(dir).path_ctx("fsync directory", dir)
 }

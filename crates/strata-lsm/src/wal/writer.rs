@@ -1,10 +1,10 @@
-use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 
 use super::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::{masked_crc2, put_fixed32};
 use crate::error::{Error, IoContext, Result};
+use crate::io::WritableFile;
 
 /// Assembly buffers larger than this are released after the write instead of
 /// being kept for the next record.
@@ -17,7 +17,7 @@ const MAX_RETAINED_BUF: usize = 1 << 20;
 /// write the file may end in a partial record, so the writer refuses all
 /// further records (`poisoned`); the caller must move on to a new log file.
 pub struct LogWriter {
-    file: File,
+    file: Box<dyn WritableFile>,
     path: PathBuf,
     len: u64,
     block_offset: usize,
@@ -31,9 +31,9 @@ impl LogWriter {
     ///
     /// `initial_len` must be the end of the log's valid prefix: appending
     /// after a torn tail would turn that tail into mid-log corruption.
-    pub fn new(file: File, path: PathBuf, initial_len: u64) -> LogWriter {
+    pub fn new(file: impl WritableFile + 'static, path: PathBuf, initial_len: u64) -> LogWriter {
         LogWriter {
-            file,
+            file: Box::new(file),
             path,
             len: initial_len,
             block_offset: (initial_len % BLOCK_SIZE as u64) as usize,

@@ -88,14 +88,14 @@ impl IndexDef {
 /// (the index was dropped).
 #[derive(Default)]
 struct RemoveOnDrop {
-    path: Option<std::path::PathBuf>,
+    path: Option<(std::path::PathBuf, Arc<dyn strata_lsm::io::Fs>)>,
     armed: AtomicBool,
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        if let (Some(p), true) = (&self.path, self.armed.load(Relaxed)) {
-            let _ = std::fs::remove_dir_all(p);
+        if let (Some((p, fs)), true) = (&self.path, self.armed.load(Relaxed)) {
+            let _ = fs.remove_dir_all(p);
         }
     }
 }
@@ -208,7 +208,9 @@ impl IndexManager {
         Ok(IndexDef {
             meta: Arc::new(IndexMeta::new(id, spec, path, custom)),
             remove_dir: RemoveOnDrop {
-                path: strategy.has_own_files().then_some(dir),
+                path: strategy
+                    .has_own_files()
+                    .then(|| (dir, self.tree_opts.fs.clone())),
                 armed: AtomicBool::new(false),
             },
             strategy,
@@ -239,7 +241,10 @@ impl IndexManager {
         let id = self.next_id.fetch_add(1, Relaxed);
         // A crash may have left the directory of an index whose definition
         // never reached the MANIFEST (ids are reused then).
-        let _ = std::fs::remove_dir_all(tree::index_dir(&self.db_dir, id));
+        let _ = self
+            .tree_opts
+            .fs
+            .remove_dir_all(&tree::index_dir(&self.db_dir, id));
         let def = Arc::new(self.make_def(id, spec.clone(), false)?);
         defs.push(def.clone());
         let payload = serde_json::to_vec(&DefEvent::Create { v: 1, id, spec })
@@ -480,11 +485,11 @@ impl IndexManager {
     /// Deletes `index-<id>` directories of indexes that no longer exist
     /// (dropped, or created by a crash before their definition was logged).
     fn remove_orphan_dirs(&self, defs: &[Arc<IndexDef>]) {
-        let Ok(rd) = std::fs::read_dir(&self.db_dir) else {
+        let fs = &self.tree_opts.fs;
+        let Ok(names) = fs.list_dir(&self.db_dir) else {
             return;
         };
-        for e in rd.flatten() {
-            let name = e.file_name();
+        for name in names {
             let Some(id) = name
                 .to_str()
                 .and_then(|n| n.strip_prefix("index-"))
@@ -496,7 +501,7 @@ impl IndexManager {
                 .iter()
                 .any(|d| d.id == id && d.strategy.has_own_files())
             {
-                let _ = std::fs::remove_dir_all(e.path());
+                let _ = fs.remove_dir_all(&self.db_dir.join(&name));
             }
         }
     }

@@ -290,6 +290,9 @@ pub fn tree_options(primary: &Options) -> Options {
         hooks: Vec::new(),
         // Set by the strategies whose tree merges (`posting-lazy`).
         merge_operator: None,
+        // The same file system as the primary (fault injection reaches
+        // the secondary trees too).
+        fs: primary.fs.clone(),
     }
 }
 
