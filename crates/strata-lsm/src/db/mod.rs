@@ -146,6 +146,10 @@ impl Db {
             }
             fs.create_dir_all(&dir)
                 .path_ctx("create directory", &dir)?;
+            // The new directory's own name (for nested index trees, too).
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent).path_ctx("fsync directory", parent)?;
+            }
         }
         let lock_path = filename::lock_file(&dir);
         let lock_file = match fs.lock(&lock_path) {
@@ -269,7 +273,7 @@ impl Db {
         let log_number = next_file.fetch_add(1, Ordering::SeqCst);
         let log_path = filename::log_file(&dir, log_number);
         let log_file = fs.create(&log_path, true).path_ctx("create WAL", &log_path)?;
-        let log = LogWriter::new(log_file, log_path, 0);
+        let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
 
         let inner = Arc::new(DbInner {
             dir: dir.clone(),

@@ -406,7 +406,7 @@ impl DbInner {
         if let Some(old) = log.as_mut() {
             old.sync()?;
         }
-        *log = Some(LogWriter::new(file, path, 0));
+        *log = Some(LogWriter::new(file, path, 0).sync_dir_first(self.opts.fs.clone()));
         drop(log);
         let new_mem = Arc::new(MemTable::with_side(number, self.memtable_side()));
         let old = std::mem::replace(&mut st.mem, new_mem);

@@ -280,6 +280,15 @@ impl VersionSet {
             return Err(Error::Background("no manifest is open for writing".into()));
         }
         let record = edit.encode();
+        if !edit.new_files.is_empty() {
+            // The new tables' names must be durable before a durable edit
+            // names them: a table created (and synced) in a directory never
+            // synced may vanish in a power loss (LevelDB syncs the
+            // directory before the MANIFEST for the same reason).
+            self.fs
+                .sync_dir(&self.dir)
+                .path_ctx("fsync directory", &self.dir)?;
+        }
         let w = self
             .manifest
             .as_mut()
