@@ -59,6 +59,17 @@ impl VersionSet {
         num_levels: usize,
         hooks: Vec<Arc<dyn VersionExtension>>,
     ) -> Result<()> {
+        // A creation that failed before CURRENT was written leaves its
+        // MANIFEST behind: number the new one past every file present
+        // (never overwriting what may be evidence of a damaged database).
+        let mut first = 2;
+        for name in fs.list_dir(dir).path_ctx("list", dir)? {
+            use filename::FileKind::{Log, Manifest, Table};
+            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse)
+            {
+                first = first.max(n + 1);
+            }
+        }
         let mut vs = VersionSet {
             dir: dir.to_path_buf(),
             fs: fs.clone(),
@@ -66,7 +77,7 @@ impl VersionSet {
             live: Vec::new(),
             manifest: None,
             manifest_number: 0,
-            next_file_number: Arc::new(AtomicU64::new(2)),
+            next_file_number: Arc::new(AtomicU64::new(first)),
             log_number: 0,
             hooks,
             payload_history: BTreeMap::new(),
