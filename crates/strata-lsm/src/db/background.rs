@@ -76,7 +76,18 @@ impl DbInner {
     ) -> Result<Arc<Version>> {
         let mut vs = lock(&self.versions);
         let added: Vec<u64> = edit.new_files.iter().map(|(_, f)| f.number).collect();
-        let v = vs.log_and_apply(edit, reason, self.last_sequence.load(Ordering::SeqCst))?;
+        let v = match vs.log_and_apply(edit, reason, self.last_sequence.load(Ordering::SeqCst)) {
+            Ok(v) => v,
+            Err(e) => {
+                if !vs.is_writable() {
+                    // Whether the edit is durable is unknown: read-only
+                    // until reopened, and no file is deleted meanwhile
+                    // (the edit may name files no version holds).
+                    self.set_bg_error(&e);
+                }
+                return Err(e);
+            }
+        };
         let mut st = lock(&self.state);
         st.current = v.clone();
         for n in added {
@@ -205,6 +216,11 @@ impl DbInner {
         // and are never touched.
         let (pending, mem_logs, bound) = {
             let st = lock(&self.state);
+            if st.bg_error.is_some() {
+                // After a failure it is unknown which edit the MANIFEST
+                // holds (as in LevelDB): keep every file until reopened.
+                return;
+            }
             let mut logs: Vec<u64> = st.imm.iter().map(|m| m.log_number()).collect();
             logs.push(st.mem.log_number());
             (

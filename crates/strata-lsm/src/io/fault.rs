@@ -98,6 +98,8 @@ struct Fault {
     skip: u64,
     /// Keep failing after the first failure.
     sticky: bool,
+    /// Only operations on paths whose file name contains this count.
+    only: Option<&'static str>,
 }
 
 /// A file written through the `FaultFs` (or touched by a rename or removal).
@@ -212,7 +214,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Shared {
     /// Counts an operation of kind `op` by a handle of generation `gen`
     /// (`None`: not a handle); an error if it must fail.
-    fn check(&self, op: Op, gen: Option<u64>) -> std::io::Result<()> {
+    fn check(&self, op: Op, gen: Option<u64>, path: &Path) -> std::io::Result<()> {
         if self.dead.load(Ordering::SeqCst)
             || gen.is_some_and(|g| g != self.generation.load(Ordering::SeqCst))
         {
@@ -223,6 +225,14 @@ impl Shared {
         }
         let mut faults = lock(&self.faults);
         if let Some(f) = faults.get_mut(&op) {
+            let matches = f.only.is_none_or(|needle| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.contains(needle))
+            });
+            if !matches {
+                return Ok(());
+            }
             if f.skip > 0 {
                 f.skip -= 1;
             } else {
@@ -289,6 +299,20 @@ impl FaultFs {
             Fault {
                 skip: nth.saturating_sub(1),
                 sticky: false,
+                only: None,
+            },
+        );
+    }
+
+    /// [`FaultFs::fail`] counting only operations on files whose name
+    /// contains `needle` (e.g. `"MANIFEST"`).
+    pub fn fail_on(&self, op: Op, nth: u64, needle: &'static str) {
+        lock(&self.shared.faults).insert(
+            op,
+            Fault {
+                skip: nth.saturating_sub(1),
+                sticky: false,
+                only: Some(needle),
             },
         );
     }
@@ -301,6 +325,7 @@ impl FaultFs {
             Fault {
                 skip: nth.saturating_sub(1),
                 sticky: true,
+                only: None,
             },
         );
     }
@@ -419,7 +444,7 @@ struct FaultRandom {
 impl RandomRead for FaultRandom {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let _g = self.shared.gate();
-        self.shared.check(Op::Read, Some(self.gen)).map_err(|e| {
+        self.shared.check(Op::Read, Some(self.gen), &self.path).map_err(|e| {
             Error::io(
                 format!("read {} at {offset} (+{len})", self.path.display()),
                 e,
@@ -437,12 +462,13 @@ struct FaultSequential {
     inner: Box<dyn Read + Send>,
     shared: Arc<Shared>,
     gen: u64,
+    path: PathBuf,
 }
 
 impl Read for FaultSequential {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let _g = self.shared.gate();
-        self.shared.check(Op::Read, Some(self.gen))?;
+        self.shared.check(Op::Read, Some(self.gen), &self.path)?;
         self.inner.read(buf)
     }
 }
@@ -451,6 +477,7 @@ struct FaultWritable {
     inner: File,
     shared: Arc<Shared>,
     gen: u64,
+    path: PathBuf,
     node: u64,
     /// Bytes written so far (the file was empty when created).
     written: u64,
@@ -459,7 +486,7 @@ struct FaultWritable {
 impl Write for FaultWritable {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let _g = self.shared.gate();
-        if let Err(e) = self.shared.check(Op::Write, Some(self.gen)) {
+        if let Err(e) = self.shared.check(Op::Write, Some(self.gen), &self.path) {
             if !self.shared.dead.load(Ordering::SeqCst) {
                 // A torn write: the first half reaches the file.
                 let half = buf.get(..buf.len() / 2).unwrap_or_default();
@@ -482,7 +509,7 @@ impl Write for FaultWritable {
 impl FaultWritable {
     fn sync_with(&mut self, f: fn(&File) -> std::io::Result<()>) -> std::io::Result<()> {
         let _g = self.shared.gate();
-        self.shared.check(Op::Sync, Some(self.gen))?;
+        self.shared.check(Op::Sync, Some(self.gen), &self.path)?;
         f(&self.inner)?;
         if let Some(n) = lock(&self.shared.model).nodes.get_mut(&self.node) {
             n.synced = Some(self.written);
@@ -511,7 +538,7 @@ impl Fs for FaultFs {
     fn open_random(&self, path: &Path, direct: bool) -> Result<Box<dyn RandomRead>> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Open, None)
+        s.check(Op::Open, None, path)
             .map_err(|e| Error::io(format!("open {}", path.display()), e))?;
         Ok(Box::new(FaultRandom {
             inner: s.real.open_random(path, direct)?,
@@ -524,18 +551,19 @@ impl Fs for FaultFs {
     fn open_sequential(&self, path: &Path) -> std::io::Result<Box<dyn Read + Send>> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Open, None)?;
+        s.check(Op::Open, None, path)?;
         Ok(Box::new(FaultSequential {
             inner: s.real.open_sequential(path)?,
             shared: s.clone(),
             gen: s.generation.load(Ordering::SeqCst),
+            path: path.to_path_buf(),
         }))
     }
 
     fn create(&self, path: &Path, exclusive: bool) -> std::io::Result<Box<dyn WritableFile>> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Create, None)?;
+        s.check(Op::Create, None, path)?;
         let existed = path.exists();
         let mut o = std::fs::OpenOptions::new();
         o.write(true);
@@ -562,6 +590,7 @@ impl Fs for FaultFs {
             inner: file,
             shared: s.clone(),
             gen: s.generation.load(Ordering::SeqCst),
+            path: path.to_path_buf(),
             node,
             written: 0,
         }))
@@ -570,7 +599,7 @@ impl Fs for FaultFs {
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Rename, None)?;
+        s.check(Op::Rename, None, to)?;
         let mut m = lock(&s.model);
         if !from.exists() {
             return Err(std::io::Error::new(
@@ -611,7 +640,7 @@ impl Fs for FaultFs {
     fn remove_file(&self, path: &Path) -> std::io::Result<()> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Remove, None)?;
+        s.check(Op::Remove, None, path)?;
         let mut m = lock(&s.model);
         if !path.is_file() {
             return Err(std::io::Error::new(
@@ -633,21 +662,21 @@ impl Fs for FaultFs {
     fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::CreateDir, None)?;
+        s.check(Op::CreateDir, None, path)?;
         s.real.create_dir_all(path)
     }
 
     fn remove_dir(&self, path: &Path) -> std::io::Result<()> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Remove, None)?;
+        s.check(Op::Remove, None, path)?;
         s.real.remove_dir(path)
     }
 
     fn remove_dir_all(&self, path: &Path) -> std::io::Result<()> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Remove, None)?;
+        s.check(Op::Remove, None, path)?;
         // Directories are not modelled: the removal is durable at once, and
         // the model forgets what was inside.
         let mut m = lock(&s.model);
@@ -673,7 +702,7 @@ impl Fs for FaultFs {
     fn list_dir(&self, path: &Path) -> std::io::Result<Vec<OsString>> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::List, None)?;
+        s.check(Op::List, None, path)?;
         s.real.list_dir(path)
     }
 
@@ -688,7 +717,7 @@ impl Fs for FaultFs {
     fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::SyncDir, None)?;
+        s.check(Op::SyncDir, None, path)?;
         s.real.sync_dir(path)?;
         let mut m = lock(&s.model);
         let journal = std::mem::take(&mut m.journal);
@@ -717,14 +746,14 @@ impl Fs for FaultFs {
 
     fn file_size(&self, path: &Path) -> std::io::Result<u64> {
         let _g = self.shared.gate();
-        self.shared.check(Op::Open, None)?;
+        self.shared.check(Op::Open, None, path)?;
         self.shared.real.file_size(path)
     }
 
     fn lock(&self, path: &Path) -> std::result::Result<Box<dyn FileLock>, LockError> {
         let s = &self.shared;
         let _g = s.gate();
-        s.check(Op::Lock, None).map_err(LockError::Io)?;
+        s.check(Op::Lock, None, path).map_err(LockError::Io)?;
         // The LOCK file holds no data: its creation is not modelled.
         let l = s.real.lock(path)?;
         Ok(Box::new(FaultLock { _inner: l }))

@@ -217,6 +217,12 @@ impl VersionSet {
         self.next_file_number.fetch_add(1, Ordering::SeqCst)
     }
 
+    /// False once an edit failed to reach the MANIFEST: nothing more can
+    /// be installed until the database is reopened.
+    pub fn is_writable(&self) -> bool {
+        self.manifest.is_some()
+    }
+
     /// WAL files numbered below this are obsolete.
     pub fn log_number(&self) -> u64 {
         self.log_number
@@ -304,8 +310,13 @@ impl VersionSet {
             .manifest
             .as_mut()
             .ok_or_else(|| Error::Background("no manifest is open for writing".into()))?;
-        w.add_record(&record)?;
-        w.sync()?;
+        if let Err(e) = w.add_record(&record).and_then(|_| w.sync()) {
+            // The edit may or may not be in the MANIFEST now: no later edit
+            // may follow it there (a reopen would replay it with them).
+            // The database must be reopened, which starts a new MANIFEST.
+            self.manifest = None;
+            return Err(e);
+        }
         if let Some(n) = edit.log_number {
             self.log_number = n;
         }
