@@ -188,6 +188,9 @@ fn run(strategy: &str, cycles: usize, seed: u64, root: &Path) -> (usize, usize) 
         let db = Db::open(&dir, options(&fs, background)).unwrap();
         let steps = 20 + rng.below(200) as usize;
         created = workload(&db, strategy, &mut rng, &mut h, steps, &mut serial, created);
+        if std::env::var_os("STRATA_POWER_LOSS_CHECK_BEFORE").is_some() {
+            check_indexes(&db, created, &format!("{what}, before the power loss"));
+        }
         let before = h.writes.len();
         fs.power_loss().unwrap();
         drop(db);
@@ -211,7 +214,13 @@ fn power_loss_keeps_synced_writes_and_exact_indexes_for_every_strategy() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
     let (mut lost, mut checks) = (0, 0);
+    let only = std::env::var("STRATA_POWER_LOSS_STRATEGY").ok();
+    let mut strategies = 0;
     for (i, strategy) in STRATEGIES.iter().enumerate() {
+        if only.as_deref().is_some_and(|o| o != *strategy) {
+            continue;
+        }
+        strategies += 1;
         let root = tempfile::tempdir().unwrap();
         let (l, c) = run(strategy, cycles, 100 + i as u64, root.path());
         lost += l;
@@ -220,7 +229,21 @@ fn power_loss_keeps_synced_writes_and_exact_indexes_for_every_strategy() {
     eprintln!(
         "{} power-loss cycles ({cycles} per strategy, {} strategies): 0 synced writes lost, \
          {lost} unsynced writes lost, {checks} index checks exact",
-        cycles * STRATEGIES.len(),
-        STRATEGIES.len()
+        cycles * strategies,
+        strategies
     );
+}
+
+/// Regression: a flushed table's NEXT memo block named the latest write of
+/// a key even when that write was still in the active memtable and its WAL
+/// not synced. After a power loss that write was gone, the recovered memo
+/// still named it, and the key's surviving version was treated as stale:
+/// missing from the index. The engine now syncs the WAL before installing
+/// the tables of a flush or compaction when extensions are registered.
+#[test]
+fn next_memo_names_no_write_lost_in_a_power_loss() {
+    // The first run that failed: NEXT, seed 100, cycle 8 (a record missing
+    // from index u after the power loss).
+    let root = tempfile::tempdir().unwrap();
+    run("next", 9, 100, root.path());
 }
