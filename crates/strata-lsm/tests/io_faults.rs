@@ -290,7 +290,13 @@ fn every_io_site_fails_cleanly() {
         let root = tempfile::tempdir().unwrap();
         let fs = FaultFs::new(root.path().join("trash"));
         let mut h = History::default();
-        faulty_sessions(&root.path().join("db"), &fs, false, &mut Rng::new(1), &mut h);
+        faulty_sessions(
+            &root.path().join("db"),
+            &fs,
+            false,
+            &mut Rng::new(1),
+            &mut h,
+        );
         Op::ALL.iter().map(|&op| (op, fs.count(op))).collect()
     };
     let mut runs = 0;
@@ -308,7 +314,9 @@ fn every_io_site_fails_cleanly() {
             }
         }
     }
-    eprintln!("{runs} runs with one injected fault ({fired} fired); operations per kind: {counts:?}");
+    eprintln!(
+        "{runs} runs with one injected fault ({fired} fired); operations per kind: {counts:?}"
+    );
 }
 
 /// Regression: a creation that failed after writing its MANIFEST but

@@ -145,7 +145,8 @@ impl DbInner {
     }
 
     /// With extensions, before a flush or compaction installs its tables:
-    /// makes the current WAL durable. A table observer may record state
+    /// makes the current WAL durable, then calls every extension's
+    /// [`crate::hooks::EngineHooks::before_tables_install`]. A table observer may record state
     /// derived from writes newer than the table (NEXT's memo block holds
     /// each key's latest sequence number, possibly of a write still in the
     /// active memtable); once the table is durable, those writes must be
@@ -156,10 +157,14 @@ impl DbInner {
         if self.hooks.is_empty() {
             return Ok(());
         }
-        if let Some(log) = lock(&self.log).as_mut() {
-            log.sync()?;
+        if self.opts.wal {
+            if let Some(log) = lock(&self.log).as_mut() {
+                log.sync()?;
+            }
         }
-        Ok(())
+        self.hooks
+            .iter()
+            .try_for_each(|h| h.before_tables_install())
     }
 
     /// Oldest sequence number a reader may read at.

@@ -91,7 +91,7 @@ pub(crate) struct DbInner {
     /// Highest sequence number visible to readers.
     pub last_sequence: Arc<AtomicU64>,
     pub next_file: Arc<AtomicU64>,
-    pub log: Mutex<Option<LogWriter>>,
+    pub log: Arc<Mutex<Option<LogWriter>>>,
     /// Live snapshots: sequence number → count.
     pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
@@ -144,8 +144,7 @@ impl Db {
                     dir.display()
                 )));
             }
-            fs.create_dir_all(&dir)
-                .path_ctx("create directory", &dir)?;
+            fs.create_dir_all(&dir).path_ctx("create directory", &dir)?;
             // The new directory's own name (for nested index trees, too).
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                 fs.sync_dir(parent).path_ctx("fsync directory", parent)?;
@@ -183,10 +182,13 @@ impl Db {
         // database.
         let snapshots = Arc::new(Mutex::new(BTreeMap::new()));
         let last_sequence = Arc::new(AtomicU64::new(0));
+        // Empty until the new WAL exists (after recovery).
+        let wal = Arc::new(Mutex::new(None));
         let handle = EngineHandle {
             tables: tables.clone(),
             snapshots: snapshots.clone(),
             last_sequence: last_sequence.clone(),
+            log: wal.clone(),
         };
         for h in &hooks {
             h.attach(&handle);
@@ -272,7 +274,9 @@ impl Db {
 
         let log_number = next_file.fetch_add(1, Ordering::SeqCst);
         let log_path = filename::log_file(&dir, log_number);
-        let log_file = fs.create(&log_path, true).path_ctx("create WAL", &log_path)?;
+        let log_file = fs
+            .create(&log_path, true)
+            .path_ctx("create WAL", &log_path)?;
         let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
 
         let inner = Arc::new(DbInner {
@@ -302,7 +306,10 @@ impl Db {
                 last_sequence
             },
             next_file,
-            log: Mutex::new(Some(log)),
+            log: {
+                *lock(&wal) = Some(log);
+                wal
+            },
             snapshots,
             compaction_lock: Mutex::new(()),
             flush_lock: Mutex::new(()),

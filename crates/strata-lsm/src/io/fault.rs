@@ -444,12 +444,14 @@ struct FaultRandom {
 impl RandomRead for FaultRandom {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let _g = self.shared.gate();
-        self.shared.check(Op::Read, Some(self.gen), &self.path).map_err(|e| {
-            Error::io(
-                format!("read {} at {offset} (+{len})", self.path.display()),
-                e,
-            )
-        })?;
+        self.shared
+            .check(Op::Read, Some(self.gen), &self.path)
+            .map_err(|e| {
+                Error::io(
+                    format!("read {} at {offset} (+{len})", self.path.display()),
+                    e,
+                )
+            })?;
         self.inner.read_at(offset, len)
     }
 
@@ -819,7 +821,11 @@ mod tests {
         assert!(f.write_all(b"ab").is_ok());
         assert!(f.write_all(b"cdef").is_err());
         assert!(f.write_all(b"gh").is_ok());
-        assert_eq!(std::fs::read(&p).unwrap(), b"abcdgh", "torn write keeps half");
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            b"abcdgh",
+            "torn write keeps half"
+        );
         fs.fail_from(Op::Sync, 1);
         assert!(f.sync_data().is_err());
         assert!(f.sync_data().is_err());

@@ -7,9 +7,9 @@
 //! blocks (filter, properties, observers' named blocks), the metaindex, the
 //! index block and the footer, then fsyncs. Layout: `docs/format/sstable.md`.
 
-use std::sync::Arc;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::io::{Fs, RealFs, WritableFile};

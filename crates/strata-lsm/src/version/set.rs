@@ -65,8 +65,7 @@ impl VersionSet {
         let mut first = 2;
         for name in fs.list_dir(dir).path_ctx("list", dir)? {
             use filename::FileKind::{Log, Manifest, Table};
-            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse)
-            {
+            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse) {
                 first = first.max(n + 1);
             }
         }
@@ -175,8 +174,7 @@ impl VersionSet {
             .unwrap_or(0);
         for name in fs.list_dir(dir).path_ctx("list", dir)? {
             use filename::FileKind::{Log, Manifest, Table};
-            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse)
-            {
+            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse) {
                 max_file = max_file.max(n);
             }
         }
@@ -373,6 +371,7 @@ fn set_current(fs: &dyn Fs, dir: &Path, number: u64) -> Result<()> {
         f.sync_all().path_ctx("fsync", &tmp)?;
     }
     let cur = filename::current_file(dir);
-    fs.rename(&tmp, &cur).path_ctx("rename CURRENT.tmp to", &cur)?;
+    fs.rename(&tmp, &cur)
+        .path_ctx("rename CURRENT.tmp to", &cur)?;
     fs.sync_dir(dir).path_ctx("fsync directory", dir)
 }

@@ -110,6 +110,8 @@ pub(crate) struct IndexManager {
     /// `index-<id>/` inside it) and the options of those trees.
     db_dir: std::path::PathBuf,
     tree_opts: strata_lsm::Options,
+    /// The primary's handle (set at attach), for the trees' WAL syncs.
+    primary: tree::PrimaryHandle,
     extractors: BTreeMap<String, ExtractorFn>,
     defs: RwLock<Vec<Arc<IndexDef>>>,
     next_id: AtomicU32,
@@ -130,11 +132,13 @@ impl IndexManager {
         opts: &strata_lsm::Options,
         extractors: BTreeMap<String, ExtractorFn>,
     ) -> Arc<IndexManager> {
+        let primary = tree::PrimaryHandle::default();
         Arc::new_cyclic(|me| IndexManager {
             me: me.clone(),
             tables: OnceLock::new(),
             db_dir,
-            tree_opts: tree::tree_options(opts),
+            tree_opts: tree::tree_options(opts, &primary),
+            primary,
             extractors,
             defs: RwLock::new(Vec::new()),
             next_id: AtomicU32::new(1),
@@ -635,6 +639,7 @@ impl EngineHooks for IndexManager {
 
     fn attach(&self, engine: &EngineHandle) {
         let _ = self.tables.set(engine.tables().clone());
+        let _ = self.primary.set(engine.clone());
         // The handle, not the database: a tree's compaction thread (merge
         // repair) must never hold the last reference to the primary.
         let h = engine.clone();
