@@ -12,6 +12,7 @@
 //! * queries and writes work again.
 //!
 //! `STRATA_POWER_LOSS_CYCLES` sets the cycles per strategy (default 3).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
 
