@@ -1,4 +1,19 @@
-//! File access: positional reads with optional O_DIRECT, and directory sync.
+//! File access. Every file and directory operation of the engine goes
+//! through an [`Fs`] ([`crate::Options::fs`]): [`RealFs`] by default (the
+//! operating system, with the reads described below), and with feature
+//! `testing` the fault-injecting [`fault::FaultFs`] (per-kind operation
+//! counts, N-th operation failures, simulated power loss; its module doc
+//! states the fault model, `docs/testing.md` what the engine guarantees
+//! under it). I/O sites, by operation: open for reading (tables, WAL and
+//! MANIFEST replay, CURRENT), create (WAL, MANIFEST, CURRENT.tmp, tables),
+//! read (table blocks, WAL/MANIFEST/CURRENT), write and sync (WAL,
+//! MANIFEST, CURRENT.tmp, tables), rename (CURRENT), directory sync (after
+//! CURRENT, before an edit that adds tables, before a new WAL's first
+//! sync, after creating a database directory), remove (obsolete files,
+//! `destroy`, index directories), list (recovery, obsolete files,
+//! `destroy`, orphan index directories), create directory, lock (LOCK).
+//!
+//! Positional reads ([`RandomAccessFile`]) with optional O_DIRECT:
 //!
 //! With O_DIRECT the kernel requires the file offset, the length and the
 //! buffer address to be multiples of the logical block size. Reads round the
