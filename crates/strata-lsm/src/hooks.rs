@@ -240,6 +240,16 @@ pub trait EngineHooks: Send + Sync {
         Ok(())
     }
 
+    /// Called before the tables of every flush and compaction are
+    /// installed, after the engine synced its own WAL (engines with
+    /// extensions do). An extension whose tables may hold state derived
+    /// from writes of another database's WAL (a secondary tree) makes that
+    /// WAL durable here, so that no durable table is ahead of the durable
+    /// writes it derives from.
+    fn before_tables_install(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// True if [`EngineHooks::before_flush_install`] has work to do (the
     /// engine then syncs the WAL first).
     fn wants_flush_notice(&self) -> bool {
@@ -323,6 +333,7 @@ pub struct EngineHandle {
     pub(crate) tables: Arc<TableCache>,
     pub(crate) snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     pub(crate) last_sequence: Arc<AtomicU64>,
+    pub(crate) log: Arc<Mutex<Option<crate::wal::LogWriter>>>,
 }
 
 impl EngineHandle {
@@ -340,5 +351,14 @@ impl EngineHandle {
     /// The last published sequence number.
     pub fn last_sequence(&self) -> SeqNo {
         self.last_sequence.load(Ordering::SeqCst)
+    }
+
+    /// Makes every write appended to the database's WAL so far durable
+    /// (nothing before the WAL exists, at the start of open).
+    pub fn sync_wal(&self) -> Result<()> {
+        match crate::sync::lock(&self.log).as_mut() {
+            Some(log) => log.sync(),
+            None => Ok(()),
+        }
     }
 }

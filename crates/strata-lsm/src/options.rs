@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::hooks::EngineHooks;
+use crate::io::{Fs, RealFs};
 use crate::merge::MergeOperator;
 
 pub use crate::sstable::Compression;
@@ -85,6 +86,11 @@ pub struct Options {
     /// merge operands are refused without one. A database written with
     /// merge operands must be reopened with the same operator.
     pub merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// The file system every file of the database (and of the secondary
+    /// trees of a `strata` database) is read and written through. Default
+    /// [`RealFs`], the operating system's; tests pass a fault-injecting one
+    /// (see [`crate::io`]).
+    pub fs: Arc<dyn Fs>,
 }
 
 impl Default for Options {
@@ -113,6 +119,7 @@ impl Default for Options {
             wal: true,
             hooks: Vec::new(),
             merge_operator: None,
+            fs: Arc::new(RealFs),
         }
     }
 }
@@ -130,6 +137,7 @@ impl std::fmt::Debug for Options {
             .field("target_file_size", &self.target_file_size)
             .field("direct_io", &self.direct_io)
             .field("hooks", &self.hooks.len())
+            .field("fs", &self.fs)
             .field(
                 "merge_operator",
                 &self.merge_operator.as_ref().map(|m| m.name().to_string()),
@@ -198,6 +206,12 @@ impl Options {
     /// Sets the merge operator (see [`Options::merge_operator`] field).
     pub fn merge_operator(mut self, m: Arc<dyn MergeOperator>) -> Self {
         self.merge_operator = Some(m);
+        self
+    }
+
+    /// Sets the file system (see [`Options::fs`] field).
+    pub fn file_system(mut self, fs: Arc<dyn Fs>) -> Self {
+        self.fs = fs;
         self
     }
 

@@ -108,22 +108,25 @@ impl Db {
     /// and then the directory itself if it is empty. Fails with
     /// `Error::Locked` if the database is open.
     pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        Db::destroy_with(path, &strata_lsm::io::RealFs)
+    }
+
+    /// [`Db::destroy`] through the file system `fs`.
+    pub fn destroy_with(path: impl AsRef<Path>, fs: &dyn strata_lsm::io::Fs) -> Result<()> {
         let dir = path.as_ref();
-        if dir.exists() {
-            strata_lsm::Db::destroy(dir)?;
+        if fs.exists(dir) {
+            strata_lsm::Db::destroy_with(dir, fs)?;
         }
-        if let Ok(rd) = std::fs::read_dir(dir) {
-            for e in rd.flatten() {
-                let is_index = e
-                    .file_name()
-                    .to_str()
-                    .is_some_and(|n| n.starts_with("index-"));
-                if is_index && e.path().is_dir() {
-                    std::fs::remove_dir_all(e.path())
-                        .map_err(|err| Error::io(format!("remove {}", e.path().display()), err))?;
+        if let Ok(names) = fs.list_dir(dir) {
+            for name in names {
+                let is_index = name.to_str().is_some_and(|n| n.starts_with("index-"));
+                let p = dir.join(&name);
+                if is_index && fs.is_dir(&p) {
+                    fs.remove_dir_all(&p)
+                        .map_err(|err| Error::io(format!("remove {}", p.display()), err))?;
                 }
             }
-            let _ = std::fs::remove_dir(dir);
+            let _ = fs.remove_dir(dir);
         }
         Ok(())
     }

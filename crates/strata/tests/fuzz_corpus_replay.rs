@@ -125,17 +125,7 @@ fn write_seed_corpus() {
         }
         let number: u64 = name.trim_end_matches(".sst").parse().unwrap();
         let table = Arc::new(
-            Table::open(
-                &p,
-                number,
-                bytes.len() as u64,
-                TableReadOptions {
-                    block_cache: None,
-                    counters: Default::default(),
-                    direct_io: false,
-                },
-            )
-            .unwrap(),
+            Table::open(&p, number, bytes.len() as u64, TableReadOptions::uncached()).unwrap(),
         );
         save("footer", &bytes[bytes.len() - 48.min(bytes.len())..]);
         save("table_properties", &table.properties().encode());

@@ -211,6 +211,7 @@ impl BuildEnv<'_> {
             restart_interval: self.opts.block_restart_interval,
             compression: self.opts.compression,
             bloom_bits_per_key: self.opts.bloom_bits_per_key,
+            fs: self.opts.fs.clone(),
         }
     }
 

@@ -25,7 +25,6 @@ use crate::read::multi_get_components;
 pub use crate::read::Versioned;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -37,6 +36,7 @@ use crate::compaction::{key_range, Compaction, CompactionPicker, LeveledPicker};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::hooks::{EngineHandle, EngineHooks, InstallReason};
+use crate::io::{FileLock, Fs, LockError, RealFs};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{SeqNo, ValueKind};
@@ -91,7 +91,7 @@ pub(crate) struct DbInner {
     /// Highest sequence number visible to readers.
     pub last_sequence: Arc<AtomicU64>,
     pub next_file: Arc<AtomicU64>,
-    pub log: Mutex<Option<LogWriter>>,
+    pub log: Arc<Mutex<Option<LogWriter>>>,
     /// Live snapshots: sequence number → count.
     pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
@@ -100,7 +100,7 @@ pub(crate) struct DbInner {
     pub flush_lock: Mutex<()>,
     /// The extensions (`Options::hooks`).
     pub hooks: Vec<Arc<dyn EngineHooks>>,
-    _lock_file: File,
+    _lock_file: Box<dyn FileLock>,
 }
 
 /// An open database. Dropping it stops the background threads and closes
@@ -136,34 +136,33 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let dir = path.as_ref().to_path_buf();
-        if !dir.exists() {
+        let fs = opts.fs.clone();
+        if !fs.is_dir(&dir) {
             if !opts.create_if_missing {
                 return Err(Error::NotFound(format!(
                     "database directory {}",
                     dir.display()
                 )));
             }
-            fs::create_dir_all(&dir).path_ctx("create directory", &dir)?;
+            fs.create_dir_all(&dir).path_ctx("create directory", &dir)?;
+            // The new directory's own name (for nested index trees, too).
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent).path_ctx("fsync directory", parent)?;
+            }
         }
         let lock_path = filename::lock_file(&dir);
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .path_ctx("open", &lock_path)?;
-        match lock_file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
+        let lock_file = match fs.lock(&lock_path) {
+            Ok(l) => l,
+            Err(LockError::WouldBlock) => {
                 return Err(Error::Locked(format!(
                     "{} is in use by another handle or process",
                     dir.display()
                 )))
             }
-            Err(std::fs::TryLockError::Error(e)) => {
+            Err(LockError::Io(e)) => {
                 return Err(Error::io(format!("lock {}", lock_path.display()), e))
             }
-        }
+        };
         let counters = Arc::new(Counters::default());
         let block_cache =
             (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
@@ -174,6 +173,7 @@ impl Db {
                 block_cache: block_cache.clone(),
                 counters: counters.clone(),
                 direct_io: opts.direct_io,
+                fs: fs.clone(),
             },
         ));
         let hooks = opts.hooks.clone();
@@ -182,10 +182,13 @@ impl Db {
         // database.
         let snapshots = Arc::new(Mutex::new(BTreeMap::new()));
         let last_sequence = Arc::new(AtomicU64::new(0));
+        // Empty until the new WAL exists (after recovery).
+        let wal = Arc::new(Mutex::new(None));
         let handle = EngineHandle {
             tables: tables.clone(),
             snapshots: snapshots.clone(),
             last_sequence: last_sequence.clone(),
+            log: wal.clone(),
         };
         for h in &hooks {
             h.attach(&handle);
@@ -198,7 +201,7 @@ impl Db {
                     as Arc<dyn crate::version::VersionExtension>
             })
             .collect();
-        if VersionSet::exists(&dir) {
+        if VersionSet::exists(&*fs, &dir) {
             if opts.error_if_exists {
                 return Err(Error::invalid(format!(
                     "database {} already exists",
@@ -209,9 +212,9 @@ impl Db {
             if !opts.create_if_missing {
                 return Err(Error::NotFound(format!("no database in {}", dir.display())));
             }
-            VersionSet::create(&dir, opts.num_levels, version_exts.clone())?;
+            VersionSet::create(&fs, &dir, opts.num_levels, version_exts.clone())?;
         }
-        let recovered = VersionSet::recover(&dir, opts.num_levels, version_exts.clone())?;
+        let recovered = VersionSet::recover(&fs, &dir, opts.num_levels, version_exts.clone())?;
         let mut versions = recovered.versions;
         let released = Arc::new(ReleaseSignal::new());
         versions.set_release_signal(released.clone());
@@ -221,10 +224,11 @@ impl Db {
         let next_file = versions.next_file_counter();
 
         // Replay the WALs that may hold writes not yet in a table.
-        let mut logs: Vec<u64> = fs::read_dir(&dir)
+        let mut logs: Vec<u64> = fs
+            .list_dir(&dir)
             .path_ctx("list", &dir)?
-            .flatten()
-            .filter_map(|e| match e.file_name().to_str().and_then(filename::parse) {
+            .into_iter()
+            .filter_map(|name| match name.to_str().and_then(filename::parse) {
                 Some(FileKind::Log(n)) if n >= recovered.log_number => Some(n),
                 _ => None,
             })
@@ -239,7 +243,7 @@ impl Db {
             hooks.iter().filter(|h| h.wants_batches()).collect();
         for &n in &logs {
             let path = filename::log_file(&dir, n);
-            let file = File::open(&path).path_ctx("open WAL", &path)?;
+            let file = fs.open_sequential(&path).path_ctx("open WAL", &path)?;
             let mut reader = LogReader::new(file, path.clone(), opts.wal_recovery);
             while let Some(rec) = reader.read_record()? {
                 let batch = WriteBatch::from_data(rec).map_err(|e| e.with_location(&path, None))?;
@@ -270,12 +274,10 @@ impl Db {
 
         let log_number = next_file.fetch_add(1, Ordering::SeqCst);
         let log_path = filename::log_file(&dir, log_number);
-        let log_file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&log_path)
+        let log_file = fs
+            .create(&log_path, true)
             .path_ctx("create WAL", &log_path)?;
-        let log = LogWriter::new(log_file, log_path, 0);
+        let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
 
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
@@ -304,7 +306,10 @@ impl Db {
                 last_sequence
             },
             next_file,
-            log: Mutex::new(Some(log)),
+            log: {
+                *lock(&wal) = Some(log);
+                wal
+            },
             snapshots,
             compaction_lock: Mutex::new(()),
             flush_lock: Mutex::new(()),
@@ -363,28 +368,37 @@ impl Db {
     /// Removes every database file in `path` and then the directory itself
     /// if it is empty. Fails with `Error::Locked` if the database is open.
     pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        Db::destroy_with(path, &RealFs)
+    }
+
+    /// [`Db::destroy`] through the file system `fs`.
+    pub fn destroy_with(path: impl AsRef<Path>, fs: &dyn Fs) -> Result<()> {
         let dir = path.as_ref();
-        if !dir.exists() {
+        if !fs.exists(dir) {
             return Ok(());
         }
         let lock_path = filename::lock_file(dir);
-        if lock_path.exists() {
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&lock_path)
-                .path_ctx("open", &lock_path)?;
-            if f.try_lock().is_err() {
-                return Err(Error::Locked(format!("{} is open", dir.display())));
+        let _held = if fs.exists(&lock_path) {
+            match fs.lock(&lock_path) {
+                Ok(l) => Some(l),
+                Err(LockError::WouldBlock) => {
+                    return Err(Error::Locked(format!("{} is open", dir.display())))
+                }
+                Err(LockError::Io(e)) => {
+                    return Err(Error::io(format!("open {}", lock_path.display()), e))
+                }
             }
-        }
-        for e in fs::read_dir(dir).path_ctx("list", dir)?.flatten() {
-            let name = e.file_name();
+        } else {
+            None
+        };
+        for name in fs.list_dir(dir).path_ctx("list", dir)? {
             let name = name.to_str().unwrap_or("");
             if filename::parse(name).is_some() {
-                fs::remove_file(e.path()).path_ctx("remove", &e.path())?;
+                let p = dir.join(name);
+                fs.remove_file(&p).path_ctx("remove", &p)?;
             }
         }
-        let _ = fs::remove_dir(dir);
+        let _ = fs.remove_dir(dir);
         Ok(())
     }
 

@@ -16,7 +16,6 @@
 //! published sequence. [`DbInner::pause_writes`] lets an extension scan the
 //! data while no write is in flight.
 
-use std::fs::OpenOptions;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -398,16 +397,16 @@ impl DbInner {
     fn switch_memtable(&self, st: &mut State) -> Result<()> {
         let number = self.next_file.fetch_add(1, Ordering::SeqCst);
         let path = filename::log_file(&self.dir, number);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = self
+            .opts
+            .fs
+            .create(&path, true)
             .path_ctx("create WAL", &path)?;
         let mut log = lock(&self.log);
         if let Some(old) = log.as_mut() {
             old.sync()?;
         }
-        *log = Some(LogWriter::new(file, path, 0));
+        *log = Some(LogWriter::new(file, path, 0).sync_dir_first(self.opts.fs.clone()));
         drop(log);
         let new_mem = Arc::new(MemTable::with_side(number, self.memtable_side()));
         let old = std::mem::replace(&mut st.mem, new_mem);

@@ -1,4 +1,19 @@
-//! File access: positional reads with optional O_DIRECT, and directory sync.
+//! File access. Every file and directory operation of the engine goes
+//! through an [`Fs`] ([`crate::Options::fs`]): [`RealFs`] by default (the
+//! operating system, with the reads described below), and with feature
+//! `testing` the fault-injecting [`fault::FaultFs`] (per-kind operation
+//! counts, N-th operation failures, simulated power loss; its module doc
+//! states the fault model, `docs/testing.md` what the engine guarantees
+//! under it). I/O sites, by operation: open for reading (tables, WAL and
+//! MANIFEST replay, CURRENT), create (WAL, MANIFEST, CURRENT.tmp, tables),
+//! read (table blocks, WAL/MANIFEST/CURRENT), write and sync (WAL,
+//! MANIFEST, CURRENT.tmp, tables), rename (CURRENT), directory sync (after
+//! CURRENT, before an edit that adds tables, before a new WAL's first
+//! sync, after creating a database directory), remove (obsolete files,
+//! `destroy`, index directories), list (recovery, obsolete files,
+//! `destroy`, orphan index directories), create directory, lock (LOCK).
+//!
+//! Positional reads ([`RandomAccessFile`]) with optional O_DIRECT:
 //!
 //! With O_DIRECT the kernel requires the file offset, the length and the
 //! buffer address to be multiples of the logical block size. Reads round the
@@ -23,6 +38,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::error::{Error, IoContext, Result};
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod fault;
+mod fs;
+pub use fs::{FileLock, Fs, LockError, RandomRead, RealFs, WritableFile};
 
 /// Alignment of offsets, lengths and buffers for O_DIRECT reads.
 pub const DIRECT_ALIGN: usize = 4096;
@@ -287,20 +308,10 @@ fn read_fully(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize
     Ok(got)
 }
 
-/// fsyncs a directory so that renames and creations in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    let d = File::open(dir).path_ctx("open directory", dir)?;
-    d.sync_all().path_ctx("fsync directory", dir)
-}
-
-/// fsyncs a file's data.
-pub fn sync_file(f: &File, path: &Path) -> Result<()> {
-    f.sync_data().path_ctx("fsync", path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn write_pattern(dir: &Path, len: usize) -> (PathBuf, Vec<u8>) {
         let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
@@ -377,12 +388,21 @@ mod tests {
     }
 
     #[test]
-    fn sync_helpers() {
+    fn real_fs_syncs_and_locks() {
         let dir = tempfile::tempdir().unwrap();
-        sync_dir(dir.path()).unwrap();
+        let fs = RealFs;
+        fs.sync_dir(dir.path()).unwrap();
         let p = dir.path().join("x");
-        let f = File::create(&p).unwrap();
-        sync_file(&f, &p).unwrap();
-        assert!(sync_dir(&dir.path().join("missing")).is_err());
+        let mut f = fs.create(&p, true).unwrap();
+        f.write_all(b"abc").unwrap();
+        f.sync_data().unwrap();
+        assert!(fs.create(&p, true).is_err());
+        assert_eq!(fs.file_size(&p).unwrap(), 3);
+        assert!(fs.sync_dir(&dir.path().join("missing")).is_err());
+        let l = dir.path().join("LOCK");
+        let held = fs.lock(&l).ok().unwrap();
+        assert!(matches!(fs.lock(&l), Err(LockError::WouldBlock)));
+        drop(held);
+        assert!(fs.lock(&l).is_ok());
     }
 }

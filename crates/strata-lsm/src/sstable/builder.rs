@@ -7,12 +7,12 @@
 //! blocks (filter, properties, observers' named blocks), the metaindex, the
 //! index block and the footer, then fsyncs. Layout: `docs/format/sstable.md`.
 
-use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::io::sync_file;
+use crate::io::{Fs, RealFs, WritableFile};
 use crate::key::{compare_internal, parse_internal_key, ValueKind};
 use crate::sstable::block::BlockBuilder;
 use crate::sstable::filter::BloomBuilder;
@@ -40,6 +40,26 @@ pub struct TableBuildOptions {
     pub compression: Compression,
     /// 0 = no filter.
     pub bloom_bits_per_key: usize,
+    /// Where the table is written.
+    pub fs: Arc<dyn Fs>,
+}
+
+impl TableBuildOptions {
+    /// Options on the real file system.
+    pub fn new(
+        block_size: usize,
+        restart_interval: usize,
+        compression: Compression,
+        bloom_bits_per_key: usize,
+    ) -> TableBuildOptions {
+        TableBuildOptions {
+            block_size,
+            restart_interval,
+            compression,
+            bloom_bits_per_key,
+            fs: Arc::new(RealFs),
+        }
+    }
 }
 
 /// A finished table.
@@ -67,7 +87,7 @@ struct PendingEntries {
 /// error) and the caller should delete the partial file.
 pub struct TableBuilder {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: BufWriter<Box<dyn WritableFile>>,
     /// Bytes written to `file` so far (the offset of the next block).
     offset: u64,
     opts: TableBuildOptions,
@@ -92,11 +112,7 @@ impl TableBuilder {
         if opts.block_size == 0 {
             return Err(Error::invalid("block_size must be positive"));
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .path_ctx("create table", path)?;
+        let file = opts.fs.create(path, true).path_ctx("create table", path)?;
         let filter =
             (opts.bloom_bits_per_key > 0).then(|| BloomBuilder::new(opts.bloom_bits_per_key));
         Ok(TableBuilder {
@@ -264,7 +280,10 @@ impl TableBuilder {
         .encode();
         self.write_raw(&footer)?;
         self.file.flush().path_ctx("write table", &self.path)?;
-        sync_file(self.file.get_ref(), &self.path)?;
+        self.file
+            .get_mut()
+            .sync_data()
+            .path_ctx("fsync", &self.path)?;
         Ok(BuiltTable {
             file_size: self.offset,
             properties: self.props,

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
-use crate::io::RandomAccessFile;
+use crate::io::{Fs, RandomRead, RealFs};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, seek_key, SeqNo, ValueKind};
 use crate::sstable::block::{bytewise_cmp, Block, BlockIter};
@@ -158,13 +158,27 @@ pub struct TableReadOptions {
     pub counters: Arc<Counters>,
     /// Read with `O_DIRECT` where the file system allows it.
     pub direct_io: bool,
+    /// Where tables are read from.
+    pub fs: Arc<dyn Fs>,
+}
+
+impl TableReadOptions {
+    /// Buffered reads of the real file system, without a block cache.
+    pub fn uncached() -> TableReadOptions {
+        TableReadOptions {
+            block_cache: None,
+            counters: Arc::default(),
+            direct_io: false,
+            fs: Arc::new(RealFs),
+        }
+    }
 }
 
 /// An open table. Index block, filter, properties and metaindex are loaded
 /// at open and pinned; data and named meta blocks are read on demand.
 pub struct Table {
     path: PathBuf,
-    file: RandomAccessFile,
+    file: Box<dyn RandomRead>,
     file_number: u64,
     /// Offset where the footer starts: every block must end at or before it.
     blocks_end: u64,
@@ -206,7 +220,7 @@ impl Table {
                 format!("a table of at least {FOOTER_LEN} bytes (a footer), found {file_size}"),
             ));
         }
-        let file = RandomAccessFile::open(path, opts.direct_io)?;
+        let file = opts.fs.open_random(path, opts.direct_io)?;
         let blocks_end = file_size - FOOTER_LEN as u64;
         let footer = Footer::decode(&file.read_at(blocks_end, FOOTER_LEN)?, &name)?;
         let mut table = Table {
@@ -848,19 +862,13 @@ mod tests {
     }
 
     fn opts(compression: Compression, bloom: usize) -> TableBuildOptions {
-        TableBuildOptions {
-            block_size: 256,
-            restart_interval: 4,
-            compression,
-            bloom_bits_per_key: bloom,
-        }
+        TableBuildOptions::new(256, 4, compression, bloom)
     }
 
     fn read_opts(cache: Option<Arc<BlockCache>>) -> TableReadOptions {
         TableReadOptions {
             block_cache: cache,
-            counters: Arc::new(Counters::default()),
-            direct_io: false,
+            ..TableReadOptions::uncached()
         }
     }
 

@@ -1,13 +1,12 @@
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::io::sync_dir;
+use crate::io::Fs;
 use crate::version::ext::{InstallEvent, InstallReason, VersionExtension};
 use crate::version::{Version, VersionEdit};
 use crate::wal::WalRecovery;
@@ -20,6 +19,7 @@ use crate::wal::{LogReader, LogWriter};
 /// durable (append + fsync) before the new version becomes current.
 pub struct VersionSet {
     dir: PathBuf,
+    fs: Arc<dyn Fs>,
     current: Arc<Version>,
     /// Every version handed out; dead weak pointers are pruned lazily.
     live: Vec<Weak<Version>>,
@@ -48,23 +48,35 @@ pub struct Recovered {
 
 impl VersionSet {
     /// True if `dir` holds a database (a CURRENT file).
-    pub fn exists(dir: &Path) -> bool {
-        filename::current_file(dir).exists()
+    pub fn exists(fs: &dyn Fs, dir: &Path) -> bool {
+        fs.exists(&filename::current_file(dir))
     }
 
     /// Writes an empty database's first manifest and CURRENT.
     pub fn create(
+        fs: &Arc<dyn Fs>,
         dir: &Path,
         num_levels: usize,
         hooks: Vec<Arc<dyn VersionExtension>>,
     ) -> Result<()> {
+        // A creation that failed before CURRENT was written leaves its
+        // MANIFEST behind: number the new one past every file present
+        // (never overwriting what may be evidence of a damaged database).
+        let mut first = 2;
+        for name in fs.list_dir(dir).path_ctx("list", dir)? {
+            use filename::FileKind::{Log, Manifest, Table};
+            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse) {
+                first = first.max(n + 1);
+            }
+        }
         let mut vs = VersionSet {
             dir: dir.to_path_buf(),
+            fs: fs.clone(),
             current: Arc::new(Version::new(num_levels)),
             live: Vec::new(),
             manifest: None,
             manifest_number: 0,
-            next_file_number: Arc::new(AtomicU64::new(2)),
+            next_file_number: Arc::new(AtomicU64::new(first)),
             log_number: 0,
             hooks,
             payload_history: BTreeMap::new(),
@@ -74,12 +86,16 @@ impl VersionSet {
 
     /// Replays the manifest named by CURRENT.
     pub fn recover(
+        fs: &Arc<dyn Fs>,
         dir: &Path,
         num_levels: usize,
         hooks: Vec<Arc<dyn VersionExtension>>,
     ) -> Result<Recovered> {
         let current_path = filename::current_file(dir);
-        let current = fs::read_to_string(&current_path).path_ctx("read", &current_path)?;
+        let mut current = String::new();
+        fs.open_sequential(&current_path)
+            .and_then(|mut f| f.read_to_string(&mut current))
+            .path_ctx("read", &current_path)?;
         let name = current
             .strip_suffix('\n')
             .filter(|n| !n.is_empty() && !n.contains('/'))
@@ -101,7 +117,7 @@ impl VersionSet {
             }
         };
         let path = dir.join(name);
-        let file = File::open(&path).path_ctx("open manifest", &path)?;
+        let file = fs.open_sequential(&path).path_ctx("open manifest", &path)?;
         let mut reader = LogReader::new(file, path.clone(), WalRecovery::TolerateTornTail);
         let mut version = Version::new(num_levels);
         let mut log_number = None;
@@ -156,11 +172,9 @@ impl VersionSet {
             .map(|(_, f)| f.number)
             .max()
             .unwrap_or(0);
-        for e in fs::read_dir(dir).path_ctx("list", dir)?.flatten() {
+        for name in fs.list_dir(dir).path_ctx("list", dir)? {
             use filename::FileKind::{Log, Manifest, Table};
-            if let Some(Log(n) | Table(n) | Manifest(n)) =
-                e.file_name().to_str().and_then(filename::parse)
-            {
+            if let Some(Log(n) | Table(n) | Manifest(n)) = name.to_str().and_then(filename::parse) {
                 max_file = max_file.max(n);
             }
         }
@@ -174,6 +188,7 @@ impl VersionSet {
         }
         let vs = VersionSet {
             dir: dir.to_path_buf(),
+            fs: fs.clone(),
             current: Arc::new(version),
             live: Vec::new(),
             manifest: None,
@@ -198,6 +213,12 @@ impl VersionSet {
     /// Allocates a new file number (never reused).
     pub fn new_file_number(&self) -> u64 {
         self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// False once an edit failed to reach the MANIFEST: nothing more can
+    /// be installed until the database is reopened.
+    pub fn is_writable(&self) -> bool {
+        self.manifest.is_some()
     }
 
     /// WAL files numbered below this are obsolete.
@@ -274,12 +295,26 @@ impl VersionSet {
             return Err(Error::Background("no manifest is open for writing".into()));
         }
         let record = edit.encode();
+        if !edit.new_files.is_empty() {
+            // The new tables' names must be durable before a durable edit
+            // names them: a table created (and synced) in a directory never
+            // synced may vanish in a power loss (LevelDB syncs the
+            // directory before the MANIFEST for the same reason).
+            self.fs
+                .sync_dir(&self.dir)
+                .path_ctx("fsync directory", &self.dir)?;
+        }
         let w = self
             .manifest
             .as_mut()
             .ok_or_else(|| Error::Background("no manifest is open for writing".into()))?;
-        w.add_record(&record)?;
-        w.sync()?;
+        if let Err(e) = w.add_record(&record).and_then(|_| w.sync()) {
+            // The edit may or may not be in the MANIFEST now: no later edit
+            // may follow it there (a reopen would replay it with them).
+            // The database must be reopened, which starts a new MANIFEST.
+            self.manifest = None;
+            return Err(e);
+        }
         if let Some(n) = edit.log_number {
             self.log_number = n;
         }
@@ -298,10 +333,9 @@ impl VersionSet {
     pub fn write_fresh_manifest(&mut self, last_sequence: u64) -> Result<()> {
         let number = self.new_file_number();
         let path = filename::manifest_file(&self.dir, number);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = self
+            .fs
+            .create(&path, true)
             .path_ctx("create manifest", &path)?;
         let mut writer = LogWriter::new(file, path.clone(), 0);
         let mut edit = VersionEdit {
@@ -320,7 +354,7 @@ impl VersionSet {
         }
         writer.add_record(&edit.encode())?;
         writer.sync()?;
-        set_current(&self.dir, number)?;
+        set_current(&*self.fs, &self.dir, number)?;
         self.manifest = Some(writer);
         self.manifest_number = number;
         Ok(())
@@ -328,15 +362,16 @@ impl VersionSet {
 }
 
 /// Atomically points CURRENT at `MANIFEST-<number>`.
-fn set_current(dir: &Path, number: u64) -> Result<()> {
+fn set_current(fs: &dyn Fs, dir: &Path, number: u64) -> Result<()> {
     let tmp = dir.join("CURRENT.tmp");
     let contents = format!("MANIFEST-{number:06}\n");
     {
-        let mut f = File::create(&tmp).path_ctx("create", &tmp)?;
+        let mut f = fs.create(&tmp, false).path_ctx("create", &tmp)?;
         f.write_all(contents.as_bytes()).path_ctx("write", &tmp)?;
         f.sync_all().path_ctx("fsync", &tmp)?;
     }
     let cur = filename::current_file(dir);
-    fs::rename(&tmp, &cur).path_ctx("rename CURRENT.tmp to", &cur)?;
-    sync_dir(dir)
+    fs.rename(&tmp, &cur)
+        .path_ctx("rename CURRENT.tmp to", &cur)?;
+    fs.sync_dir(dir).path_ctx("fsync directory", dir)
 }

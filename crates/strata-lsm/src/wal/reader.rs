@@ -1,5 +1,4 @@
 #![deny(clippy::indexing_slicing)]
-use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -61,7 +60,7 @@ enum State {
 /// Memory is bounded by one block plus the logical record being assembled,
 /// which only grows from fragments whose checksums match.
 pub struct LogReader {
-    file: File,
+    file: Box<dyn Read + Send>,
     path: PathBuf,
     mode: WalRecovery,
     /// The current block: file bytes `[buf_start, buf_start + buf.len())`.
@@ -79,9 +78,9 @@ pub struct LogReader {
 impl LogReader {
     /// A reader of the log `file` (named `path` in errors) from its start,
     /// treating damage as `mode` says.
-    pub fn new(file: File, path: PathBuf, mode: WalRecovery) -> LogReader {
+    pub fn new(file: impl Read + Send + 'static, path: PathBuf, mode: WalRecovery) -> LogReader {
         LogReader {
-            file,
+            file: Box::new(file),
             path,
             mode,
             buf: Vec::new(),

@@ -1,10 +1,11 @@
-use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::{masked_crc2, put_fixed32};
 use crate::error::{Error, IoContext, Result};
+use crate::io::{Fs, WritableFile};
 
 /// Assembly buffers larger than this are released after the write instead of
 /// being kept for the next record.
@@ -17,13 +18,16 @@ const MAX_RETAINED_BUF: usize = 1 << 20;
 /// write the file may end in a partial record, so the writer refuses all
 /// further records (`poisoned`); the caller must move on to a new log file.
 pub struct LogWriter {
-    file: File,
+    file: Box<dyn WritableFile>,
     path: PathBuf,
     len: u64,
     block_offset: usize,
     /// Reused assembly buffer: one logical record becomes one `write_all`.
     buf: Vec<u8>,
     poisoned: bool,
+    /// The directory to sync before the first sync of the file (a new
+    /// WAL: its name must be durable before any write in it is).
+    dir_to_sync: Option<Arc<dyn Fs>>,
 }
 
 impl LogWriter {
@@ -31,15 +35,24 @@ impl LogWriter {
     ///
     /// `initial_len` must be the end of the log's valid prefix: appending
     /// after a torn tail would turn that tail into mid-log corruption.
-    pub fn new(file: File, path: PathBuf, initial_len: u64) -> LogWriter {
+    pub fn new(file: impl WritableFile + 'static, path: PathBuf, initial_len: u64) -> LogWriter {
         LogWriter {
-            file,
+            file: Box::new(file),
             path,
             len: initial_len,
             block_offset: (initial_len % BLOCK_SIZE as u64) as usize,
             buf: Vec::new(),
             poisoned: false,
+            dir_to_sync: None,
         }
+    }
+
+    /// Makes the first [`LogWriter::sync`] sync the file's directory first
+    /// (through `fs`), so that the file's creation is durable with its
+    /// first durable record.
+    pub fn sync_dir_first(mut self, fs: Arc<dyn Fs>) -> LogWriter {
+        self.dir_to_sync = Some(fs);
+        self
     }
 
     /// Appends one logical record; returns the bytes written to the file
@@ -76,6 +89,12 @@ impl LogWriter {
     /// fsyncs the file (data only: the length change is covered by
     /// `sync_data`, other metadata is not needed for recovery).
     pub fn sync(&mut self) -> Result<()> {
+        if let Some(fs) = &self.dir_to_sync {
+            if let Some(dir) = self.path.parent() {
+                fs.sync_dir(dir).path_ctx("fsync directory", dir)?;
+            }
+            self.dir_to_sync = None;
+        }
         self.file.sync_data().path_ctx("sync log", &self.path)
     }
 

@@ -90,14 +90,14 @@ impl IndexDef {
 /// (the index was dropped).
 #[derive(Default)]
 struct RemoveOnDrop {
-    path: Option<std::path::PathBuf>,
+    path: Option<(std::path::PathBuf, Arc<dyn strata_lsm::io::Fs>)>,
     armed: AtomicBool,
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        if let (Some(p), true) = (&self.path, self.armed.load(Relaxed)) {
-            let _ = std::fs::remove_dir_all(p);
+        if let (Some((p, fs)), true) = (&self.path, self.armed.load(Relaxed)) {
+            let _ = fs.remove_dir_all(p);
         }
     }
 }
@@ -112,6 +112,8 @@ pub(crate) struct IndexManager {
     /// `index-<id>/` inside it) and the options of those trees.
     db_dir: std::path::PathBuf,
     tree_opts: strata_lsm::Options,
+    /// The primary's handle (set at attach), for the trees' WAL syncs.
+    primary: tree::PrimaryHandle,
     extractors: BTreeMap<String, ExtractorFn>,
     defs: RwLock<Vec<Arc<IndexDef>>>,
     next_id: AtomicU32,
@@ -132,11 +134,13 @@ impl IndexManager {
         opts: &strata_lsm::Options,
         extractors: BTreeMap<String, ExtractorFn>,
     ) -> Arc<IndexManager> {
+        let primary = tree::PrimaryHandle::default();
         Arc::new_cyclic(|me| IndexManager {
             me: me.clone(),
             tables: OnceLock::new(),
             db_dir,
-            tree_opts: tree::tree_options(opts),
+            tree_opts: tree::tree_options(opts, &primary),
+            primary,
             extractors,
             defs: RwLock::new(Vec::new()),
             next_id: AtomicU32::new(1),
@@ -210,7 +214,9 @@ impl IndexManager {
         Ok(IndexDef {
             meta: Arc::new(IndexMeta::new(id, spec, path, custom)),
             remove_dir: RemoveOnDrop {
-                path: strategy.has_own_files().then_some(dir),
+                path: strategy
+                    .has_own_files()
+                    .then(|| (dir, self.tree_opts.fs.clone())),
                 armed: AtomicBool::new(false),
             },
             strategy,
@@ -241,7 +247,10 @@ impl IndexManager {
         let id = self.next_id.fetch_add(1, Relaxed);
         // A crash may have left the directory of an index whose definition
         // never reached the MANIFEST (ids are reused then).
-        let _ = std::fs::remove_dir_all(tree::index_dir(&self.db_dir, id));
+        let _ = self
+            .tree_opts
+            .fs
+            .remove_dir_all(&tree::index_dir(&self.db_dir, id));
         let def = Arc::new(self.make_def(id, spec.clone(), false)?);
         defs.push(def.clone());
         let payload = serde_json::to_vec(&DefEvent::Create { v: 1, id, spec })
@@ -482,11 +491,11 @@ impl IndexManager {
     /// Deletes `index-<id>` directories of indexes that no longer exist
     /// (dropped, or created by a crash before their definition was logged).
     fn remove_orphan_dirs(&self, defs: &[Arc<IndexDef>]) {
-        let Ok(rd) = std::fs::read_dir(&self.db_dir) else {
+        let fs = &self.tree_opts.fs;
+        let Ok(names) = fs.list_dir(&self.db_dir) else {
             return;
         };
-        for e in rd.flatten() {
-            let name = e.file_name();
+        for name in names {
             let Some(id) = name
                 .to_str()
                 .and_then(|n| n.strip_prefix("index-"))
@@ -498,7 +507,7 @@ impl IndexManager {
                 .iter()
                 .any(|d| d.id == id && d.strategy.has_own_files())
             {
-                let _ = std::fs::remove_dir_all(e.path());
+                let _ = fs.remove_dir_all(&self.db_dir.join(&name));
             }
         }
     }
@@ -681,6 +690,7 @@ impl EngineHooks for IndexManager {
 
     fn attach(&self, engine: &EngineHandle) {
         let _ = self.tables.set(engine.tables().clone());
+        let _ = self.primary.set(engine.clone());
         // The handle, not the database: a tree's compaction thread (merge
         // repair) must never hold the last reference to the primary.
         let h = engine.clone();

@@ -14,8 +14,14 @@
 //! * Before the primary installs a flush (which retires WAL files), the
 //!   primary fsyncs its current WAL and then flushes every tree
 //!   ([`IndexTree::flush`]): everything the retired WAL held is in durable
-//!   tree tables, and nothing durable in a tree is newer than the durable
-//!   primary WAL.
+//!   tree tables.
+//! * Before a tree installs the tables of any flush or compaction (its own,
+//!   whenever its memtable fills, or a compaction with merge repair), it
+//!   fsyncs the primary's WAL (the `primary-wal` hook of
+//!   [`tree_options`]): nothing durable in a tree is newer than the durable
+//!   primary WAL. (Found by `tests/io_power_loss.rs`: after a power loss a
+//!   tree held entries of lost primary writes, and had dropped the entries
+//!   those writes replaced.)
 //! * Trees write no WAL of their own: what their memtables hold is
 //!   recovered from the primary's.
 //! * At open, every batch replayed from the primary WAL is applied to the
@@ -37,8 +43,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
 use strata_lsm::error::{Error, Result};
+use strata_lsm::hooks::{EngineHandle, EngineHooks};
 use strata_lsm::key::SeqNo;
 use strata_lsm::options::{Options, WriteOptions};
 use strata_lsm::{Db, WriteBatch};
@@ -261,9 +269,30 @@ pub fn entry_matches(ty: KeyType, pred: &Predicate, geometry: &[u8]) -> Result<b
     Ok(pred.matches(&IndexValue::decode(ty, geometry)?))
 }
 
+/// The primary's handle, set when the primary attaches the index framework.
+pub type PrimaryHandle = Arc<OnceLock<EngineHandle>>;
+
+/// A tree's hook: fsyncs the primary's WAL before the tree installs tables.
+struct SyncPrimaryWal(PrimaryHandle);
+
+impl EngineHooks for SyncPrimaryWal {
+    fn name(&self) -> &str {
+        "primary-wal"
+    }
+
+    fn before_tables_install(&self) -> Result<()> {
+        match self.0.get() {
+            Some(h) => h.sync_wal(),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Options of a nested tree, derived from the primary's: same table and
-/// compaction settings, a quarter of the block cache, no hooks.
-pub fn tree_options(primary: &Options) -> Options {
+/// compaction settings and file system, a quarter of the block cache, and
+/// one hook, which fsyncs the primary's WAL before the tree installs
+/// tables (see the module doc).
+pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Options {
     Options {
         create_if_missing: true,
         error_if_exists: false,
@@ -287,9 +316,12 @@ pub fn tree_options(primary: &Options) -> Options {
         background_work: primary.background_work,
         // The primary's WAL is the tree's: see the module doc.
         wal: false,
-        hooks: Vec::new(),
+        hooks: vec![Arc::new(SyncPrimaryWal(primary_handle.clone()))],
         // Set by the strategies whose tree merges (`posting-lazy`).
         merge_operator: None,
+        // The same file system as the primary (fault injection reaches
+        // the secondary trees too).
+        fs: primary.fs.clone(),
     }
 }
 
