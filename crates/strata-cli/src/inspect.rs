@@ -188,11 +188,7 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         file,
         number,
         size,
-        TableReadOptions {
-            block_cache: None,
-            counters: Default::default(),
-            direct_io: false,
-        },
+        TableReadOptions::uncached(),
     )?);
     let dir = file.parent().unwrap_or(Path::new("."));
     // The level, if the directory's MANIFEST lists the table as live.
