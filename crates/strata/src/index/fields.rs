@@ -371,6 +371,20 @@ impl<'a> Scan<'a> {
         (self.i - start <= FAST_MAX_NUMBER).then_some(())
     }
 
+    /// After a member or element: `Some(true)` past a comma (another
+    /// follows), `Some(false)` past `close`, `None` at anything else.
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let c = self.peek()?;
+        self.i += 1;
+        if c == b',' {
+            self.ws();
+            Some(true)
+        } else {
+            (c == close).then_some(false)
+        }
+    }
+
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         let end = self.i.checked_add(word.len())?;
         (self.b.get(self.i..end)? == word).then(|| self.i = end)
@@ -395,17 +409,8 @@ impl<'a> Scan<'a> {
                     self.eat(b':')?;
                     self.ws();
                     self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b'}' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if !self.more(b'}')? {
+                        return Some(());
                     }
                 }
             }
@@ -417,17 +422,8 @@ impl<'a> Scan<'a> {
                 }
                 loop {
                     self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b']' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if !self.more(b']')? {
+                        return Some(());
                     }
                 }
             }
@@ -475,17 +471,8 @@ impl Fields {
                     .ok()?;
                     de.end().ok()?;
                 }
-                s.ws();
-                match s.peek()? {
-                    b',' => {
-                        s.i += 1;
-                        s.ws();
-                    }
-                    b'}' => {
-                        s.i += 1;
-                        break;
-                    }
-                    _ => return None,
+                if !s.more(b'}')? {
+                    break;
                 }
             }
         }
