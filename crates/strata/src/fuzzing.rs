@@ -148,23 +148,58 @@ pub fn json_fields(data: &[u8]) {
 
 /// Random operations on a database with an index of a strategy chosen by
 /// the first byte, checked against a model after every query, flush,
-/// compaction and reopen.
+/// compaction, reopen and simulated power loss. Files go through a
+/// `FaultFs`; after a power loss the database must hold the model's state
+/// after some operation since the last flush (unsynced writes form a
+/// prefix; flushed ones survive), and the index must agree with it.
 pub fn model(data: &[u8]) {
+    use strata_lsm::io::fault::FaultFs;
+
     let Some((&s, ops)) = data.split_first() else {
         return;
     };
     let kinds = StrategyKind::ALL;
     let kind = kinds[s as usize % kinds.len()];
-    let dir = std::env::temp_dir().join(format!("strata-fuzz-model-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let opts = || Options {
-        memtable_size: 4096,
-        ..Options::default()
+    let root = std::env::temp_dir().join(format!("strata-fuzz-model-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("db");
+    let fs = FaultFs::new(root.join("trash"));
+    let opts = || {
+        Options {
+            memtable_size: 4096,
+            ..Options::default()
+        }
+        .file_system(fs.as_fs())
     };
     let mut db = Db::open(&dir, opts()).unwrap();
     db.create_index(IndexSpec::field("u", "u", KeyType::I64).strategy(kind.name()))
         .unwrap();
+    db.flush().unwrap();
     let mut model: BTreeMap<u8, i64> = BTreeMap::new();
+    // The model after each operation since the last flush (oldest first):
+    // the states a power loss may return to.
+    let mut since_flush: Vec<BTreeMap<u8, i64>> = vec![model.clone()];
+    // The keys whose index answer `u` must match the model's.
+    let check = |db: &Db, model: &BTreeMap<u8, i64>, u: i64| {
+        let mut got: Vec<Vec<u8>> = db
+            .query(
+                "u",
+                &Predicate::Eq(IndexValue::I64(u)),
+                QueryOptions::default(),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|h| h.key)
+            .collect();
+        got.sort();
+        let want: Vec<Vec<u8>> = model
+            .iter()
+            .filter(|(_, v)| **v == u)
+            .map(|(k, _)| vec![b'k', *k])
+            .collect();
+        assert_eq!(got, want, "{kind:?} u == {u}");
+    };
     for op in ops.chunks(2).take(400) {
         let (a, b) = (op[0], op.get(1).copied().unwrap_or(0));
         let key = [b'k', b % 32];
@@ -173,40 +208,49 @@ pub fn model(data: &[u8]) {
                 let u = i64::from(a / 8 % 4);
                 db.put(&key, format!("{{\"u\": {u}}}").as_bytes()).unwrap();
                 model.insert(b % 32, u);
+                since_flush.push(model.clone());
             }
             4 => {
                 db.delete(&key).unwrap();
                 model.remove(&(b % 32));
+                since_flush.push(model.clone());
             }
-            5 => db.flush().unwrap(),
+            5 => {
+                db.flush().unwrap();
+                since_flush = vec![model.clone()];
+            }
+            6 if a & 0x80 != 0 => {
+                // Power loss: the state must be one the model went through
+                // since the last flush.
+                fs.power_loss().unwrap();
+                drop(db);
+                fs.revive();
+                db = Db::open(&dir, opts()).unwrap();
+                let mut state = BTreeMap::new();
+                for kv in db.iter(None, None).unwrap() {
+                    let (k, v) = kv.unwrap();
+                    let v: serde_json::Value = serde_json::from_slice(&v).unwrap();
+                    state.insert(k[1], v["u"].as_i64().unwrap());
+                }
+                assert!(
+                    since_flush.contains(&state),
+                    "{kind:?}: after a power loss the data is no state since the last flush"
+                );
+                model = state;
+                since_flush = vec![model.clone()];
+                for u in 0..4 {
+                    check(&db, &model, u);
+                }
+            }
             6 => {
                 drop(db);
                 db = Db::open(&dir, opts()).unwrap();
             }
-            _ => {
-                let u = i64::from(b % 4);
-                let mut got: Vec<Vec<u8>> = db
-                    .query(
-                        "u",
-                        &Predicate::Eq(IndexValue::I64(u)),
-                        QueryOptions::default(),
-                    )
-                    .unwrap()
-                    .into_iter()
-                    .map(|h| h.key)
-                    .collect();
-                got.sort();
-                let want: Vec<Vec<u8>> = model
-                    .iter()
-                    .filter(|(_, v)| **v == u)
-                    .map(|(k, _)| vec![b'k', *k])
-                    .collect();
-                assert_eq!(got, want, "{kind:?} u == {u}");
-            }
+            _ => check(&db, &model, i64::from(b % 4)),
         }
     }
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Runs target `name` on `data` (the `fuzz/` crate's entry point).
