@@ -275,8 +275,8 @@ enum BenchCommand {
 /// Parameters of the deterministic stress workload.
 #[derive(Args, Debug, Clone, Copy)]
 struct WorkloadArgs {
-    /// Workload seed.
-    #[arg(long, value_name = "S")]
+    /// Workload seed (`verify` must be given the one `stress` used).
+    #[arg(long, value_name = "S", default_value_t = 1)]
     seed: u64,
     /// Size of the key space (keys k000000..k{K-1}).
     #[arg(long, value_name = "K", default_value_t = 1000,
