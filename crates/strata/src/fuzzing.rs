@@ -36,18 +36,10 @@ pub const INDEX_TARGETS: &[Target] = &[
     ("model", model),
 ];
 
-const TYPES: [KeyType; 5] = [
-    KeyType::I64,
-    KeyType::F64,
-    KeyType::String,
-    KeyType::Point,
-    KeyType::Rect,
-];
-
 /// The key type chosen by the first byte, and the rest.
 fn typed(data: &[u8]) -> Option<(KeyType, &[u8])> {
     let (&b, rest) = data.split_first()?;
-    Some((TYPES[b as usize % TYPES.len()], rest))
+    Some((KeyType::ALL[b as usize % KeyType::ALL.len()], rest))
 }
 
 /// NEXT's per-table directory (global index slices).
@@ -129,7 +121,7 @@ pub fn json_fields(data: &[u8]) {
         (Ok(doc), Ok(got)) => {
             for p in &paths {
                 let slot = fields.slot(p).unwrap();
-                for ty in TYPES {
+                for ty in KeyType::ALL {
                     assert_eq!(
                         got.value(slot, ty),
                         extract(&doc, p, ty),

@@ -222,7 +222,7 @@ impl BuildEnv<'_> {
         &self,
         level: usize,
         reason: TableReason,
-        source: TableSource<'_>,
+        source: &TableSource<'_>,
     ) -> Result<(u64, TableBuilder)> {
         let number = (self.allocate_output)();
         let (inputs, scratch, tables, side) = match source {
@@ -232,11 +232,11 @@ impl BuildEnv<'_> {
                 tables,
             } => (
                 inputs.to_vec(),
-                Some(scratch.clone()),
-                Some(tables.clone()),
+                Some(Arc::clone(scratch)),
+                Some(Arc::clone(tables)),
                 None,
             ),
-            TableSource::Flush { side } => (Vec::new(), None, None, side),
+            TableSource::Flush { side } => (Vec::new(), None, None, side.clone()),
         };
         let ctx = TableContext {
             file_number: number,
@@ -329,7 +329,7 @@ fn add_output(
     current: &mut Option<(u64, TableBuilder)>,
     edit: &mut VersionEdit,
     bytes_written: &mut u64,
-    (out_level, source): (usize, TableSource<'_>),
+    (out_level, source): (usize, &TableSource<'_>),
     first_of_key: bool,
     ikey: &[u8],
     value: &[u8],
@@ -409,6 +409,11 @@ pub fn run(
     let all: Vec<Arc<FileMetaData>> = c.input_files().cloned().collect();
     let (lo, hi) = key_range(&all);
     let scratch = Arc::new(CompactionScratch::default());
+    let source = TableSource::Compaction {
+        inputs: &all,
+        scratch: &scratch,
+        tables,
+    };
     let deeper_overlap = (out_level + 1..version.num_levels())
         .any(|l| !version.overlapping(l, Some(&lo), Some(&hi)).is_empty());
     let ctx = CompactionContext {
@@ -500,14 +505,7 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (
-                    out_level,
-                    TableSource::Compaction {
-                        inputs: &all,
-                        scratch: &scratch,
-                        tables,
-                    },
-                ),
+                (out_level, &source),
                 first_of_key,
                 &ikey,
                 &value,
@@ -519,14 +517,7 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (
-                    out_level,
-                    TableSource::Compaction {
-                        inputs: &all,
-                        scratch: &scratch,
-                        tables,
-                    },
-                ),
+                (out_level, &source),
                 first_of_key,
                 ikey,
                 input.value(),

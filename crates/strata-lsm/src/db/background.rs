@@ -61,7 +61,7 @@ impl DbInner {
         let (number, mut builder) = env.start_table(
             0,
             TableReason::Flush,
-            TableSource::Flush {
+            &TableSource::Flush {
                 side: mem.side().cloned(),
             },
         )?;

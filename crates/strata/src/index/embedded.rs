@@ -995,17 +995,9 @@ mod tests {
         (table, blocks)
     }
 
-    const TYPES: [KeyType; 5] = [
-        KeyType::I64,
-        KeyType::F64,
-        KeyType::String,
-        KeyType::Point,
-        KeyType::Rect,
-    ];
-
     #[test]
     fn codec_roundtrip() {
-        for ty in TYPES {
+        for ty in KeyType::ALL {
             let bloom = !ty.is_spatial();
             let (zone, blocks) = sample_blocks(ty, bloom);
             let bytes = encode(ty, bloom, zone.as_ref(), &blocks);
@@ -1039,7 +1031,7 @@ mod tests {
 
     #[test]
     fn codec_rejects_truncation_and_bad_lengths() {
-        for ty in TYPES {
+        for ty in KeyType::ALL {
             let bloom = !ty.is_spatial();
             let (zone, blocks) = sample_blocks(ty, bloom);
             let bytes = encode(ty, bloom, zone.as_ref(), &blocks);

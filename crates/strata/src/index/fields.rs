@@ -98,12 +98,7 @@ impl Fields {
     }
 
     fn child(&self, n: usize, seg: &str) -> Option<usize> {
-        self.nodes
-            .get(n)?
-            .children
-            .iter()
-            .copied()
-            .find(|&c| self.nodes.get(c).is_some_and(|c| c.seg == seg))
+        self.child_bytes(n, seg.as_bytes())
     }
 
     fn child_bytes(&self, n: usize, seg: &[u8]) -> Option<usize> {
@@ -839,14 +834,6 @@ mod tests {
     use crate::index::value::{extract, parse_path};
     use serde_json::Value;
 
-    const TYPES: [KeyType; 5] = [
-        KeyType::I64,
-        KeyType::F64,
-        KeyType::String,
-        KeyType::Point,
-        KeyType::Rect,
-    ];
-
     /// Targeted extraction agrees with the full parse on `raw` for `paths`,
     /// and the fast path, when it answers, with the serde path. True if the
     /// fast path answered.
@@ -873,7 +860,7 @@ mod tests {
         let (doc, got) = (full.unwrap(), got.unwrap());
         for p in &paths {
             let slot = fields.slot(p).unwrap();
-            for ty in TYPES {
+            for ty in KeyType::ALL {
                 assert_eq!(
                     got.value(slot, ty),
                     extract(&doc, p, ty),

@@ -140,20 +140,12 @@ impl MergeRepair {
         let block = tables
             .get(f.number, f.file_size)
             .and_then(|t| t.meta_block(REPAIRED_TS_BLOCK));
-        match block {
-            Ok(Some(b)) => match <[u8; 8]>::try_from(b.as_slice()) {
-                Ok(a) => {
-                    let ts = u64::from_le_bytes(a);
-                    if ts <= self.shared.pk_recovered {
-                        ts
-                    } else {
-                        0
-                    }
-                }
-                Err(_) => 0,
-            },
-            _ => 0,
-        }
+        let Ok(Some(b)) = block else { return 0 };
+        <[u8; 8]>::try_from(b.as_slice())
+            .map(u64::from_le_bytes)
+            .ok()
+            .filter(|&ts| ts <= self.shared.pk_recovered)
+            .unwrap_or(0)
     }
 }
 
@@ -169,16 +161,14 @@ impl EngineHooks for MergeRepair {
         // The inputs are about to be deleted: their timestamps are consumed.
         let input_ts = {
             let mut map = lock(&self.shared.repaired_ts);
-            let ts = ctx
-                .inputs
+            ctx.inputs
                 .iter()
-                .map(|f| match map.remove(&f.number) {
-                    Some(ts) => ts,
-                    None => self.stored_ts(ctx, f),
+                .map(|f| {
+                    map.remove(&f.number)
+                        .unwrap_or_else(|| self.stored_ts(ctx, f))
                 })
                 .min()
-                .unwrap_or(0);
-            ts
+                .unwrap_or(0)
         };
         Some(Box::new(RepairObserver {
             shared: self.shared.clone(),

@@ -31,6 +31,15 @@ pub enum KeyType {
 }
 
 impl KeyType {
+    /// Every key type.
+    pub const ALL: [KeyType; 5] = [
+        KeyType::I64,
+        KeyType::F64,
+        KeyType::String,
+        KeyType::Point,
+        KeyType::Rect,
+    ];
+
     /// Parses a key type name (`i64`, `f64`, `string`, `point`, `rect`);
     /// `Error::InvalidArgument` for any other.
     pub fn parse(s: &str) -> Result<KeyType> {
