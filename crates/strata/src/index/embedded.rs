@@ -254,8 +254,7 @@ pub struct BlockZone {
     /// The block's first user key continues the previous block.
     pub continues: bool,
     /// Indexed values in the block (≥ 1). Decoded and checked; read by
-    /// tests and kept for inspection tools.
-    #[allow(dead_code)]
+    /// the inspection tools (`crate::inspect`).
     pub values: u32,
     pub zone: Zone,
     /// Bloom filter of the block's distinct encoded values (scalars with
