@@ -19,6 +19,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::index::fields::Fields;
 use crate::{Db, Error, Result, WriteBatch, WriteOptions};
 
 /// Input formats.
@@ -157,23 +158,40 @@ fn key_text(v: &Value) -> Option<String> {
     }
 }
 
-/// A record: its fields, and for JSONL the line as written (stored as is).
-struct Record {
-    obj: Map<String, Value>,
-    raw: Option<String>,
+/// A record: its fields (CSV), or its key and the line as written, stored
+/// as is (JSONL).
+enum Record {
+    Fields(Map<String, Value>),
+    Line { key: String, raw: String },
 }
 
-/// One JSONL line (without its line break) as a record.
-fn jsonl_record(line: Vec<u8>) -> std::result::Result<Record, String> {
+/// One JSONL line (without its line break) as a record keyed by the field
+/// `key` reads (the one path of `key`). The line is read once by the
+/// targeted reader (`index::fields`), which accepts exactly the documents
+/// a full parse accepts; a bad line is parsed again, only to say why.
+fn jsonl_record(
+    line: Vec<u8>,
+    key: &Fields,
+    key_field: &str,
+) -> std::result::Result<Record, String> {
     let line = String::from_utf8(line).map_err(|_| "not UTF-8 text".to_string())?;
-    match serde_json::from_str::<Value>(&line) {
-        Ok(Value::Object(obj)) => Ok(Record {
-            obj,
-            raw: Some(line.trim().to_string()),
-        }),
-        Ok(_) => Err("not a JSON object".into()),
-        Err(e) => Err(format!("bad JSON: {e}")),
+    let raw = line.trim();
+    let Ok(got) = key.extract(raw.as_bytes()) else {
+        return Err(match serde_json::from_str::<Value>(raw) {
+            Err(e) => format!("bad JSON: {e}"),
+            Ok(_) => "bad JSON".to_string(),
+        });
+    };
+    if !raw.starts_with('{') {
+        return Err("not a JSON object".into());
     }
+    let key = got
+        .key_text(0)
+        .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
+    Ok(Record::Line {
+        key,
+        raw: raw.to_string(),
+    })
 }
 
 /// Refuses a CSV header that names a column twice (a record would keep
@@ -200,28 +218,28 @@ fn csv_object(
             header.len()
         ));
     }
-    Ok(Record {
-        obj: header
+    Ok(Record::Fields(
+        header
             .iter()
             .cloned()
             .zip(fields.iter().map(csv_value))
             .collect(),
-        raw: None,
-    })
+    ))
 }
 
 /// (key, JSON bytes) of a record.
 fn keyed(rec: Record, key_field: &str) -> std::result::Result<(String, Vec<u8>), String> {
-    let key = rec
-        .obj
-        .get(key_field)
-        .and_then(key_text)
-        .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
-    let bytes = match rec.raw {
-        Some(raw) => raw.into_bytes(),
-        None => serde_json::to_vec(&Value::Object(rec.obj)).map_err(|e| e.to_string())?,
-    };
-    Ok((key, bytes))
+    match rec {
+        Record::Line { key, raw } => Ok((key, raw.into_bytes())),
+        Record::Fields(obj) => {
+            let key = obj
+                .get(key_field)
+                .and_then(key_text)
+                .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
+            let bytes = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
+            Ok((key, bytes))
+        }
+    }
 }
 
 /// A source of records: `Ok(None)` at the end; `Ok(Some((line, Err)))` for
@@ -249,6 +267,9 @@ pub fn load_file(
             // Lines as bytes: text that is not UTF-8 is a bad record, not
             // a failure of the load.
             let mut lines = reader.split(b'\n').enumerate();
+            // The key field is a top-level name, dots and all.
+            let key_path = [opts.key_field.clone()];
+            let key_reader = Fields::new([key_path.as_slice()]);
             Box::new(move || loop {
                 let Some((i, line)) = lines.next() else {
                     return Ok(None);
@@ -263,7 +284,10 @@ pub fn load_file(
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return Ok(Some((line_no, jsonl_record(line))));
+                return Ok(Some((
+                    line_no,
+                    jsonl_record(line, &key_reader, &opts.key_field),
+                )));
             })
         }
         Format::Csv => {
@@ -348,4 +372,56 @@ pub fn load_file(
         bytes,
         skipped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key the targeted reader takes from a line is the one a full
+    /// parse gives (`key_text` of the parsed object), and a line is bad
+    /// exactly when the full parse says so.
+    #[test]
+    fn jsonl_keys_match_a_full_parse() {
+        let key_path = ["id".to_string()];
+        let reader = Fields::new([key_path.as_slice()]);
+        for line in [
+            r#"{"id": "abc", "x": 1}"#,
+            r#"{"id": 12, "id": "last wins"}"#,
+            r#"{"id": -5}"#,
+            r#"{"id": 18446744073709551615}"#,
+            r#"{"id": 123456789012345678901234567890}"#,
+            r#"{"id": 1.0}"#,
+            r#"{"id": 1.5e3}"#,
+            r#"{"id": -0}"#,
+            r#"{"id": "caf\u00e9 \"q\""}"#,
+            r#"  {"x": {"id": 1}, "id": 2}  "#,
+            r#"{"id": null}"#,
+            r#"{"id": [1]}"#,
+            r#"{"id": {"a": 1}}"#,
+            r#"{"x": 1}"#,
+            r#"[{"id": 1}]"#,
+            r#""id""#,
+            r#"{"id": 1,}"#,
+            r#"{"id": 1} x"#,
+            r#"{"id": 01}"#,
+        ] {
+            let full = match serde_json::from_str::<Value>(line) {
+                Ok(Value::Object(obj)) => obj
+                    .get("id")
+                    .and_then(key_text)
+                    .ok_or_else(|| "no string or number field \"id\"".to_string()),
+                Ok(_) => Err("not a JSON object".to_string()),
+                Err(e) => Err(format!("bad JSON: {e}")),
+            };
+            let got = jsonl_record(line.as_bytes().to_vec(), &reader, "id").and_then(|r| match r {
+                Record::Line { key, raw } => {
+                    assert_eq!(raw, line.trim());
+                    Ok(key)
+                }
+                Record::Fields(_) => Err("a JSONL line read as fields".to_string()),
+            });
+            assert_eq!(got, full, "{line}");
+        }
+    }
 }
