@@ -76,6 +76,8 @@ pub const STRATEGIES: &[&str] = &[
     "deli",
     "posting-eager",
     "posting-lazy",
+    "filter",
+    "filter[maintain=eager]",
 ];
 
 /// The index spec of a [`STRATEGIES`] entry: `name` or `name[k=v;k=v]`.
