@@ -157,7 +157,12 @@ fn widen_into(slot: &mut Option<Zone>, z: &Zone) {
 }
 
 /// Encodes one table's meta block (`docs/format/filter.md`).
-pub(crate) fn encode(ty: KeyType, values: u64, own: Option<&Zone>, widen: Option<&Zone>) -> Vec<u8> {
+pub(crate) fn encode(
+    ty: KeyType,
+    values: u64,
+    own: Option<&Zone>,
+    widen: Option<&Zone>,
+) -> Vec<u8> {
     let mut flags = 0;
     if own.is_some() {
         flags |= FLAG_OWN;
@@ -294,7 +299,10 @@ impl Filter {
 
     /// Eager: the widening zones of a compaction's inputs, with their user
     /// key ranges.
-    fn input_widening(&self, inputs: &[Arc<FileMetaData>]) -> Result<Vec<(Vec<u8>, Vec<u8>, Zone)>> {
+    fn input_widening(
+        &self,
+        inputs: &[Arc<FileMetaData>],
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>, Zone)>> {
         let mut out = Vec::new();
         for f in inputs {
             let known = lock(&self.latest).get(&f.number).cloned();
@@ -386,7 +394,11 @@ impl TableIndexBuilder for Builder {
         let bytes = encode(self.ty, self.values, self.own.as_ref(), self.widen.as_ref());
         // What a reopen will read: decode the bytes rather than keep a
         // second, unchecked copy.
-        let t = decode(&bytes, self.ty, &format!("table {} block {name}", self.file))?;
+        let t = decode(
+            &bytes,
+            self.ty,
+            &format!("table {} block {name}", self.file),
+        )?;
         lock(&self.pending).insert(self.file, Arc::new(t));
         Ok(vec![(name, bytes)])
     }
@@ -803,7 +815,9 @@ mod tests {
                 assert_eq!(t.filter, union(o, w));
                 assert_eq!(t.disk_bytes, bytes.len() as u64);
                 for cut in 0..bytes.len() {
-                    assert!(decode(&bytes[..cut], ty, "test").unwrap_err().is_corruption());
+                    assert!(decode(&bytes[..cut], ty, "test")
+                        .unwrap_err()
+                        .is_corruption());
                 }
                 let mut extra = bytes.clone();
                 extra.push(0);
@@ -824,7 +838,11 @@ mod tests {
                 b[at] = v;
                 assert!(decode(&b, ty, "test").is_err(), "{ty:?} byte {at} = {v}");
             }
-            let other = if ty == KeyType::I64 { KeyType::F64 } else { KeyType::I64 };
+            let other = if ty == KeyType::I64 {
+                KeyType::F64
+            } else {
+                KeyType::I64
+            };
             assert!(decode(&bytes, other, "test").is_err());
         }
     }
@@ -833,7 +851,10 @@ mod tests {
     fn params() {
         let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
         assert_eq!(parse_params(&[]).unwrap(), Maintain::Validation);
-        assert_eq!(parse_params(&p("maintain", "eager")).unwrap(), Maintain::Eager);
+        assert_eq!(
+            parse_params(&p("maintain", "eager")).unwrap(),
+            Maintain::Eager
+        );
         assert_eq!(
             parse_params(&p("maintain", "validation")).unwrap(),
             Maintain::Validation
@@ -915,7 +936,8 @@ mod tests {
             db.flush().unwrap();
             // Keys 0..5 move to 1000+, 5..8 are deleted, in a newer table.
             for i in 0..5i64 {
-                db.put(format!("k{i:04}").as_bytes(), &doc(1000 + i)).unwrap();
+                db.put(format!("k{i:04}").as_bytes(), &doc(1000 + i))
+                    .unwrap();
             }
             for i in 5..8i64 {
                 db.delete(format!("k{i:04}").as_bytes()).unwrap();

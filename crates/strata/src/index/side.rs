@@ -235,7 +235,12 @@ impl IndexSide {
                     let Some(m) = e.value().mbr() else { continue };
                     out = Some(match out {
                         None => m,
-                        Some(r) => [r[0].min(m[0]), r[1].min(m[1]), r[2].max(m[2]), r[3].max(m[3])],
+                        Some(r) => [
+                            r[0].min(m[0]),
+                            r[1].min(m[1]),
+                            r[2].max(m[2]),
+                            r[3].max(m[3]),
+                        ],
                     });
                 }
                 out.map(SideBounds::Rect)
