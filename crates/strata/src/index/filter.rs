@@ -253,6 +253,10 @@ impl FilterGlobal {
 /// (sequence number of the write, the attribute of the record it replaced).
 type Widening = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, IndexValue)>>>>;
 
+/// A zone with the user-key range of the table it belongs to (smallest,
+/// largest).
+type RangedZone = (Vec<u8>, Vec<u8>, Zone);
+
 /// The `filter` strategy of one index.
 pub(crate) struct Filter {
     id: u32,
@@ -302,7 +306,7 @@ impl Filter {
     fn input_widening(
         &self,
         inputs: &[Arc<FileMetaData>],
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>, Zone)>> {
+    ) -> Result<Vec<RangedZone>> {
         let mut out = Vec::new();
         for f in inputs {
             let known = lock(&self.latest).get(&f.number).cloned();
@@ -345,7 +349,7 @@ struct Builder {
     flush_widening: Option<Widening>,
     /// Eager compaction: the inputs' widening zones and key ranges, or the
     /// error reading them (reported by `finish`).
-    input_widening: Result<Vec<(Vec<u8>, Vec<u8>, Zone)>>,
+    input_widening: Result<Vec<RangedZone>>,
     values: u64,
     own: Option<Zone>,
     widen: Option<Zone>,
