@@ -15,7 +15,7 @@ use common::{copy_dir, Rng};
 use serde_json::json;
 use strata::{Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteBatch};
 
-const MODES: &[&str] = &["validation", "eager"];
+const MODES: &[&str] = &["mutable-bitmap", "validation", "eager"];
 
 fn spec(name: &str, path: &str, maintain: &str) -> IndexSpec {
     IndexSpec::field(name, path, KeyType::I64)
@@ -160,20 +160,20 @@ fn run(maintain: &str, seed: u64, steps: usize, opts: Options) -> strata::IndexS
 #[test]
 fn time_ordered_and_random_attributes_match_the_model() {
     for maintain in MODES {
-        for seed in 0..3 {
+        for seed in 0..2 {
             let st = run(
                 maintain,
                 seed,
-                2000,
+                1500,
                 Options::small_for_tests().background_work(false),
             );
             assert!(st.components_scanned > 0, "{st:?}");
             assert!(st.components_skipped > 0, "{maintain}: {st:?}");
-            if *maintain == "eager" {
-                assert_eq!(st.exact_checks, 0, "eager needs no lookups: {st:?}");
+            if *maintain != "validation" {
+                assert_eq!(st.exact_checks, 0, "{maintain} needs no lookups: {st:?}");
             }
         }
-        run(maintain, 50, 2000, Options::small_for_tests());
+        run(maintain, 50, 1500, Options::small_for_tests());
     }
 }
 

@@ -49,10 +49,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use strata_lsm::cache::TableCache;
-use strata_lsm::coding::{get_varint64, put_varint64};
+use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::{InstallEvent, InstallReason, TableContext, TableReason};
 use strata_lsm::key::{self, SeqNo, ValueKind};
@@ -70,13 +70,15 @@ use super::strategy::{
 };
 use super::tables::{self, TableMap};
 use super::value::{intersects, IndexValue, KeyType, Predicate};
-use super::{lock, Hit, IndexStats, OpRef, QueryProfile};
+use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile};
 
 const FORMAT_VERSION: u8 = 1;
 /// Flag: the block holds the table's own zone.
 const FLAG_OWN: u8 = 1;
 /// Flag: the block holds the eager widening zone.
 const FLAG_WIDEN: u8 = 2;
+/// Flag: the block holds deletion marks (mutable-bitmap).
+const FLAG_MARKS: u8 = 4;
 
 /// Name of the meta block of index `index_id` in a table.
 pub fn block_name(index_id: u32) -> String {
@@ -91,24 +93,22 @@ pub(crate) enum Maintain {
     Eager,
     /// No lookups on write; candidates validated by a point lookup.
     Validation,
+    /// Writes mark the version they replace as deleted; filters follow
+    /// new values only and scans skip marked versions.
+    MutableBitmap,
 }
 
 /// Parses the parameters of a `filter` index: `maintain`.
 pub(crate) fn parse_params(params: &[(String, String)]) -> Result<Maintain> {
-    let mut maintain = Maintain::Validation;
+    let mut maintain = Maintain::MutableBitmap;
     for (k, v) in params {
         match (k.as_str(), v.as_str()) {
             ("maintain", "eager") => maintain = Maintain::Eager,
             ("maintain", "validation") => maintain = Maintain::Validation,
-            ("maintain", "mutable-bitmap") => {
-                return Err(Error::invalid(
-                    "filter: maintain=mutable-bitmap is not implemented yet \
-                     (available: eager, validation)",
-                ))
-            }
+            ("maintain", "mutable-bitmap") => maintain = Maintain::MutableBitmap,
             ("maintain", _) => {
                 return Err(Error::invalid(format!(
-                    "filter: maintain must be eager or validation, not {v:?}"
+                    "filter: maintain must be mutable-bitmap, eager or validation, not {v:?}"
                 )))
             }
             _ => {
@@ -133,6 +133,10 @@ pub(crate) struct TableFilter {
     pub widen: Option<Zone>,
     /// `own` ∪ `widen`: what queries test.
     pub filter: Option<Zone>,
+    /// Mutable-bitmap: deletion marks (key, deleted version, deleting
+    /// write) of the writes this table holds, and those carried from
+    /// compaction inputs; sorted by key.
+    pub marks: Vec<Mark>,
     /// Bytes of the meta block.
     pub disk_bytes: u64,
 }
@@ -162,8 +166,12 @@ pub(crate) fn encode(
     values: u64,
     own: Option<&Zone>,
     widen: Option<&Zone>,
+    marks: &[Mark],
 ) -> Vec<u8> {
     let mut flags = 0;
+    if !marks.is_empty() {
+        flags |= FLAG_MARKS;
+    }
     if own.is_some() {
         flags |= FLAG_OWN;
     }
@@ -174,6 +182,14 @@ pub(crate) fn encode(
     put_varint64(&mut out, values);
     for z in [own, widen].into_iter().flatten() {
         z.encode(&mut out);
+    }
+    if !marks.is_empty() {
+        put_varint64(&mut out, marks.len() as u64);
+        for (key, old, new) in marks {
+            put_length_prefixed(&mut out, key);
+            put_varint64(&mut out, *old);
+            put_varint64(&mut out, *new);
+        }
     }
     out
 }
@@ -195,7 +211,7 @@ pub(crate) fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<Table
         return Err(bad("key type differs from the index definition"));
     }
     let flags = byte("truncated flags")?;
-    if flags & !(FLAG_OWN | FLAG_WIDEN) != 0 {
+    if flags & !(FLAG_OWN | FLAG_WIDEN | FLAG_MARKS) != 0 {
         return Err(bad("unknown flags"));
     }
     let values = get_varint64(&mut src).ok_or_else(|| bad("truncated value count"))?;
@@ -212,10 +228,35 @@ pub(crate) fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<Table
     } else {
         None
     };
+    let mut marks = Vec::new();
+    if flags & FLAG_MARKS != 0 {
+        let n = get_varint64(&mut src).ok_or_else(|| bad("truncated mark count"))?;
+        if n == 0 {
+            return Err(bad("mark flag without marks"));
+        }
+        // Each mark takes at least 3 bytes: no allocation beyond the input.
+        marks.reserve(n.min(src.len() as u64 / 3) as usize);
+        for _ in 0..n {
+            let key = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated mark key"))?;
+            let old = get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?;
+            let new = get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?;
+            if old >= new {
+                return Err(bad("mark deletes a version not older than the write"));
+            }
+            if marks
+                .last()
+                .is_some_and(|(k, _, _): &Mark| k.as_slice() > key)
+            {
+                return Err(bad("marks out of key order"));
+            }
+            marks.push((key.to_vec(), old, new));
+        }
+    }
     if !src.is_empty() {
         return Err(bad("trailing bytes"));
     }
     Ok(TableFilter {
+        marks,
         values,
         filter: union(own.as_ref(), widen.as_ref()),
         own,
@@ -253,6 +294,24 @@ impl FilterGlobal {
 /// (sequence number of the write, the attribute of the record it replaced).
 type Widening = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, IndexValue)>>>>;
 
+/// A deletion mark: user key, sequence number of the version deleted, and
+/// of the write (put or delete) that replaced it.
+pub(crate) type Mark = (Vec<u8>, SeqNo, SeqNo);
+
+/// Mutable-bitmap: the marks made by writes not yet in a table, by key:
+/// (deleting write, deleted version).
+type PendingMarks = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, SeqNo)>>>>;
+
+/// Mutable-bitmap: every deletion mark known (deleted version → deleting
+/// write), from the tables at open and from the writes since. The
+/// sequence number identifies a version in whatever table holds it, so a
+/// mark made while a flush or compaction rewrites that version applies
+/// to the new table as well (nothing to carry over, no lock).
+type MarkMap = Arc<RwLock<HashMap<SeqNo, SeqNo>>>;
+
+/// A compaction's input marks, by key (shared by its outputs).
+type InputMarks = HashMap<Vec<u8>, Vec<(SeqNo, SeqNo)>>;
+
 /// A zone with the user-key range of the table it belongs to (smallest,
 /// largest).
 type RangedZone = (Vec<u8>, Vec<u8>, Zone);
@@ -266,6 +325,8 @@ pub(crate) struct Filter {
     tables: Arc<TableCache>,
     pending: tables::Pending<TableFilter>,
     widening: Widening,
+    pending_marks: PendingMarks,
+    marks: MarkMap,
     /// The table filters of the latest installed version: a compaction's
     /// inputs are found here (eager widening of its outputs).
     latest: Mutex<TableMap<TableFilter>>,
@@ -284,6 +345,8 @@ impl Filter {
             tables: cx.tables.clone(),
             pending: Arc::default(),
             widening: Arc::default(),
+            pending_marks: Arc::default(),
+            marks: Arc::default(),
             latest: Mutex::default(),
             scanned: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
@@ -303,10 +366,7 @@ impl Filter {
 
     /// Eager: the widening zones of a compaction's inputs, with their user
     /// key ranges.
-    fn input_widening(
-        &self,
-        inputs: &[Arc<FileMetaData>],
-    ) -> Result<Vec<RangedZone>> {
+    fn input_widening(&self, inputs: &[Arc<FileMetaData>]) -> Result<Vec<RangedZone>> {
         let mut out = Vec::new();
         for f in inputs {
             let known = lock(&self.latest).get(&f.number).cloned();
@@ -330,6 +390,50 @@ impl Filter {
         Ok(out)
     }
 
+    /// Mutable-bitmap: the marks of a compaction's inputs, by key.
+    fn input_marks(&self, inputs: &[Arc<FileMetaData>]) -> Result<InputMarks> {
+        let mut out = InputMarks::new();
+        for f in inputs {
+            let known = lock(&self.latest).get(&f.number).cloned();
+            let tf = match known {
+                Some(t) => t,
+                None => match self.read_table(f)? {
+                    Some(t) => Arc::new(t),
+                    None => continue,
+                },
+            };
+            for (k, old, new) in &tf.marks {
+                out.entry(k.clone()).or_default().push((*old, *new));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Mutable-bitmap (§5.2): each write marks the version it replaces
+    /// (found by the batched lookup of the records the batch overwrites;
+    /// an earlier put of the same batch counts). Every superseded version
+    /// gets exactly one mark, by its immediate successor; a tombstone is
+    /// never a candidate and is not marked.
+    fn mark(&self, ops: &[OpRef<'_>], current: &Current<'_>) {
+        let mut latest: HashMap<&[u8], Option<SeqNo>> = HashMap::new();
+        let mut pending = lock(&self.pending_marks);
+        let mut marks = write(&self.marks);
+        for &(seq, key, new) in ops {
+            let old = match latest.remove(key) {
+                Some(earlier) => earlier,
+                None => match current.get(key) {
+                    Some(Some((s, _))) => Some(*s),
+                    _ => None,
+                },
+            };
+            if let Some(old) = old {
+                pending.entry(key.to_vec()).or_default().push((seq, old));
+                marks.insert(old, seq);
+            }
+            latest.insert(key, new.map(|_| seq));
+        }
+    }
+
     fn global(&self, tables: TableMap<TableFilter>, flushed_seq: SeqNo) -> VersionSlot {
         lock(&self.latest).clone_from(&tables);
         Arc::new(FilterGlobal {
@@ -350,11 +454,57 @@ struct Builder {
     /// Eager compaction: the inputs' widening zones and key ranges, or the
     /// error reading them (reported by `finish`).
     input_widening: Result<Vec<RangedZone>>,
+    /// Mutable-bitmap flush: the marks made by writes, and the smallest
+    /// sequence number of the memtable flushed (its writes' marks are those
+    /// with a deleting write from there on; `0` if unknown).
+    flush_marks: Option<(PendingMarks, SeqNo)>,
+    /// Mutable-bitmap compaction: the inputs' marks, or the error reading
+    /// them (reported by `finish`).
+    input_marks: Option<Arc<std::result::Result<InputMarks, String>>>,
     values: u64,
     own: Option<Zone>,
     widen: Option<Zone>,
     first_key: Option<Vec<u8>>,
     last_key: Vec<u8>,
+    /// The current key's sequence numbers in this table.
+    key_seqs: Vec<SeqNo>,
+    /// The current key's marks (deleted version, deleting write) that
+    /// reach this table.
+    key_marks: Vec<(SeqNo, SeqNo)>,
+    /// The marks kept, in key order.
+    marks: Vec<Mark>,
+}
+
+impl Builder {
+    /// Keeps the current key's marks that may still matter: those deleting
+    /// a version this table holds, and the oldest (which deletes the
+    /// newest version of an older table, if one is left). The others
+    /// delete versions this flush or compaction dropped. This relies on
+    /// `key_marks` being the marks of the writes whose versions the
+    /// flush's memtable or the compaction's inputs held: a key's versions
+    /// in a compaction's inputs are consecutive (any older version is in
+    /// a deeper level), so those marks chain from the oldest input version
+    /// up, the first deleting the newest version below the inputs. With a
+    /// flush whose memtable range is unknown (`conservative`), every mark
+    /// deleting a version older than the table's is kept.
+    fn close_key(&mut self) {
+        if self.key_marks.is_empty() {
+            self.key_seqs.clear();
+            return;
+        }
+        self.key_marks.sort_unstable();
+        self.key_marks.dedup();
+        let root = self.key_marks.first().map(|m| m.0);
+        let conservative = self.flush_marks.as_ref().is_some_and(|(_, f)| *f == 0);
+        let oldest = self.key_seqs.iter().copied().min().unwrap_or(0);
+        for &(old, new) in &self.key_marks {
+            if Some(old) == root || self.key_seqs.contains(&old) || (conservative && old < oldest) {
+                self.marks.push((self.last_key.clone(), old, new));
+            }
+        }
+        self.key_marks.clear();
+        self.key_seqs.clear();
+    }
 }
 
 impl TableIndexBuilder for Builder {
@@ -363,9 +513,26 @@ impl TableIndexBuilder for Builder {
             // The key's first entry: its newest version in this table.
             if self.first_key.is_none() {
                 self.first_key = Some(user_key.to_vec());
+            } else {
+                self.close_key();
             }
             self.last_key.clear();
             self.last_key.extend_from_slice(user_key);
+            if let Some((m, floor)) = &self.flush_marks {
+                // As for widening: the marks of the writes this flush holds.
+                if let Some(recs) = lock(m).get(user_key) {
+                    for &(new, old) in recs {
+                        if *floor <= new && new <= seq {
+                            self.key_marks.push((old, new));
+                        }
+                    }
+                }
+            }
+            if let Some(Ok(m)) = self.input_marks.as_deref() {
+                if let Some(recs) = m.get(user_key) {
+                    self.key_marks.extend_from_slice(recs);
+                }
+            }
             if let Some(w) = &self.flush_widening {
                 // Every version of the key this flush writes or drops is at
                 // most `seq`; later writes are in a newer memtable.
@@ -378,6 +545,7 @@ impl TableIndexBuilder for Builder {
                 }
             }
         }
+        self.key_seqs.push(seq);
         if let Some(v) = attr {
             self.values += 1;
             widen_into(&mut self.own, &Zone::of(&v, &v.encode()));
@@ -386,6 +554,14 @@ impl TableIndexBuilder for Builder {
 
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
         let inputs = std::mem::replace(&mut self.input_widening, Ok(Vec::new()))?;
+        if let Some(Err(e)) = self.input_marks.as_deref() {
+            return Err(Error::Background(format!(
+                "filter: reading the marks of the compaction's inputs: {e}"
+            )));
+        }
+        if self.first_key.is_some() {
+            self.close_key();
+        }
         if let Some(first) = &self.first_key {
             let last = self.last_key.as_slice();
             for (lo, hi, z) in &inputs {
@@ -395,7 +571,14 @@ impl TableIndexBuilder for Builder {
             }
         }
         let name = block_name(self.id);
-        let bytes = encode(self.ty, self.values, self.own.as_ref(), self.widen.as_ref());
+        let marks = std::mem::take(&mut self.marks);
+        let bytes = encode(
+            self.ty,
+            self.values,
+            self.own.as_ref(),
+            self.widen.as_ref(),
+            &marks,
+        );
         // What a reopen will read: decode the bytes rather than keep a
         // second, unchecked copy.
         let t = decode(
@@ -418,12 +601,12 @@ impl IndexStrategy for Filter {
     }
 
     fn applies_batches(&self) -> bool {
-        self.maintain == Maintain::Eager
+        self.maintain != Maintain::Validation
     }
 
     fn needs_current(&self) -> NeedsCurrent {
         match self.maintain {
-            Maintain::Eager => NeedsCurrent::All,
+            Maintain::Eager | Maintain::MutableBitmap => NeedsCurrent::All,
             Maintain::Validation => NeedsCurrent::No,
         }
     }
@@ -431,8 +614,13 @@ impl IndexStrategy for Filter {
     /// Eager: records each overwritten record's attribute with the write
     /// (an earlier operation of the same batch counts as the old record).
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        if self.maintain != Maintain::Eager {
-            return Ok(());
+        match self.maintain {
+            Maintain::Eager => {}
+            Maintain::MutableBitmap => {
+                self.mark(ops, current);
+                return Ok(());
+            }
+            Maintain::Validation => return Ok(()),
         }
         let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
         let mut w = lock(&self.widening);
@@ -454,7 +642,16 @@ impl IndexStrategy for Filter {
 
     fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
         let eager = self.maintain == Maintain::Eager;
+        let bitmap = self.maintain == Maintain::MutableBitmap;
         let flush = ctx.reason == TableReason::Flush;
+        let input_marks = (bitmap && !flush).then(|| {
+            let make = || self.input_marks(&ctx.inputs).map_err(|e| e.to_string());
+            let name = format!("strata.filter.marks.{}", self.id);
+            ctx.scratch
+                .as_ref()
+                .and_then(|sc| sc.get_or_insert_with(&name, make))
+                .unwrap_or_else(|| Arc::new(make()))
+        });
         Some(Box::new(Builder {
             id: self.id,
             ty: self.ty,
@@ -466,11 +663,24 @@ impl IndexStrategy for Filter {
             } else {
                 Ok(Vec::new())
             },
+            flush_marks: (bitmap && flush).then(|| {
+                let floor = ctx
+                    .side
+                    .as_ref()
+                    .and_then(|s| s.as_any().downcast_ref::<side::IndexSide>())
+                    .and_then(|s| s.min_seq())
+                    .unwrap_or(0);
+                (self.pending_marks.clone(), floor)
+            }),
+            input_marks,
             values: 0,
             own: None,
             widen: None,
             first_key: None,
             last_key: Vec::new(),
+            key_seqs: Vec::new(),
+            key_marks: Vec::new(),
+            marks: Vec::new(),
         }))
     }
 
@@ -499,6 +709,12 @@ impl IndexStrategy for Filter {
                 !recs.is_empty()
             });
         }
+        if self.maintain == Maintain::MutableBitmap && before > 0 {
+            lock(&self.pending_marks).retain(|_, recs| {
+                recs.retain(|(new, _)| *new > before);
+                !recs.is_empty()
+            });
+        }
         Ok(Some(self.global(tables, flushed_seq)))
     }
 
@@ -522,6 +738,15 @@ impl IndexStrategy for Filter {
             },
         )?;
         let flushed_seq = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
+        if self.maintain == Maintain::MutableBitmap {
+            let mut m = write(&self.marks);
+            m.clear();
+            for t in tables.values() {
+                for (_, old, new) in &t.marks {
+                    m.insert(*old, *new);
+                }
+            }
+        }
         Ok(Some(self.global(tables, flushed_seq)))
     }
 
@@ -541,7 +766,8 @@ impl IndexStrategy for Filter {
         let mut s = Scan {
             cx,
             probe: Probe::new(cx.pred),
-            eager: self.maintain == Maintain::Eager,
+            maintain: self.maintain,
+            marks: (self.maintain == Maintain::MutableBitmap).then(|| self.marks.clone()),
             acc: Results::new(cx.opts.limit),
             seen: HashSet::new(),
             validations: 0,
@@ -631,7 +857,9 @@ fn newest_in_mems(mems: &[Arc<MemTable>], key: &[u8], snapshot: SeqNo) -> Option
 struct Scan<'a, 'v> {
     cx: &'a QueryCx<'v>,
     probe: Probe,
-    eager: bool,
+    maintain: Maintain,
+    /// Mutable-bitmap: the deletion marks.
+    marks: Option<MarkMap>,
     acc: Results,
     /// Eager: keys whose visible version was found in a scanned table
     /// (that version is the key's newest in the tables).
@@ -688,11 +916,15 @@ impl Scan<'_, '_> {
     /// the key's newest version at the snapshot.
     fn valid(&mut self, key: &[u8], seq: SeqNo) -> Result<bool> {
         let view = self.cx.view;
+        if self.maintain == Maintain::MutableBitmap {
+            // Not marked at the snapshot (checked by the scan): newest.
+            return Ok(true);
+        }
         // Every memtable version is newer than every table version.
         if newest_in_mems(&view.mems, key, view.snapshot).is_some() {
             return Ok(false);
         }
-        if self.eager {
+        if self.maintain == Maintain::Eager {
             // The module invariant: every newer table version was scanned
             // (and `seen`) first.
             return Ok(true);
@@ -743,9 +975,14 @@ impl Scan<'_, '_> {
         let t = view.tables.get(f.number, f.file_size)?;
         let mut last: Option<Vec<u8>> = None;
         let mut visible_seen = false;
+        let eager = self.maintain == Maintain::Eager;
+        let marks = self.marks.clone();
         for h in t.data_block_handles()? {
             self.blocks_read += 1;
-            for (key, seq, kind, value) in t.read_data_block_entries(h)? {
+            let entries = t.read_data_block_entries(h)?;
+            // Held for one block: writers mark between blocks.
+            let marks = marks.as_ref().map(|m| read(m));
+            for (key, seq, kind, value) in entries {
                 if last.as_deref() != Some(key.as_slice()) {
                     last = Some(key.clone());
                     visible_seen = false;
@@ -756,7 +993,14 @@ impl Scan<'_, '_> {
                     continue;
                 }
                 visible_seen = true;
-                if self.eager && !self.seen.insert(key.clone()) {
+                if eager && !self.seen.insert(key.clone()) {
+                    continue;
+                }
+                // Mutable-bitmap: deleted by a write the snapshot sees.
+                if marks
+                    .as_ref()
+                    .is_some_and(|m| m.get(&seq).is_some_and(|new| *new <= snapshot))
+                {
                     continue;
                 }
                 if kind != ValueKind::Value || self.acc.full_before(seq) {
@@ -805,17 +1049,24 @@ mod tests {
     fn codec_roundtrip_and_rejects_damage() {
         for ty in KeyType::ALL {
             let (own, widen) = zones(ty);
-            for (values, o, w) in [
-                (7, Some(&own), Some(&widen)),
-                (7, Some(&own), None),
-                (0, None, Some(&widen)),
-                (0, None, None),
+            let marks: Vec<Mark> = vec![
+                (b"a".to_vec(), 3, 9),
+                (b"a".to_vec(), 9, 12),
+                (b"bb".to_vec(), 1, 300),
+            ];
+            for (values, o, w, m) in [
+                (7, Some(&own), Some(&widen), &marks[..0]),
+                (7, Some(&own), None, &marks[..]),
+                (0, None, Some(&widen), &marks[..1]),
+                (0, None, None, &marks[..0]),
+                (0, None, None, &marks[..]),
             ] {
-                let bytes = encode(ty, values, o, w);
+                let bytes = encode(ty, values, o, w, m);
                 let t = decode(&bytes, ty, "test").unwrap();
                 assert_eq!(t.values, values);
                 assert_eq!(t.own.as_ref(), o);
                 assert_eq!(t.widen.as_ref(), w);
+                assert_eq!(t.marks, m);
                 assert_eq!(t.filter, union(o, w));
                 assert_eq!(t.disk_bytes, bytes.len() as u64);
                 for cut in 0..bytes.len() {
@@ -834,13 +1085,21 @@ mod tests {
                     }
                 }
             }
-            let bytes = encode(ty, 7, Some(&own), None);
+            let bytes = encode(ty, 7, Some(&own), None, &[]);
             // Header: version, type, flags, value count.
             assert_eq!(&bytes[..4], &[1, key_type_byte(ty), FLAG_OWN, 7]);
-            for (at, v) in [(0, 2u8), (2, 4), (2, FLAG_WIDEN), (3, 0)] {
+            for (at, v) in [(0, 2u8), (2, 8), (2, FLAG_WIDEN), (2, FLAG_MARKS), (3, 0)] {
                 let mut b = bytes.clone();
                 b[at] = v;
                 assert!(decode(&b, ty, "test").is_err(), "{ty:?} byte {at} = {v}");
+            }
+            // Marks: out of key order, or deleting a version not older than
+            // the write.
+            for bad in [
+                vec![(b"b".to_vec(), 1, 2), (b"a".to_vec(), 1, 2)],
+                vec![(b"a".to_vec(), 5, 5)],
+            ] {
+                assert!(decode(&encode(ty, 0, None, None, &bad), ty, "test").is_err());
             }
             let other = if ty == KeyType::I64 {
                 KeyType::F64
@@ -854,7 +1113,7 @@ mod tests {
     #[test]
     fn params() {
         let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
-        assert_eq!(parse_params(&[]).unwrap(), Maintain::Validation);
+        assert_eq!(parse_params(&[]).unwrap(), Maintain::MutableBitmap);
         assert_eq!(
             parse_params(&p("maintain", "eager")).unwrap(),
             Maintain::Eager
@@ -863,7 +1122,10 @@ mod tests {
             parse_params(&p("maintain", "validation")).unwrap(),
             Maintain::Validation
         );
-        assert!(parse_params(&p("maintain", "mutable-bitmap")).is_err());
+        assert_eq!(
+            parse_params(&p("maintain", "mutable-bitmap")).unwrap(),
+            Maintain::MutableBitmap
+        );
         assert!(parse_params(&p("maintain", "lazy")).is_err());
         assert!(parse_params(&p("bits_per_key", "1")).is_err());
     }
@@ -905,7 +1167,7 @@ mod tests {
     /// tables whose filter intersects it.
     #[test]
     fn filters_skip_tables() {
-        for maintain in ["eager", "validation"] {
+        for maintain in ["eager", "validation", "mutable-bitmap"] {
             let dir = tempfile::tempdir().unwrap();
             let db = open(dir.path(), maintain);
             for batch in 0..4i64 {
@@ -931,7 +1193,7 @@ mod tests {
     /// old value (so it is scanned); validation looks the key up.
     #[test]
     fn updates_and_deletes_reconcile() {
-        for maintain in ["eager", "validation"] {
+        for maintain in ["eager", "validation", "mutable-bitmap"] {
             let dir = tempfile::tempdir().unwrap();
             let db = open(dir.path(), maintain);
             for i in 0..20i64 {
@@ -955,6 +1217,10 @@ mod tests {
             if maintain == "eager" {
                 // The newer table holds the old values in its filter.
                 assert_eq!(p.components_scanned, 2, "{p:?}");
+                assert_eq!(st.exact_checks, 0, "no lookups: {st:?}");
+            } else if maintain == "mutable-bitmap" {
+                // The old versions are marked: one table, no lookups.
+                assert_eq!(p.components_scanned, 1, "{p:?}");
                 assert_eq!(st.exact_checks, 0, "no lookups: {st:?}");
             } else {
                 assert_eq!(p.components_scanned, 1, "{p:?}");

@@ -4,7 +4,7 @@
 //! queries never parse the memtable.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 use crossbeam_skiplist::SkipMap;
@@ -158,6 +158,9 @@ pub(crate) struct IndexSide {
     /// while cloning the `Arc`.
     attached: RwLock<Arc<Attached>>,
     bytes: AtomicUsize,
+    /// The smallest sequence number added to the memtable (`u64::MAX`
+    /// while empty).
+    min_seq: AtomicU64,
 }
 
 impl IndexSide {
@@ -168,7 +171,14 @@ impl IndexSide {
                 fields: Fields::new([]),
             })),
             bytes: AtomicUsize::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// The smallest sequence number of the memtable's entries (`None` if
+    /// empty): with the memtable's largest, the range of its writes.
+    pub fn min_seq(&self) -> Option<SeqNo> {
+        Some(self.min_seq.load(Relaxed)).filter(|s| *s != u64::MAX)
     }
 
     fn current(&self) -> Arc<Attached> {
@@ -271,6 +281,7 @@ impl IndexSide {
 
 impl MemSide for IndexSide {
     fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.min_seq.fetch_min(seq, Relaxed);
         if kind != ValueKind::Value {
             return;
         }

@@ -77,6 +77,7 @@ pub const STRATEGIES: &[&str] = &[
     "posting-eager",
     "posting-lazy",
     "filter",
+    "filter[maintain=validation]",
     "filter[maintain=eager]",
 ];
 
