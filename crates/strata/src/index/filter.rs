@@ -40,7 +40,43 @@
 //!   keys it writes (including versions the flush drops); a compaction
 //!   output takes the widening of every input table whose key range
 //!   overlaps its own (a superset of what its kept entries need).
-//! * `mutable-bitmap` (§5) is not implemented yet (refused).
+//! * `mutable-bitmap` (§5, the default): every write looks up the record
+//!   it replaces (the same batched lookup as `eager`; Strata has no
+//!   separate primary-key index, see below) and *marks* that version as
+//!   deleted. Filters then follow new values only (no widening), and a
+//!   scan skips marked versions: no reconciliation, no lookups.
+//!
+//! Mutable-bitmap, as built. The paper keeps one bitmap per disk component
+//! indexed by entry position and mutates it in place. Here a mark is the
+//! pair (deleted version's sequence number → deleting write's sequence
+//! number): sequence numbers are unique, so a mark identifies its entry in
+//! whatever table holds it now — the same bit, addressed by version
+//! instead of by position. Consequences:
+//! * *Snapshot rule (the invariant).* A query at snapshot `S` treats a
+//!   version as deleted iff it has a mark whose deleting write is `<= S`.
+//!   Every write marks its key's newest version before it is published
+//!   (under the sync guard, like every synchronous index), so every
+//!   version superseded at `S` is marked by then, and none that is live at
+//!   `S` is (a mark made by a write newer than `S` is ignored).
+//! * *Flushes and compactions.* A mark set while a flush or compaction
+//!   rewrites the version it names applies to the new table unchanged:
+//!   there is no position to translate, so no bit can be lost and neither
+//!   the paper's Lock nor its Side-file method is needed.
+//! * *Checkpoint and recovery.* A mark lives with the write that made it:
+//!   in RAM (and the WAL, as that write) until the write's memtable is
+//!   flushed, then in that table's `filter.<id>` block, which the flush
+//!   writes before the WAL files are retired. Compactions carry the marks
+//!   of their inputs to the output holding the key, dropping those whose
+//!   deleted version the compaction dropped. At open the marks are read
+//!   from every table and the WAL replay marks again what its writes
+//!   replace (the lookup the replay does plays the paper's "update bit").
+//! * *Locating the old version.* The paper searches a primary-key index
+//!   (keys only) instead of reading records. Strata's batched lookup reads
+//!   the record's data block (usually cached, and Bloom filters skip the
+//!   tables without the key); only its sequence number is used.
+//! * Within a session the RAM map of marks only grows (16 bytes a mark
+//!   plus hashing overhead); a reopen loads only the marks tables still
+//!   hold.
 //!
 //! Top-K walks the components newest first and skips a table once K valid
 //! results newer than its newest entry are known (as `embedded` does).
