@@ -11,7 +11,8 @@ use strata_harness::run::{
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
-    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy
+    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy,
+    /// time-range (range filters, Luo & Carey §6.4.2)
     /// (see docs/benchmarks.md).
     #[arg(long, default_value = "static-tweets")]
     pub workload: String,

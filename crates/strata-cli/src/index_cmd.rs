@@ -26,7 +26,8 @@ pub enum IndexCommand {
         /// R-tree), `embedded` (per-block zone maps and Bloom filters),
         /// `composite` (secondary LSM tree; --param mode=sync|validation,
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,
-        /// `filter` (per-table range filters; --param maintain=validation|eager).
+        /// `filter` (per-table range filters; --param
+        /// maintain=mutable-bitmap|validation|eager).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`

@@ -827,8 +827,9 @@ impl IndexStrategy for Filter {
         profile.stale = s.stale;
         profile.components_scanned += s.scanned;
         profile.components_skipped += s.skipped;
-        let (hits, min_blocks) = s.acc.finish();
+        let (hits, min_blocks, components) = s.acc.finish_with_components();
         profile.min_data_blocks = min_blocks;
+        profile.components_min = components;
         Ok(hits)
     }
 

@@ -273,6 +273,11 @@ pub struct QueryProfile {
     /// read).
     #[serde(default)]
     pub components_skipped: u64,
+    /// Range filters: components holding at least one result (the tables
+    /// of the results, plus one if a memtable holds some): what a perfect
+    /// filter would scan.
+    #[serde(default)]
+    pub components_min: u64,
 }
 
 /// One query result.
