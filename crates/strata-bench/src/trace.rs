@@ -1151,6 +1151,35 @@ mod tests {
     }
 
     #[test]
+    fn time_range_counts_recent_and_old_records_exactly() {
+        let t = time_range(&cfg(2000, 0.5));
+        assert_eq!(t.load.len(), 4000);
+        assert_eq!(t.indexes.len(), 1);
+        let mut last: HashMap<&[u8], i64> = HashMap::new();
+        for p in &t.load {
+            let j: Value = serde_json::from_slice(&p.value).unwrap();
+            last.insert(&p.key, j["created_at"].as_i64().unwrap());
+        }
+        assert_eq!(last.len(), 2000);
+        let classes: Vec<&str> = t.sets.iter().map(|s| s.class.as_str()).collect();
+        assert_eq!(classes, ["recent", "old"]);
+        for set in &t.sets {
+            assert_eq!(set.queries.len(), 20);
+            for (q, want) in set.queries.iter().zip(&set.expected_counts) {
+                let Query::Range(lo, hi) = *q else { panic!() };
+                let n = last.values().filter(|&&c| lo <= c && c <= hi).count() as u64;
+                assert_eq!(n, *want, "{} {q:?}", set.class);
+                // About 1% of the live records (±20%).
+                assert!((16..=24).contains(&n), "{n}");
+                match set.class.as_str() {
+                    "recent" => assert_eq!(hi, i64::MAX),
+                    _ => assert_eq!(lo, i64::MIN),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn skew_and_multi_index_shapes() {
         let t = skew(&cfg(500, 0.0));
         assert_eq!(t.indexes.len(), 4);
