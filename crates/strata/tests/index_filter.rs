@@ -270,3 +270,78 @@ fn queries_see_one_snapshot_under_concurrent_writes() {
         }
     }
 }
+
+/// The mark's snapshot rule: a query pinned before an update must still
+/// return the version the update replaces, though the update (marking it
+/// deleted) lands, is flushed and compacted while the query runs.
+#[test]
+fn marks_newer_than_the_snapshot_do_not_delete() {
+    for maintain in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(
+            Db::open(
+                dir.path(),
+                Options::small_for_tests().background_work(false),
+            )
+            .unwrap(),
+        );
+        db.create_index(spec("by_created", "created_at", maintain))
+            .unwrap();
+        let n = 50u64;
+        for i in 0..n {
+            db.put(format!("k{i:03}").as_bytes(), &doc(i as i64, 0))
+                .unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        let fired = Arc::new(AtomicBool::new(false));
+        {
+            let (db2, fired) = (Arc::downgrade(&db), fired.clone());
+            db.set_query_pause_hook(Some(Arc::new(move || {
+                if fired.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+                let db = db2.upgrade().unwrap();
+                // Every record moves out of the queried range (half are
+                // deleted), in a newer table, compacted with the old one.
+                for i in 0..n {
+                    let k = format!("k{i:03}");
+                    if i % 2 == 0 {
+                        db.put(k.as_bytes(), &doc(1000 + i as i64, 0)).unwrap();
+                    } else {
+                        db.delete(k.as_bytes()).unwrap();
+                    }
+                }
+                db.flush().unwrap();
+                db.compact_range(None, None).unwrap();
+            })));
+        }
+        let hits = db
+            .query(
+                "by_created",
+                &Predicate::Range(IndexValue::I64(0), IndexValue::I64(999)),
+                QueryOptions::default(),
+            )
+            .unwrap();
+        db.set_query_pause_hook(None);
+        assert!(fired.load(Ordering::SeqCst));
+        assert_eq!(hits.len() as u64, n, "{maintain}: the snapshot's records");
+        // After the query, the new state.
+        let after = db
+            .query(
+                "by_created",
+                &Predicate::Range(IndexValue::I64(0), IndexValue::I64(999)),
+                QueryOptions::default(),
+            )
+            .unwrap();
+        assert!(after.is_empty(), "{maintain}: {after:?}");
+        let now = db
+            .query(
+                "by_created",
+                &Predicate::Range(IndexValue::I64(1000), IndexValue::I64(2000)),
+                QueryOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(now.len() as u64, n / 2, "{maintain}");
+    }
+}
