@@ -23,7 +23,7 @@ pub struct RunArgs {
     /// them). Default 1000; 20 for `time-range`, whose range-filter
     /// queries scan whole tables.
     #[arg(long)]
-    pub queries: Option<usize>,
+    pub queries: Option<u32>,
     /// Comma-separated systems: strata:none, strata:next,
     /// strata:next[delta=off], strata:<strategy>[key=value;key@index=value],
     /// or a peer (rocksdb, sqlite, fjall; needs --features peers). Default:
@@ -161,7 +161,8 @@ impl From<RunArgs> for RunConfig {
             records: a.records,
             queries: a
                 .queries
-                .unwrap_or(if a.workload == "time-range" { 20 } else { 1000 }),
+                .unwrap_or(if a.workload == "time-range" { 20 } else { 1000 })
+                as usize,
             workload: a.workload,
             systems: a.systems,
             top_k: a.top_k,
