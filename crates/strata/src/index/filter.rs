@@ -321,6 +321,10 @@ impl FilterGlobal {
                         .iter()
                         .map(|z| z.as_ref().map_or(0, Zone::heap_bytes))
                         .sum::<usize>()
+                    + t.marks
+                        .iter()
+                        .map(|m| std::mem::size_of::<Mark>() + m.0.len())
+                        .sum::<usize>()
             })
             .sum()
     }
@@ -836,7 +840,10 @@ impl IndexStrategy for Filter {
     fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats) {
         let g = slot.and_then(|s| s.downcast_ref::<FilterGlobal>());
         s.global_entries = g.map_or(0, |g| g.tables.len() as u64);
-        s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64);
+        // Mutable-bitmap's map of marks: two sequence numbers and about
+        // one word of hash-table overhead per mark.
+        let marks = read(&self.marks).capacity() * 24;
+        s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64) + marks as u64;
         s.disk_bytes = g.map_or(0, |g| g.tables.values().map(|t| t.disk_bytes).sum());
         s.components_scanned = self.scanned.load(Relaxed);
         s.components_skipped = self.skipped.load(Relaxed);
