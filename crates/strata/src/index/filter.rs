@@ -1,7 +1,7 @@
-//! Range filters (Luo & Carey, "On Performance Stability in LSM-based
-//! Storage Systems" / "Efficient Data Ingestion and Query Processing for
-//! LSM-Based Storage Systems", PVLDB 2019, §3 "range filters" and their
-//! maintenance strategies; evaluated in §6.4.2).
+//! Range filters (Luo & Carey, "Efficient Data Ingestion and Query
+//! Processing for LSM-Based Storage Systems", PVLDB 2019: §3 range filters
+//! and their maintenance, §5 the Mutable-bitmap strategy; evaluated in
+//! §6.4.2).
 //!
 //! No index entries at all: every component carries a *range filter* of
 //! the indexed attribute — the minimum and maximum encoded value for
@@ -21,10 +21,12 @@
 //! predicate, so that component is never read. The paper's maintenance
 //! strategies, chosen by the parameter `maintain`:
 //!
-//! * `validation` (default): filters hold only the component's own values;
-//!   a candidate found in a table is validated by a point lookup of its key
+//! * `validation`: filters hold only the component's own values; a
+//!   candidate found in a table is validated by a point lookup of its key
 //!   at the snapshot (memtables first, in memory; then the tables, Bloom
-//!   filters first) — valid only if it is the key's newest version.
+//!   filters first) — valid only if it is the key's newest version. (The
+//!   paper's Validation reconciles by scanning every newer component
+//!   instead, which gives up pruning for old data.)
 //! * `eager`: every write looks up the record it overwrites
 //!   (`needs_current`), and the old attribute value *widens* the filter of
 //!   the component receiving the write. Invariant (for every key `k`, and
