@@ -34,7 +34,7 @@ use crate::index::value::{IndexValue, KeyType};
 use crate::index::{lock, read, side, Hit, IndexStats, QueryProfile};
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::{Error, Result};
-use strata_lsm::hooks::InstallEvent;
+use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemGet;
 use strata_lsm::sstable::block::Block;
@@ -521,7 +521,8 @@ impl IndexStrategy for Next {
         Ok(Some(out.finish()))
     }
 
-    fn table_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+    fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
+        let file = ctx.file_number;
         Some(Box::new(NextBuilder {
             id: self.id,
             ty: self.ty,
