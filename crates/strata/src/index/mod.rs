@@ -46,6 +46,7 @@ pub(crate) mod registry;
 pub(crate) mod repair;
 pub(crate) mod results;
 pub(crate) mod side;
+pub(crate) mod sidefile;
 pub(crate) mod stored;
 pub(crate) mod strategy;
 pub(crate) mod tables;

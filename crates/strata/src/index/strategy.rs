@@ -44,6 +44,7 @@ use strata_lsm::{Snapshot, Versioned};
 
 use super::def::{Attrs, IndexMeta};
 use super::memo::Memo;
+use super::sidefile::SideFiles;
 use super::stored::StoredValues;
 use super::tree::IndexTree;
 use super::value::{IndexValue, Predicate};
@@ -127,6 +128,10 @@ pub(crate) struct OpenCx<'a> {
     pub tree_opts: &'a strata_lsm::Options,
     pub tables: &'a Arc<TableCache>,
     pub gate: &'a Arc<SyncGate>,
+    /// The open per-table index files of online builds
+    /// ([`BuildMethod::PerTable`]): where a table that lacks this index's
+    /// meta blocks may have them instead.
+    pub sides: &'a Arc<SideFiles>,
 }
 
 /// How writes reach a strategy's structure.
@@ -146,6 +151,12 @@ pub(crate) enum BuildMethod {
     /// Rewrite every table (a full compaction) so that each carries the
     /// index's structures.
     RewriteTables,
+    /// Online, without copying data: every table that lacks the index's
+    /// structures gets them in a side file (`index::sidefile`), built by
+    /// [`IndexStrategy::side_builder`] from one read of the table; tables
+    /// written meanwhile carry them as usual. Queries meanwhile scan the
+    /// tables not covered yet (see [`QueryCx::building`]).
+    PerTable,
     /// With writes paused: [`IndexStrategy::clear`], then every live record
     /// through [`IndexStrategy::apply`] (as puts of new keys), then
     /// [`IndexStrategy::after_build`].
@@ -210,6 +221,15 @@ pub(crate) trait IndexStrategy: Send + Sync {
         _budget: usize,
     ) -> Result<Option<StoredValues>> {
         Ok(None)
+    }
+
+    /// A builder of this index's structures for the existing table `file`
+    /// ([`BuildMethod::PerTable`]): fed every stored entry of the table in
+    /// order, with its data block's handle; its blocks go to the table's
+    /// side file, which [`IndexStrategy::on_install`] then finds through
+    /// [`OpenCx::sides`] (the table is presented as added again).
+    fn side_builder(&self, _file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+        None
     }
 
     /// True if the strategy consumes the primary's dropped-versions stream.
@@ -316,6 +336,14 @@ pub(crate) struct QueryCx<'a> {
     /// The index-state generation of `view.version` (memo validation).
     pub generation: u64,
     pub memo: &'a std::sync::RwLock<Memo>,
+    /// True while a [`BuildMethod::PerTable`] build runs: tables of the
+    /// view without the index's structures are to be scanned (every entry
+    /// checked) instead of refused.
+    pub building: bool,
+    /// Writes up to this sequence number may predate the update memo (an
+    /// online build started then): a candidate the memo calls valid is
+    /// checked exactly. 0 once the memo has seen every write.
+    pub memo_from: SeqNo,
     pub(super) gate: &'a SyncGate,
 }
 
