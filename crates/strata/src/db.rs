@@ -22,6 +22,10 @@ use crate::index::{
 /// A test hook run in the middle of every index query.
 type QueryPause = Arc<dyn Fn() + Send + Sync>;
 
+/// A test hook run by an online build before each table (see
+/// [`Db::set_build_pause_hook`]).
+type BuildPause = Arc<dyn Fn(&str, u64) -> bool + Send + Sync>;
+
 /// An open database: records by primary key, and secondary indexes over
 /// their attributes. Dropping it stops the background threads and closes
 /// the files; everything acknowledged is in the WAL or in tables.
@@ -30,6 +34,8 @@ pub struct Db {
     index: Arc<IndexManager>,
     /// See [`Db::set_query_pause_hook`].
     query_pause: Mutex<Option<QueryPause>>,
+    /// See [`Db::set_build_pause_hook`].
+    build_pause: Mutex<Option<BuildPause>>,
 }
 
 /// What [`Db::check_index`] found.
@@ -96,6 +102,7 @@ impl Db {
             engine,
             index,
             query_pause: Mutex::new(None),
+            build_pause: Mutex::new(None),
         };
         // `memory` indexes live only in RAM: rebuild them from the recovered
         // data before the first write or query (none can run yet).
@@ -121,6 +128,14 @@ impl Db {
             for name in names {
                 let is_index = name.to_str().is_some_and(|n| n.starts_with("index-"));
                 let p = dir.join(&name);
+                if name
+                    .to_str()
+                    .and_then(index::sidefile::parse_name)
+                    .is_some()
+                {
+                    fs.remove_file(&p)
+                        .map_err(|err| Error::io(format!("remove {}", p.display()), err))?;
+                }
                 if is_index && fs.is_dir(&p) {
                     fs.remove_dir_all(&p)
                         .map_err(|err| Error::io(format!("remove {}", p.display()), err))?;
@@ -303,19 +318,45 @@ impl Db {
         self.engine.log_extension_payload(index::HOOK_NAME, payload)
     }
     /// Creates a secondary index and builds it over the existing data.
-    /// Returns when the index is ready; meanwhile it is listed as
-    /// `building` and queries on it fail. The definition is durable: a
-    /// reopen restores it (and finishes an interrupted build).
+    /// Returns when the index is ready. The definition is durable: a reopen
+    /// restores it (and finishes an interrupted build).
+    ///
+    /// Writes are not paused (but for a moment at the start, for writes
+    /// already in flight). NEXT and embedded give every existing table the
+    /// index's structures in a side file without copying its data
+    /// ([`BuildMethod::PerTable`]); meanwhile the index is listed as
+    /// `building` with its progress, and queries on it are answered,
+    /// exactly, by scanning the tables not covered yet. Other strategies
+    /// scan the data with writes paused and refuse queries until ready.
     pub fn create_index(&self, spec: IndexSpec) -> Result<()> {
-        let (def, payload) = self.index.begin_create(spec)?;
+        self.create_index_with(spec, false)
+    }
+
+    /// [`Db::create_index`] building NEXT and embedded indexes the way it
+    /// did before online builds: a full compaction rewrites every table
+    /// with the index's blocks. For measurements against the online build.
+    #[doc(hidden)]
+    pub fn create_index_rewriting(&self, spec: IndexSpec) -> Result<()> {
+        self.create_index_with(spec, true)
+    }
+
+    fn create_index_with(&self, spec: IndexSpec, rewrite: bool) -> Result<()> {
+        let def = self.index.begin_create(spec)?;
         // Writes from now on are indexed in the active memtable too (a
-        // memtable created meanwhile has the index already).
+        // memtable created meanwhile has the index already). Writes already
+        // past `before_batch` did not see the index: published before
+        // `now`, which bounds what the update memo may have missed.
         self.index.attach(&def, &self.engine.active_memtable());
-        if let Err(e) = self.log_index_payload(payload) {
+        let now = self.engine.pause_writes(|| self.engine.last_sequence());
+        let logged = self
+            .index
+            .create_payload(&def, now)
+            .and_then(|p| self.log_index_payload(p));
+        if let Err(e) = logged {
             let _ = self.index.drop_def(&def.spec.name);
             return Err(e);
         }
-        self.build_index(&def.spec.name)
+        self.build_index(&def.spec.name, rewrite)
     }
 
     /// Logs a definition in state `building` without building it, as a
@@ -323,16 +364,16 @@ impl Db {
     /// of the resume path.
     #[cfg(feature = "testing")]
     pub fn begin_index_for_tests(&self, spec: IndexSpec) -> Result<()> {
-        let (_, payload) = self.index.begin_create(spec)?;
+        let def = self.index.begin_create(spec)?;
+        let now = self.engine.pause_writes(|| self.engine.last_sequence());
+        let payload = self.index.create_payload(&def, now)?;
         self.log_index_payload(payload)
     }
 
-    /// Brings the index named `name` over the existing data. NEXT: flushes
-    /// (so the memtable's older entries reach tables built with the index)
-    /// and rewrites every table, which also leaves each key with one version
-    /// so the update memo starts exact. `memory`: one scan of the latest
-    /// data with writes paused (writes maintain the index from then on).
-    fn build_index(&self, name: &str) -> Result<()> {
+    /// Brings the index named `name` over the existing data (see
+    /// [`BuildMethod`]); `rewrite`: a per-table index is built by a full
+    /// compaction instead, which also leaves each key with one version.
+    fn build_index(&self, name: &str, rewrite: bool) -> Result<()> {
         let def = self
             .index
             .def(name)
@@ -342,26 +383,103 @@ impl Db {
         }
         match def.strategy.build_method() {
             BuildMethod::Scan => self.scan_build(std::slice::from_ref(&def))?,
-            BuildMethod::RewriteTables => {
+            BuildMethod::PerTable if !rewrite => self.per_table_build(&def)?,
+            BuildMethod::PerTable | BuildMethod::RewriteTables => {
                 self.compact_range(None, None)?;
-                let v = self.engine.current_version();
-                if !self.index.covers(&def, &v) {
-                    return Err(Error::Background(format!(
-                        "index {name:?} does not cover every table after its build"
-                    )));
-                }
+            }
+        }
+        if def.strategy.build_method() != BuildMethod::Scan {
+            let v = self.engine.current_version();
+            if !self.index.covers(&def, &v) {
+                return Err(Error::Background(format!(
+                    "index {name:?} does not cover every table after its build"
+                )));
             }
         }
         self.log_index_payload(index::IndexManager::ready_payload(&def))?;
         self.index.mark_ready(&def);
+        def.set_online(false);
         Ok(())
+    }
+
+    /// The online build of a [`BuildMethod::PerTable`] index (NEXT §5, lazy
+    /// construction): the memtable written before the index is flushed
+    /// (its entries reach a table written with the index), then queries are
+    /// allowed, and every table of the current version without the index's
+    /// structures gets a side file — largest level first — until none is
+    /// left. Tables that flushes and compactions write meanwhile carry the
+    /// index; a table compacted away before its turn is skipped. Each side
+    /// file is durable (and installed) by its `covered` payload, so a build
+    /// interrupted by a crash resumes with the tables not covered yet.
+    fn per_table_build(&self, def: &Arc<index::IndexDef>) -> Result<()> {
+        self.engine.flush()?;
+        def.set_online(true);
+        let (done, bytes) = self.index.side_covered(def);
+        let p = &def.progress;
+        p.tables_done.store(done, std::sync::atomic::Ordering::Relaxed);
+        p.bytes_done.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        loop {
+            let v = self.engine.current_version();
+            let todo = self.index.uncovered(def, &v);
+            if todo.is_empty() {
+                return Ok(());
+            }
+            let set = |n: usize, b: u64| {
+                p.tables_left
+                    .store(n as u64, std::sync::atomic::Ordering::Relaxed);
+                p.bytes_left.store(b, std::sync::atomic::Ordering::Relaxed);
+            };
+            let mut left_bytes: u64 = todo.iter().map(|(_, f)| f.file_size).sum();
+            set(todo.len(), left_bytes);
+            for (i, (_, f)) in todo.iter().enumerate() {
+                let hook = lock(&self.build_pause).clone();
+                let done = p.tables_done.load(std::sync::atomic::Ordering::Relaxed);
+                if let Some(h) = hook {
+                    if !h(&def.spec.name, done) {
+                        return Err(Error::Background(format!(
+                            "build of index {:?} stopped by its test hook",
+                            def.spec.name
+                        )));
+                    }
+                }
+                // `v` keeps the table's file; a table compacted away since
+                // is no longer worth covering.
+                let live = self
+                    .engine
+                    .current_version()
+                    .all_files()
+                    .any(|(_, g)| g.number == f.number);
+                if live {
+                    if let Some(payload) = self.index.build_side(def, f)? {
+                        self.log_index_payload(payload)?;
+                        p.tables_done
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        p.bytes_done
+                            .fetch_add(f.file_size, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                left_bytes = left_bytes.saturating_sub(f.file_size);
+                set(todo.len() - i - 1, left_bytes);
+            }
+        }
+    }
+
+    /// Installs (or with `None` removes) a hook that an online index build
+    /// runs before each table it covers, with the index's name and the
+    /// number of tables covered so far; returning false stops the build
+    /// with an error, as a crash there would (the tables covered stay
+    /// covered). Tests use it to query, write and compact in the middle of
+    /// a build, or to interrupt it.
+    #[cfg(feature = "testing")]
+    pub fn set_build_pause_hook(&self, hook: Option<BuildPause>) {
+        *lock(&self.build_pause) = hook;
     }
 
     /// Finishes the builds a crash interrupted (called by `open`).
     pub(crate) fn resume_index_builds(&self) -> Result<()> {
         for d in self.index.defs() {
             if !d.is_ready() {
-                self.build_index(&d.spec.name)?;
+                self.build_index(&d.spec.name, false)?;
             }
         }
         Ok(())

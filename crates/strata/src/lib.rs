@@ -20,7 +20,8 @@ pub mod inspect;
 
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{
-    Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats, IndexValue, KeyType,
+    BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
+    IndexValue, KeyType,
     Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{

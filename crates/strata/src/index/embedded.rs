@@ -707,6 +707,11 @@ impl IndexStrategy for Embedded {
         Ok(Some(Arc::new(EmbeddedGlobal { tables })))
     }
 
+    fn covers_table(&self, slot: Option<&VersionSlot>, file: u64) -> bool {
+        slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>())
+            .is_some_and(|g| g.tables.contains_key(&file))
+    }
+
     fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
         let g = slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>());
         tables::covers(g.map(|g| &g.tables), version)

@@ -232,11 +232,6 @@ impl SideFile {
         Ok(Some(b))
     }
 
-    /// Size in bytes of the named block (`None` if absent).
-    pub fn block_size(&self, name: &str) -> Option<u64> {
-        self.blocks.get(name).map(|b| b.1)
-    }
-
     /// Bytes of the whole file.
     pub fn size(&self) -> u64 {
         self.size
@@ -324,7 +319,6 @@ mod tests {
         assert_eq!(f.block("next.4.dir").unwrap().unwrap(), b"directory");
         assert_eq!(f.block("next.4.0").unwrap().unwrap(), vec![7u8; 5000]);
         assert_eq!(f.block("next.4.1").unwrap(), None);
-        assert_eq!(f.block_size("next.4.0"), Some(5000));
         // Wrong table size, wrong index: refused.
         assert!(SideFile::open(&fs, dir.path(), 9, 1235, 4).is_err());
         // A flipped byte in a block fails its checksum; in the directory,

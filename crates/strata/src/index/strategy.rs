@@ -149,7 +149,10 @@ pub(crate) enum WritePath {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BuildMethod {
     /// Rewrite every table (a full compaction) so that each carries the
-    /// index's structures.
+    /// index's structures: for a strategy with table structures but no
+    /// [`IndexStrategy::side_builder`] (none of the built-in ones now;
+    /// `Db::create_index_rewriting` builds the others this way).
+    #[allow(dead_code)]
     RewriteTables,
     /// Online, without copying data: every table that lacks the index's
     /// structures gets them in a side file (`index::sidefile`), built by
@@ -268,6 +271,13 @@ pub(crate) trait IndexStrategy: Send + Sync {
     /// True if `version` (whose state for this index is `slot`) is fully
     /// indexed: checked after a [`BuildMethod::RewriteTables`] build.
     fn covers(&self, _slot: Option<&VersionSlot>, _version: &Version) -> bool {
+        true
+    }
+
+    /// True if table `file` has this index's structures in the version
+    /// whose state is `slot` (what a [`BuildMethod::PerTable`] build has
+    /// left to do).
+    fn covers_table(&self, _slot: Option<&VersionSlot>, _file: u64) -> bool {
         true
     }
 

@@ -627,6 +627,11 @@ impl IndexStrategy for Next {
         Ok(Some(Arc::new(NextGlobal { tables })))
     }
 
+    fn covers_table(&self, slot: Option<&VersionSlot>, file: u64) -> bool {
+        slot.and_then(|s| s.downcast_ref::<NextGlobal>())
+            .is_some_and(|g| g.tables.contains_key(&file))
+    }
+
     fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
         let g = slot.and_then(|s| s.downcast_ref::<NextGlobal>());
         tables::covers(g.map(|g| &g.tables), version)
