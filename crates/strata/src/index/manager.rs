@@ -572,7 +572,7 @@ impl IndexManager {
                 };
                 d.strategy
                     .stats(state.and_then(|s| s.slots.get(&d.id)), &mut stats);
-                if !d.is_ready() && d.strategy.build_method() == BuildMethod::PerTable {
+                if !d.is_ready() && d.is_queryable() {
                     stats.build = Some(d.progress.report());
                 }
                 IndexInfo {
