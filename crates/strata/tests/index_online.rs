@@ -146,15 +146,18 @@ fn queries_in_the_middle_of_a_build_are_exact() {
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let go_rx = Mutex::new(go_rx);
         let paused_tx = Mutex::new(paused_tx);
+        // A failed check drops `go_tx`: the build then stops instead of
+        // waiting forever.
         db.set_build_pause_hook(Some(Arc::new(move |_, done| {
             if done == 1 || done == 3 {
-                paused_tx.lock().unwrap().send(done).unwrap();
-                go_rx.lock().unwrap().recv().unwrap();
+                let sent = paused_tx.lock().unwrap().send(done).is_ok();
+                return sent && go_rx.lock().unwrap().recv().is_ok();
             }
             true
         })));
         let spec = IndexSpec::field("by_n", "n", KeyType::I64).strategy(strategy);
         std::thread::scope(|s| {
+            let go_tx = go_tx;
             let builder = s.spawn(|| db.create_index(spec));
             for stop in [1u64, 3] {
                 assert_eq!(paused_rx.recv().unwrap(), stop);
