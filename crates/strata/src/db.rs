@@ -416,8 +416,10 @@ impl Db {
         def.set_online(true);
         let (done, bytes) = self.index.side_covered(def);
         let p = &def.progress;
-        p.tables_done.store(done, std::sync::atomic::Ordering::Relaxed);
-        p.bytes_done.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        p.tables_done
+            .store(done, std::sync::atomic::Ordering::Relaxed);
+        p.bytes_done
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
         loop {
             let v = self.engine.current_version();
             let todo = self.index.uncovered(def, &v);

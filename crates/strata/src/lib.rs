@@ -21,8 +21,7 @@ pub mod inspect;
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{
     BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
-    IndexValue, KeyType,
-    Predicate, QueryOptions, QueryProfile, StrategyKind,
+    IndexValue, KeyType, Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
     BlockEntry, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,

@@ -51,7 +51,10 @@ fn check_exact(db: &Db, name: &str, rng: &mut Rng) {
         let pred = if rng.chance(50) {
             Predicate::Eq(IndexValue::I64(lo))
         } else {
-            Predicate::Range(IndexValue::I64(lo), IndexValue::I64(lo + rng.below(6) as i64))
+            Predicate::Range(
+                IndexValue::I64(lo),
+                IndexValue::I64(lo + rng.below(6) as i64),
+            )
         };
         for limit in [None, Some(1), Some(7)] {
             let opts = match limit {
@@ -284,7 +287,11 @@ fn concurrent_writers_during_a_build() {
             let querier = s.spawn(|| {
                 let mut rng = Rng::new(5);
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    if db.indexes().first().is_some_and(|i| i.stats.build.is_some()) {
+                    if db
+                        .indexes()
+                        .first()
+                        .is_some_and(|i| i.stats.build.is_some())
+                    {
                         check_exact(&db, "by_n", &mut rng);
                     }
                     std::thread::yield_now();

@@ -63,11 +63,11 @@ use strata_lsm::version::Version;
 
 use super::def::IndexMeta;
 use super::results::Results;
+use super::sidefile::SideFiles;
 use super::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
-use super::sidefile::SideFiles;
 use super::tables;
 use super::{lock, side, Hit, IndexStats, QueryProfile, QueryView};
 

@@ -30,15 +30,14 @@ use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
 use super::strategy::{
-    BuildMethod, DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
+    DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
 use super::value::IndexValue;
 use super::{
     lock, read, tree, value, write, BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo,
-    IndexSpec, IndexState,
-    IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView, SyncGate, HOOK_NAME,
-    MEMO_BLOCK,
+    IndexSpec, IndexState, IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView,
+    SyncGate, HOOK_NAME, MEMO_BLOCK,
 };
 
 /// Definition changes, stored as MANIFEST payloads (JSON, versioned).

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use strata_lsm::coding::{get_length_prefixed, get_varint64, masked_crc, put_length_prefixed, put_varint64};
+use strata_lsm::coding::{
+    get_length_prefixed, get_varint64, masked_crc, put_length_prefixed, put_varint64,
+};
 use strata_lsm::error::{Error, Result};
 use strata_lsm::io::{Fs, RandomRead};
 

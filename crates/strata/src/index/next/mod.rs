@@ -704,10 +704,17 @@ impl IndexStrategy for Next {
                 if cx.building {
                     // Not covered yet by the online build: every entry.
                     let t = view.tables.get(f.number, f.file_size)?;
-                    let check = |v: &[u8]| -> bool {
-                        def.extract(v, None).is_ok_and(|a| pred.matches(&a))
-                    };
-                    scan_uncovered(&t, snapshot, keys_only, &check, profile, &mut acc, &mut validate)?;
+                    let check =
+                        |v: &[u8]| -> bool { def.extract(v, None).is_ok_and(|a| pred.matches(&a)) };
+                    scan_uncovered(
+                        &t,
+                        snapshot,
+                        keys_only,
+                        &check,
+                        profile,
+                        &mut acc,
+                        &mut validate,
+                    )?;
                     continue;
                 }
                 return Err(Error::corruption(format!(
