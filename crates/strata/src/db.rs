@@ -421,6 +421,16 @@ impl Db {
         p.bytes_done
             .store(bytes, std::sync::atomic::Ordering::Relaxed);
         loop {
+            if !self
+                .index
+                .def(&def.spec.name)
+                .is_some_and(|d| Arc::ptr_eq(&d, def))
+            {
+                return Err(Error::invalid(format!(
+                    "index {:?} was dropped during its build",
+                    def.spec.name
+                )));
+            }
             let v = self.engine.current_version();
             let todo = self.index.uncovered(def, &v);
             if todo.is_empty() {
