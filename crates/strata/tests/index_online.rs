@@ -39,7 +39,7 @@ fn expected(snap: &Snapshot, pred: &Predicate) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
             out.push((seq, k, v));
         }
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|e| std::cmp::Reverse(e.0));
     out
 }
 
@@ -70,7 +70,7 @@ fn check_exact(db: &Db, name: &str, rng: &mut Rng) {
             match limit {
                 None => {
                     let mut g = got.clone();
-                    g.sort_by(|a, b| b.0.cmp(&a.0));
+                    g.sort_by_key(|e| std::cmp::Reverse(e.0));
                     assert_eq!(g, want, "{name} {pred:?}");
                 }
                 Some(k) => {
@@ -78,7 +78,7 @@ fn check_exact(db: &Db, name: &str, rng: &mut Rng) {
                     // Sequence numbers are unique: the newest k exactly.
                     let top: Vec<_> = want.iter().take(k).cloned().collect();
                     let mut g = got.clone();
-                    g.sort_by(|a, b| b.0.cmp(&a.0));
+                    g.sort_by_key(|e| std::cmp::Reverse(e.0));
                     assert_eq!(g, top, "{name} {pred:?} limit {k}");
                 }
             }
