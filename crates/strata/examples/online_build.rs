@@ -102,7 +102,11 @@ fn table_bytes_written(db: &Db) -> u64 {
 
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().collect();
-    let records: u64 = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(200_000);
+    let records: u64 = args
+        .get(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(200_000);
     let tmp = tempfile::tempdir()?;
     let base = args
         .get(2)

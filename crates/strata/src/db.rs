@@ -19,6 +19,9 @@ use crate::index::{
     QueryOptions, QueryProfile, QueryView,
 };
 
+/// Records an online scan build applies per hold of the sync guard.
+const SCAN_CHUNK: usize = 128;
+
 /// A test hook run in the middle of every index query.
 type QueryPause = Arc<dyn Fn() + Send + Sync>;
 
@@ -382,7 +385,7 @@ impl Db {
             return Ok(());
         }
         match def.strategy.build_method() {
-            BuildMethod::Scan => self.scan_build(std::slice::from_ref(&def))?,
+            BuildMethod::Scan => self.online_scan_build(&def)?,
             BuildMethod::PerTable if !rewrite => self.per_table_build(&def)?,
             BuildMethod::PerTable | BuildMethod::RewriteTables => {
                 self.compact_range(None, None)?;
@@ -473,6 +476,87 @@ impl Db {
                 left_bytes = left_bytes.saturating_sub(f.file_size);
                 set(todo.len() - i - 1, left_bytes);
             }
+        }
+    }
+
+    /// The online build of a [`BuildMethod::Scan`] index: with the sync
+    /// guard held (no batch between its maintenance and its publication)
+    /// the structure is cleared and a snapshot `S` taken; then the live
+    /// records at `S` are applied in key order, in chunks of
+    /// [`SCAN_CHUNK`], each under the guard, skipping keys written since
+    /// `S` (see `index::manager::ScanBuild` for the invariant), while
+    /// writes go on and are applied as usual. Queries are answered
+    /// meanwhile (the structure for the keys applied, a scan of the
+    /// snapshot for the rest). At the end the structure is flushed (its
+    /// scanned entries are in no WAL) before `ready` is logged. A crash
+    /// restarts the scan.
+    fn online_scan_build(&self, def: &Arc<index::IndexDef>) -> Result<()> {
+        let snap = {
+            let _g = self.index.memory_guard();
+            def.strategy.clear()?;
+            let snap = self.engine.snapshot();
+            *def.scan() = Some(index::manager::ScanBuild {
+                at: snap.sequence(),
+                cursor: None,
+                written: std::collections::HashSet::new(),
+                records: 0,
+            });
+            snap
+        };
+        def.set_online(true);
+        let result = self.scan_into(def, &snap);
+        let end = result.and_then(|()| {
+            def.strategy.flush()?;
+            def.strategy.after_build()
+        });
+        let _g = self.index.memory_guard();
+        *def.scan() = None;
+        if end.is_err() {
+            def.set_online(false);
+        }
+        end
+    }
+
+    /// Applies the records of `snap` to `def` (see
+    /// [`Db::online_scan_build`]).
+    fn scan_into(&self, def: &Arc<index::IndexDef>, snap: &Snapshot) -> Result<()> {
+        let mut it = snap.iter(None, None)?;
+        let none = std::collections::HashMap::new();
+        let mut chunks = 0u64;
+        loop {
+            let hook = lock(&self.build_pause).clone();
+            if let Some(h) = hook {
+                if !h(&def.spec.name, chunks) {
+                    return Err(Error::Background(format!(
+                        "build of index {:?} stopped by its test hook",
+                        def.spec.name
+                    )));
+                }
+            }
+            let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> = std::iter::from_fn(|| it.next_versioned())
+                .take(SCAN_CHUNK)
+                .collect::<Result<_>>()?;
+            let Some(last) = chunk.last().map(|c| c.0.clone()) else {
+                return Ok(());
+            };
+            let _g = self.index.memory_guard();
+            let mut scan = def.scan();
+            let b = scan
+                .as_mut()
+                .ok_or_else(|| Error::invalid("scan build state lost"))?;
+            let ops: Vec<crate::index::OpRef<'_>> = chunk
+                .iter()
+                .filter(|(k, _, _)| !b.written.contains(k))
+                .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
+                .collect();
+            self.index
+                .sync_apply(std::slice::from_ref(def), &ops, &none, false)?;
+            b.records += ops.len() as u64;
+            // Keys up to `last` are applied: the cursor is its successor.
+            let mut cursor = last;
+            cursor.push(0);
+            b.cursor = Some(cursor);
+            chunks += 1;
         }
     }
 

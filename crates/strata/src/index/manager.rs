@@ -98,6 +98,8 @@ pub(crate) struct IndexDef {
     memo_from: AtomicU64,
     /// Progress of the running build.
     pub progress: BuildCounters,
+    /// The running online scan build ([`BuildMethod::Scan`]), if any.
+    scan: Mutex<Option<ScanBuild>>,
     /// Declared after `strategy` so that the strategy's files are closed
     /// first.
     remove_dir: RemoveOnDrop,
@@ -128,6 +130,33 @@ impl IndexDef {
     pub fn memo_from(&self) -> SeqNo {
         self.memo_from.load(Relaxed)
     }
+
+    /// The running scan build (see [`ScanBuild`]).
+    pub fn scan(&self) -> std::sync::MutexGuard<'_, Option<ScanBuild>> {
+        lock(&self.scan)
+    }
+}
+
+/// An online scan build ([`BuildMethod::Scan`]): the live records at
+/// snapshot `at` are applied in key order, in chunks, while writes go on
+/// and are applied as usual.
+///
+/// Invariant (every change under the sync guard's write side, which every
+/// batch holds from its `apply` to its publication): the structure holds
+/// exactly the effect of (a) the records at `at` of the keys below
+/// `cursor` that no write since `at` touched, and (b) every write since
+/// `at`. A scanned record is skipped if its key is in `written` (a write
+/// newer than `at` already decided that key), so it never overwrites or
+/// resurrects one; a write after the scan applied a key sees the scanned
+/// record as the key's current one and replaces it like any update.
+pub(crate) struct ScanBuild {
+    pub at: SeqNo,
+    /// Keys below it are applied; `None`: none yet.
+    pub cursor: Option<Vec<u8>>,
+    /// Keys written since `at`.
+    pub written: HashSet<Vec<u8>>,
+    /// Records applied so far.
+    pub records: u64,
 }
 
 /// Progress of a [`BuildMethod::PerTable`] build, as [`BuildProgress`]
@@ -307,6 +336,7 @@ impl IndexManager {
             online: AtomicBool::new(false),
             memo_from: AtomicU64::new(0),
             progress: BuildCounters::default(),
+            scan: Mutex::new(None),
         })
     }
 
@@ -537,6 +567,10 @@ impl IndexManager {
         pred.check(def.spec.key_type)?;
         def.counters.queries.fetch_add(1, Relaxed);
         let state = Self::state_of(&view.version);
+        let scan = def.scan().as_ref().map(|b| (b.at, b.cursor.clone()));
+        if let Some((at, cursor)) = scan {
+            return self.query_scan_building(&def, pred, opts, view, profile, at, cursor);
+        }
         let cx = QueryCx {
             def: &def.meta,
             pred,
@@ -550,6 +584,82 @@ impl IndexManager {
             gate: &self.gate,
         };
         def.strategy.query(&cx, profile)
+    }
+
+    /// A query on an index whose online scan build (at snapshot `at`, keys
+    /// below `cursor` applied, read before the strategy pins its structure)
+    /// is running: the strategy's answer at the snapshot `Q` it pins, plus
+    /// the records at `Q` of keys from `cursor` on whose version is not newer
+    /// than `at` (those the structure lacks, see [`ScanBuild`]) that match;
+    /// a key found by both (applied since `cursor` was read) is the same
+    /// record. Newest first, at most `limit`.
+    #[allow(clippy::too_many_arguments)]
+    fn query_scan_building(
+        &self,
+        def: &IndexDef,
+        pred: &Predicate,
+        opts: QueryOptions,
+        view: &QueryView<'_>,
+        profile: &mut QueryProfile,
+        at: SeqNo,
+        cursor: Option<Vec<u8>>,
+    ) -> Result<Vec<Hit>> {
+        let pinned: Mutex<Option<strata_lsm::Snapshot>> = Mutex::new(None);
+        let pin = || {
+            let s = (view.pin_latest)();
+            *lock(&pinned) = Some(s.clone());
+            s
+        };
+        let inner = QueryView {
+            mems: view.mems.clone(),
+            version: view.version.clone(),
+            snapshot: view.snapshot,
+            tables: view.tables,
+            pin_latest: &pin,
+            fetch: view.fetch,
+            data_blocks_read: view.data_blocks_read,
+            pause: view.pause,
+        };
+        let state = Self::state_of(&view.version);
+        let cx = QueryCx {
+            def: &def.meta,
+            pred,
+            opts,
+            view: &inner,
+            slot: state.and_then(|s| s.slots.get(&def.id)),
+            generation: state.map_or(0, |s| s.generation),
+            memo: &self.memo,
+            building: true,
+            memo_from: def.memo_from(),
+            gate: &self.gate,
+        };
+        let hits = def.strategy.query(&cx, profile)?;
+        let snap = lock(&pinned).take().ok_or_else(|| {
+            Error::invalid(format!(
+                "index {:?} answered without pinning its snapshot during its build",
+                def.spec.name
+            ))
+        })?;
+        let mut all: BTreeMap<Vec<u8>, Hit> =
+            hits.into_iter().map(|h| (h.key.clone(), h)).collect();
+        let mut it = snap.iter(cursor.as_deref(), None)?;
+        while let Some(r) = it.next_versioned() {
+            let (key, seq, value) = r?;
+            if seq > at || all.contains_key(&key) {
+                continue;
+            }
+            if !def.extract(&value, None).is_ok_and(|a| pred.matches(&a)) {
+                continue;
+            }
+            let value = (!opts.keys_only).then_some(value);
+            all.insert(key.clone(), Hit { key, value, seq });
+        }
+        let mut out: Vec<Hit> = all.into_values().collect();
+        out.sort_by_key(|h| std::cmp::Reverse(h.seq));
+        if let Some(k) = opts.limit {
+            out.truncate(k);
+        }
+        Ok(out)
     }
 
     pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {
@@ -949,6 +1059,11 @@ impl EngineHooks for IndexManager {
                 guard = Some(Box::new(self.memory_guard()));
             }
             self.sync_apply(&sync_defs, &ops, &current, true)?;
+            for d in &sync_defs {
+                if let Some(b) = d.scan().as_mut() {
+                    b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));
+                }
+            }
         }
         if use_memo {
             self.note_writes(ops.iter().map(|(s, k, _)| (*k, *s)), &|k| cx.may_exist(k));
