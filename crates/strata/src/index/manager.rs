@@ -621,10 +621,17 @@ impl IndexManager {
             pause: view.pause,
         };
         let state = Self::state_of(&view.version);
+        // The whole answer of the structure: its top K need not hold the
+        // union's (posting-lazy's top-K relies on components written in
+        // sequence order, which the scan's chunks break until the build's
+        // final compaction).
         let cx = QueryCx {
             def: &def.meta,
             pred,
-            opts,
+            opts: QueryOptions {
+                limit: None,
+                ..opts
+            },
             view: &inner,
             slot: state.and_then(|s| s.slots.get(&def.id)),
             generation: state.map_or(0, |s| s.generation),
@@ -1165,8 +1172,21 @@ impl EngineHooks for IndexManager {
             let mut pending = lock(&self.pending_drops);
             if let Some(i) = pending.iter().position(|(inputs, _)| *inputs == removed) {
                 let (_, drops) = pending.swap_remove(i);
+                // A version at or below an index's `memo_from` may predate
+                // the memo, so no entry ever counted it: its drop must not
+                // decrement a count (an entry would leave while versions it
+                // counted remain). Entries then only over-count.
+                let floor = read(&self.defs)
+                    .iter()
+                    .filter(|d| d.strategy.uses_memo())
+                    .map(|d| d.memo_from())
+                    .max()
+                    .unwrap_or(0);
                 let mut memo = write(&self.memo);
                 for (k, seq, tomb) in drops {
+                    if seq <= floor && !tomb {
+                        continue;
+                    }
                     memo.on_dropped(&k, seq, tomb, generation);
                 }
             }
