@@ -276,8 +276,9 @@ impl Db {
         self.engine.stats()
     }
 
-    /// Builds the indexes `defs` (all [`BuildMethod::Scan`]) from scratch
-    /// with one scan of the latest data, while writes are paused (so the
+    /// Builds the indexes `defs` (all [`BuildMethod::Scan`], rebuilt at
+    /// every open: `memory`) from scratch with one scan of the latest data,
+    /// while writes are paused (so the
     /// scan sees every published write and every later write maintains the
     /// result): each structure is cleared, every live record is applied as
     /// a put, then each structure is flushed (the build's entries come from
@@ -329,8 +330,11 @@ impl Db {
     /// index's structures in a side file without copying its data
     /// ([`BuildMethod::PerTable`]); meanwhile the index is listed as
     /// `building` with its progress, and queries on it are answered,
-    /// exactly, by scanning the tables not covered yet. Other strategies
-    /// scan the data with writes paused and refuse queries until ready.
+    /// exactly, by scanning the tables not covered yet. The other
+    /// strategies scan a snapshot while writes go on
+    /// ([`BuildMethod::Scan`]); queries on them are answered too, by the
+    /// structure for the keys applied and a scan of the snapshot for the
+    /// rest.
     pub fn create_index(&self, spec: IndexSpec) -> Result<()> {
         self.create_index_with(spec, false)
     }

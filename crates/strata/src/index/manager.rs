@@ -1036,9 +1036,11 @@ impl EngineHooks for IndexManager {
         cx: &BatchContext<'_>,
     ) -> Result<Option<BatchGuard<'a>>> {
         // Read while the batch holds the front of the writer queue: an
-        // index created later is built behind `pause_writes`, which waits
-        // for this batch to be published (and builds from scratch, so edits
-        // made here to an index still building are harmless).
+        // index created later waits (`pause_writes` in `create_index`) for
+        // this batch to be published before its build starts. A scan build
+        // clears its structure under the sync guard and scans a snapshot
+        // taken then, so edits made here to an index before its scan starts
+        // are harmless; afterwards they are the writes since its snapshot.
         let sync_defs: Vec<Arc<IndexDef>> = read(&self.defs)
             .iter()
             .filter(|d| d.strategy.write_path() == WritePath::Sync)

@@ -160,9 +160,13 @@ pub(crate) enum BuildMethod {
     /// written meanwhile carry them as usual. Queries meanwhile scan the
     /// tables not covered yet (see [`QueryCx::building`]).
     PerTable,
-    /// With writes paused: [`IndexStrategy::clear`], then every live record
-    /// through [`IndexStrategy::apply`] (as puts of new keys), then
-    /// [`IndexStrategy::after_build`].
+    /// Online, by a scan of a snapshot (`Db::online_scan_build`):
+    /// [`IndexStrategy::clear`], then every live record of the snapshot
+    /// through [`IndexStrategy::apply`] (as puts of new keys), in chunks
+    /// under the sync guard, while writes go on and are applied as usual
+    /// (a key written since the snapshot is skipped); then
+    /// [`IndexStrategy::flush`] and [`IndexStrategy::after_build`]. At open,
+    /// for [`IndexStrategy::rebuilt_at_open`], the same with writes paused.
     Scan,
 }
 
@@ -296,8 +300,9 @@ pub(crate) trait IndexStrategy: Send + Sync {
         Ok(())
     }
 
-    /// Called once a scan build has applied every record, while writes are
-    /// still paused (after [`IndexStrategy::flush`]).
+    /// Called once a scan build has applied every record (after
+    /// [`IndexStrategy::flush`]); writes may run meanwhile (and are
+    /// applied).
     fn after_build(&self) -> Result<()> {
         Ok(())
     }
