@@ -234,6 +234,13 @@ impl SideFile {
         Ok(Some(b))
     }
 
+    /// The names of its blocks, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.blocks.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
     /// Bytes of the whole file.
     pub fn size(&self) -> u64 {
         self.size
