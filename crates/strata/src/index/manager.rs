@@ -688,7 +688,7 @@ impl IndexManager {
                 };
                 d.strategy
                     .stats(state.and_then(|s| s.slots.get(&d.id)), &mut stats);
-                if !d.is_ready() && d.is_queryable() {
+                if !d.is_ready() && d.is_queryable() && d.scan().is_none() {
                     stats.build = Some(d.progress.report());
                 }
                 IndexInfo {
