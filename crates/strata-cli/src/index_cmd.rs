@@ -110,7 +110,7 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                 spec = spec.param(k, v);
             }
             let t = Instant::now();
-            db.create_index(spec)?;
+            create_with_progress(db, spec)?;
             out(format_args!(
                 "created index {name} in {:.2} s\n",
                 t.elapsed().as_secs_f64()
@@ -138,6 +138,15 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                     "repaired"
                 ))?;
                 for i in infos {
+                    let state = match (i.state, i.stats.build) {
+                        (strata::IndexState::Building, Some(p)) => format!(
+                            "building {}/{} tables, {:.0}% of bytes",
+                            p.tables_done,
+                            p.tables_total,
+                            100.0 * p.bytes_done as f64 / p.bytes_total.max(1) as f64
+                        ),
+                        (s, _) => format!("{s:?}").to_lowercase(),
+                    };
                     let field = match &i.spec.extractor {
                         strata::Extractor::Field(p) => p.clone(),
                         strata::Extractor::Custom(n) => format!("fn:{n}"),
@@ -148,7 +157,7 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                         field,
                         i.spec.key_type.as_str(),
                         i.spec.strategy,
-                        format!("{:?}", i.state).to_lowercase(),
+                        state,
                         i.stats.global_entries,
                         i.stats.memory_bytes,
                         i.stats.disk_bytes,
@@ -165,6 +174,39 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Creates an index, drawing the progress of its online build (bytes of
+/// the tables covered) on stderr while it runs.
+fn create_with_progress(db: &Db, spec: IndexSpec) -> Result<(), CliError> {
+    let name = spec.name.clone();
+    std::thread::scope(|s| {
+        let build = s.spawn(|| db.create_index(spec));
+        let mut bar: Option<strata_harness::progress::Progress> = None;
+        while !build.is_finished() {
+            let info = db.indexes().into_iter().find(|i| i.spec.name == name);
+            if let Some(p) = info.and_then(|i| i.stats.build) {
+                let bar = bar.get_or_insert_with(|| {
+                    strata_harness::progress::Progress::bytes(
+                        format!("building {name}"),
+                        p.bytes_total,
+                    )
+                });
+                bar.set_total(p.bytes_total);
+                bar.tick(p.bytes_done);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        if let Some(b) = bar.as_mut() {
+            b.finish();
+        }
+        match build.join() {
+            Ok(r) => r.map_err(CliError::from),
+            Err(_) => Err(CliError::Other(format!(
+                "the build of index {name} panicked"
+            ))),
+        }
+    })
 }
 
 pub fn run_load(db: &Db, args: &LoadArgs) -> Result<(), CliError> {

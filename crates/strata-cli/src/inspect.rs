@@ -256,6 +256,20 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         let zones = embedded_zones(&table, &n).transpose()?;
         meta.push((n, size, holds, dir, zones));
     }
+    // Index blocks an online build put in side files beside the table.
+    for (side, blocks) in strata::inspect::side_file_blocks(dir, number, size)? {
+        for (n, bytes) in blocks {
+            let holds = format!("{} (side file {side})", meta_holds(&n));
+            let d = (n.starts_with("next.") && n.ends_with(".dir"))
+                .then(|| strata::inspect::next_directory(&bytes))
+                .transpose()?;
+            let z = n
+                .starts_with("embedded.")
+                .then(|| strata::inspect::embedded_zones(&bytes))
+                .transpose()?;
+            meta.push((n, bytes.len() as u64, holds, d, z));
+        }
+    }
     if as_json {
         let v = json!({
             "file": file.display().to_string(),

@@ -13,7 +13,8 @@
 //! * [`report`]: the stdout tables, `report.md` and its PNG plots (drawn
 //!   by the crate-private `plot` module).
 //! * [`load`]: bulk loading of JSONL and CSV files (with progress bars on
-//!   stderr, from the crate-private `progress` module).
+//!   stderr, from the [`progress`] module, which `strata index create`
+//!   uses too).
 //! * [`dataset`]: `strata gen`, a generated data set written as JSONL
 //!   with its calibrated query sets.
 //! * [`db_bench`]: the db_bench-style engine benchmark.
@@ -31,7 +32,7 @@ pub mod error;
 pub mod load;
 pub mod names;
 mod plot;
-mod progress;
+pub mod progress;
 pub mod registry;
 pub mod report;
 pub mod run;

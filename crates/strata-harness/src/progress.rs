@@ -14,6 +14,7 @@ const COUNT: &str = "{msg} [{bar:20}] {pos}/{len} {percent:>3}%  {per_sec}  ETA 
 const BYTES: &str =
     "{msg} [{bar:20}] {bytes}/{total_bytes} {percent:>3}%  {bytes_per_sec}  ETA {eta}";
 
+/// A progress bar on stderr (hidden when stderr is not a terminal).
 pub struct Progress {
     bar: ProgressBar,
 }
@@ -61,6 +62,12 @@ impl Progress {
     /// Reports `done` steps (or bytes); indicatif limits the redraw rate.
     pub fn tick(&mut self, done: u64) {
         self.bar.set_position(done);
+    }
+
+    /// Changes the total (a phase whose amount of work moves, e.g. an
+    /// online index build while compactions change the tables).
+    pub fn set_total(&mut self, total: u64) {
+        self.bar.set_length(total);
     }
 
     /// Clears the bar (the next output starts on a clean line).

@@ -19,8 +19,15 @@ use crate::index::{
     QueryOptions, QueryProfile, QueryView,
 };
 
+/// Records an online scan build applies per hold of the sync guard.
+const SCAN_CHUNK: usize = 128;
+
 /// A test hook run in the middle of every index query.
 type QueryPause = Arc<dyn Fn() + Send + Sync>;
+
+/// A test hook run by an online build before each table (see
+/// [`Db::set_build_pause_hook`]).
+type BuildPause = Arc<dyn Fn(&str, u64) -> bool + Send + Sync>;
 
 /// An open database: records by primary key, and secondary indexes over
 /// their attributes. Dropping it stops the background threads and closes
@@ -30,6 +37,8 @@ pub struct Db {
     index: Arc<IndexManager>,
     /// See [`Db::set_query_pause_hook`].
     query_pause: Mutex<Option<QueryPause>>,
+    /// See [`Db::set_build_pause_hook`].
+    build_pause: Mutex<Option<BuildPause>>,
 }
 
 /// What [`Db::check_index`] found.
@@ -96,6 +105,7 @@ impl Db {
             engine,
             index,
             query_pause: Mutex::new(None),
+            build_pause: Mutex::new(None),
         };
         // `memory` indexes live only in RAM: rebuild them from the recovered
         // data before the first write or query (none can run yet).
@@ -121,6 +131,14 @@ impl Db {
             for name in names {
                 let is_index = name.to_str().is_some_and(|n| n.starts_with("index-"));
                 let p = dir.join(&name);
+                if name
+                    .to_str()
+                    .and_then(index::sidefile::parse_name)
+                    .is_some()
+                {
+                    fs.remove_file(&p)
+                        .map_err(|err| Error::io(format!("remove {}", p.display()), err))?;
+                }
                 if is_index && fs.is_dir(&p) {
                     fs.remove_dir_all(&p)
                         .map_err(|err| Error::io(format!("remove {}", p.display()), err))?;
@@ -258,8 +276,9 @@ impl Db {
         self.engine.stats()
     }
 
-    /// Builds the indexes `defs` (all [`BuildMethod::Scan`]) from scratch
-    /// with one scan of the latest data, while writes are paused (so the
+    /// Builds the indexes `defs` (all [`BuildMethod::Scan`], rebuilt at
+    /// every open: `memory`) from scratch with one scan of the latest data,
+    /// while writes are paused (so the
     /// scan sees every published write and every later write maintains the
     /// result): each structure is cleared, every live record is applied as
     /// a put, then each structure is flushed (the build's entries come from
@@ -303,19 +322,48 @@ impl Db {
         self.engine.log_extension_payload(index::HOOK_NAME, payload)
     }
     /// Creates a secondary index and builds it over the existing data.
-    /// Returns when the index is ready; meanwhile it is listed as
-    /// `building` and queries on it fail. The definition is durable: a
-    /// reopen restores it (and finishes an interrupted build).
+    /// Returns when the index is ready. The definition is durable: a reopen
+    /// restores it (and finishes an interrupted build).
+    ///
+    /// Writes are not paused (but for a moment at the start, for writes
+    /// already in flight). NEXT and embedded give every existing table the
+    /// index's structures in a side file without copying its data
+    /// ([`BuildMethod::PerTable`]); meanwhile the index is listed as
+    /// `building` with its progress, and queries on it are answered,
+    /// exactly, by scanning the tables not covered yet. The other
+    /// strategies scan a snapshot while writes go on
+    /// ([`BuildMethod::Scan`]); queries on them are answered too, by the
+    /// structure for the keys applied and a scan of the snapshot for the
+    /// rest.
     pub fn create_index(&self, spec: IndexSpec) -> Result<()> {
-        let (def, payload) = self.index.begin_create(spec)?;
+        self.create_index_with(spec, false)
+    }
+
+    /// [`Db::create_index`] building NEXT and embedded indexes the way it
+    /// did before online builds: a full compaction rewrites every table
+    /// with the index's blocks. For measurements against the online build.
+    #[doc(hidden)]
+    pub fn create_index_rewriting(&self, spec: IndexSpec) -> Result<()> {
+        self.create_index_with(spec, true)
+    }
+
+    fn create_index_with(&self, spec: IndexSpec, rewrite: bool) -> Result<()> {
+        let def = self.index.begin_create(spec)?;
         // Writes from now on are indexed in the active memtable too (a
-        // memtable created meanwhile has the index already).
+        // memtable created meanwhile has the index already). Writes already
+        // past `before_batch` did not see the index: published before
+        // `now`, which bounds what the update memo may have missed.
         self.index.attach(&def, &self.engine.active_memtable());
-        if let Err(e) = self.log_index_payload(payload) {
+        let now = self.engine.pause_writes(|| self.engine.last_sequence());
+        let logged = self
+            .index
+            .create_payload(&def, now)
+            .and_then(|p| self.log_index_payload(p));
+        if let Err(e) = logged {
             let _ = self.index.drop_def(&def.spec.name);
             return Err(e);
         }
-        self.build_index(&def.spec.name)
+        self.build_index(&def.spec.name, rewrite)
     }
 
     /// Logs a definition in state `building` without building it, as a
@@ -323,16 +371,16 @@ impl Db {
     /// of the resume path.
     #[cfg(feature = "testing")]
     pub fn begin_index_for_tests(&self, spec: IndexSpec) -> Result<()> {
-        let (_, payload) = self.index.begin_create(spec)?;
+        let def = self.index.begin_create(spec)?;
+        let now = self.engine.pause_writes(|| self.engine.last_sequence());
+        let payload = self.index.create_payload(&def, now)?;
         self.log_index_payload(payload)
     }
 
-    /// Brings the index named `name` over the existing data. NEXT: flushes
-    /// (so the memtable's older entries reach tables built with the index)
-    /// and rewrites every table, which also leaves each key with one version
-    /// so the update memo starts exact. `memory`: one scan of the latest
-    /// data with writes paused (writes maintain the index from then on).
-    fn build_index(&self, name: &str) -> Result<()> {
+    /// Brings the index named `name` over the existing data (see
+    /// [`BuildMethod`]); `rewrite`: a per-table index is built by a full
+    /// compaction instead, which also leaves each key with one version.
+    fn build_index(&self, name: &str, rewrite: bool) -> Result<()> {
         let def = self
             .index
             .def(name)
@@ -341,27 +389,197 @@ impl Db {
             return Ok(());
         }
         match def.strategy.build_method() {
-            BuildMethod::Scan => self.scan_build(std::slice::from_ref(&def))?,
-            BuildMethod::RewriteTables => {
+            BuildMethod::Scan => self.online_scan_build(&def)?,
+            BuildMethod::PerTable if !rewrite => self.per_table_build(&def)?,
+            BuildMethod::PerTable | BuildMethod::RewriteTables => {
                 self.compact_range(None, None)?;
-                let v = self.engine.current_version();
-                if !self.index.covers(&def, &v) {
-                    return Err(Error::Background(format!(
-                        "index {name:?} does not cover every table after its build"
-                    )));
-                }
+            }
+        }
+        if def.strategy.build_method() != BuildMethod::Scan {
+            let v = self.engine.current_version();
+            if !self.index.covers(&def, &v) {
+                return Err(Error::Background(format!(
+                    "index {name:?} does not cover every table after its build"
+                )));
             }
         }
         self.log_index_payload(index::IndexManager::ready_payload(&def))?;
         self.index.mark_ready(&def);
+        def.set_online(false);
         Ok(())
+    }
+
+    /// The online build of a [`BuildMethod::PerTable`] index (NEXT §5, lazy
+    /// construction): the memtable written before the index is flushed
+    /// (its entries reach a table written with the index), then queries are
+    /// allowed, and every table of the current version without the index's
+    /// structures gets a side file — largest level first — until none is
+    /// left. Tables that flushes and compactions write meanwhile carry the
+    /// index; a table compacted away before its turn is skipped. Each side
+    /// file is durable (and installed) by its `covered` payload, so a build
+    /// interrupted by a crash resumes with the tables not covered yet.
+    fn per_table_build(&self, def: &Arc<index::IndexDef>) -> Result<()> {
+        self.engine.flush()?;
+        def.set_online(true);
+        let (done, bytes) = self.index.side_covered(def);
+        let p = &def.progress;
+        p.tables_done
+            .store(done, std::sync::atomic::Ordering::Relaxed);
+        p.bytes_done
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+        loop {
+            if !self
+                .index
+                .def(&def.spec.name)
+                .is_some_and(|d| Arc::ptr_eq(&d, def))
+            {
+                return Err(Error::invalid(format!(
+                    "index {:?} was dropped during its build",
+                    def.spec.name
+                )));
+            }
+            let v = self.engine.current_version();
+            let todo = self.index.uncovered(def, &v);
+            if todo.is_empty() {
+                return Ok(());
+            }
+            let set = |n: usize, b: u64| {
+                p.tables_left
+                    .store(n as u64, std::sync::atomic::Ordering::Relaxed);
+                p.bytes_left.store(b, std::sync::atomic::Ordering::Relaxed);
+            };
+            let mut left_bytes: u64 = todo.iter().map(|(_, f)| f.file_size).sum();
+            set(todo.len(), left_bytes);
+            for (i, (_, f)) in todo.iter().enumerate() {
+                let hook = lock(&self.build_pause).clone();
+                let done = p.tables_done.load(std::sync::atomic::Ordering::Relaxed);
+                if let Some(h) = hook {
+                    if !h(&def.spec.name, done) {
+                        return Err(Error::Background(format!(
+                            "build of index {:?} stopped by its test hook",
+                            def.spec.name
+                        )));
+                    }
+                }
+                // `v` keeps the table's file; a table compacted away since
+                // is no longer worth covering.
+                let live = self
+                    .engine
+                    .current_version()
+                    .all_files()
+                    .any(|(_, g)| g.number == f.number);
+                if live {
+                    if let Some(payload) = self.index.build_side(def, f)? {
+                        self.log_index_payload(payload)?;
+                        p.tables_done
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        p.bytes_done
+                            .fetch_add(f.file_size, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                left_bytes = left_bytes.saturating_sub(f.file_size);
+                set(todo.len() - i - 1, left_bytes);
+            }
+        }
+    }
+
+    /// The online build of a [`BuildMethod::Scan`] index: with the sync
+    /// guard held (no batch between its maintenance and its publication)
+    /// the structure is cleared and a snapshot `S` taken; then the live
+    /// records at `S` are applied in key order, in chunks of
+    /// [`SCAN_CHUNK`], each under the guard, skipping keys written since
+    /// `S` (see `index::manager::ScanBuild` for the invariant), while
+    /// writes go on and are applied as usual. Queries are answered
+    /// meanwhile (the structure for the keys applied, a scan of the
+    /// snapshot for the rest). At the end the structure is flushed (its
+    /// scanned entries are in no WAL) before `ready` is logged. A crash
+    /// restarts the scan.
+    fn online_scan_build(&self, def: &Arc<index::IndexDef>) -> Result<()> {
+        let snap = {
+            let _g = self.index.memory_guard();
+            def.strategy.clear()?;
+            let snap = self.engine.snapshot();
+            *def.scan() = Some(index::manager::ScanBuild {
+                at: snap.sequence(),
+                cursor: None,
+                written: std::collections::HashSet::new(),
+                records: 0,
+            });
+            snap
+        };
+        def.set_online(true);
+        let result = self.scan_into(def, &snap);
+        let end = result.and_then(|()| {
+            def.strategy.flush()?;
+            def.strategy.after_build()
+        });
+        let _g = self.index.memory_guard();
+        *def.scan() = None;
+        if end.is_err() {
+            def.set_online(false);
+        }
+        end
+    }
+
+    /// Applies the records of `snap` to `def` (see
+    /// [`Db::online_scan_build`]).
+    fn scan_into(&self, def: &Arc<index::IndexDef>, snap: &Snapshot) -> Result<()> {
+        let mut it = snap.iter(None, None)?;
+        let none = std::collections::HashMap::new();
+        let mut chunks = 0u64;
+        loop {
+            let hook = lock(&self.build_pause).clone();
+            if let Some(h) = hook {
+                if !h(&def.spec.name, chunks) {
+                    return Err(Error::Background(format!(
+                        "build of index {:?} stopped by its test hook",
+                        def.spec.name
+                    )));
+                }
+            }
+            let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> = std::iter::from_fn(|| it.next_versioned())
+                .take(SCAN_CHUNK)
+                .collect::<Result<_>>()?;
+            let Some(last) = chunk.last().map(|c| c.0.clone()) else {
+                return Ok(());
+            };
+            let _g = self.index.memory_guard();
+            let mut scan = def.scan();
+            let b = scan
+                .as_mut()
+                .ok_or_else(|| Error::invalid("scan build state lost"))?;
+            let ops: Vec<crate::index::OpRef<'_>> = chunk
+                .iter()
+                .filter(|(k, _, _)| !b.written.contains(k))
+                .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
+                .collect();
+            self.index
+                .sync_apply(std::slice::from_ref(def), &ops, &none, false)?;
+            b.records += ops.len() as u64;
+            // Keys up to `last` are applied: the cursor is its successor.
+            let mut cursor = last;
+            cursor.push(0);
+            b.cursor = Some(cursor);
+            chunks += 1;
+        }
+    }
+
+    /// Installs (or with `None` removes) a hook that an online index build
+    /// runs before each table it covers, with the index's name and the
+    /// number of tables covered so far; returning false stops the build
+    /// with an error, as a crash there would (the tables covered stay
+    /// covered). Tests use it to query, write and compact in the middle of
+    /// a build, or to interrupt it.
+    #[cfg(feature = "testing")]
+    pub fn set_build_pause_hook(&self, hook: Option<BuildPause>) {
+        *lock(&self.build_pause) = hook;
     }
 
     /// Finishes the builds a crash interrupted (called by `open`).
     pub(crate) fn resume_index_builds(&self) -> Result<()> {
         for d in self.index.defs() {
             if !d.is_ready() {
-                self.build_index(&d.spec.name)?;
+                self.build_index(&d.spec.name, false)?;
             }
         }
         Ok(())

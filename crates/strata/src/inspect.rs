@@ -124,3 +124,43 @@ pub fn embedded_zones(block: &[u8]) -> Result<EmbeddedZones> {
         blocks,
     })
 }
+
+/// The blocks of the side files of table `table` (of `table_size` bytes)
+/// in the database directory `dir` (an online build's per-table index
+/// files, `docs/format/sidefile.md`), each checked: per file, its name and
+/// its (block name, bytes), in name order.
+#[allow(clippy::type_complexity)]
+pub fn side_file_blocks(
+    dir: &std::path::Path,
+    table: u64,
+    table_size: u64,
+) -> Result<Vec<(String, Vec<(String, Vec<u8>)>)>> {
+    use crate::index::sidefile::{parse_name, SideFile};
+    let fs: std::sync::Arc<dyn strata_lsm::io::Fs> = std::sync::Arc::new(strata_lsm::io::RealFs);
+    let names = fs
+        .list_dir(dir)
+        .map_err(|e| Error::io(format!("list {}", dir.display()), e))?;
+    let mut out = Vec::new();
+    let mut names: Vec<String> = names
+        .into_iter()
+        .filter_map(|n| n.to_str().map(str::to_string))
+        .collect();
+    names.sort();
+    for name in names {
+        let Some((t, id)) = parse_name(&name) else {
+            continue;
+        };
+        if t != table {
+            continue;
+        }
+        let f = SideFile::open(&fs, dir, table, table_size, id)?;
+        let mut blocks = Vec::new();
+        for b in f.names() {
+            if let Some(bytes) = f.block(&b)? {
+                blocks.push((b, bytes));
+            }
+        }
+        out.push((name, blocks));
+    }
+    Ok(out)
+}

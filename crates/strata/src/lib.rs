@@ -21,8 +21,8 @@ pub mod load;
 
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{
-    Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats, IndexValue, KeyType,
-    Predicate, QueryOptions, QueryProfile, StrategyKind,
+    BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
+    IndexValue, KeyType, Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
     BlockEntry, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,

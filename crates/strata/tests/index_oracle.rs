@@ -4,6 +4,9 @@
 //! queries (with and without limit, keys-only) on all five key types,
 //! compared with a brute-force oracle over an in-memory model.
 //!
+//! The indexes created over existing data are queried in the middle of
+//! their build too (held at the build's test hook), while writes go on.
+//!
 //! A new strategy joins by adding its name to `STRATEGIES`. Setting
 //! `STRATA_ORACLE_ONLY=name[,name...]` runs only those strategies (while
 //! developing one); CI runs them all.
@@ -18,6 +21,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc, Mutex};
 
 use common::{attr, copy_dir, spec_for, Rng, STRATEGIES};
 use serde_json::{json, Value};
@@ -214,6 +218,77 @@ fn create_indexes(db: &Db, strategy: &str, which: &[usize]) {
     }
 }
 
+/// Creates indexes `which` one by one with each online build held twice:
+/// before its first two tables (strategies built table by table) or its
+/// first two chunks of scanned records (the others). While held, writes
+/// reach the model and queries on every index, the one building included,
+/// must match it.
+fn create_indexes_mid_build(
+    db: &Db,
+    strategy: &str,
+    which: &[usize],
+    active: &[usize],
+    model: &mut Model,
+    order: &mut u64,
+    rng: &mut Rng,
+) {
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let held_tx = Mutex::new(held_tx);
+    let go_rx = Mutex::new(go_rx);
+    db.set_build_pause_hook(Some(Arc::new(move |_, done| {
+        if done < 2 {
+            let sent = held_tx.lock().unwrap().send(()).is_ok();
+            return sent && go_rx.lock().unwrap().recv().is_ok();
+        }
+        true
+    })));
+    let mut active = active.to_vec();
+    for &i in which {
+        let (name, path, ty) = FIELDS[i];
+        active.push(i);
+        let tables_before = db.current_version().all_files().count();
+        let mut holds = 0;
+        std::thread::scope(|s| {
+            let go_tx = go_tx.clone();
+            let builder = s.spawn(|| db.create_index(spec_for(strategy, name, path, ty)));
+            loop {
+                match held_rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                    Ok(()) => {}
+                    Err(_) if builder.is_finished() => break,
+                    Err(_) => continue,
+                }
+                for step in 0..30 {
+                    let k = format!("r{:04}", rng.below(150)).into_bytes();
+                    match rng.below(10) {
+                        0..=4 => {
+                            let v = random_value(rng);
+                            db.put(&k, &v).unwrap();
+                            *order += 1;
+                            model.insert(k, (*order, v));
+                        }
+                        5 => {
+                            db.delete(&k).unwrap();
+                            *order += 1;
+                            model.remove(&k);
+                        }
+                        6 => db.flush().unwrap(),
+                        _ => check_queries(db, model, rng, step, 2, &active),
+                    }
+                }
+                check_queries(db, model, rng, 0, 10, &active);
+                holds += 1;
+                go_tx.send(()).unwrap();
+            }
+            builder.join().unwrap().unwrap();
+        });
+        if !["next", "embedded"].contains(&strategy) || tables_before > 0 {
+            assert!(holds > 0, "{strategy}: the build of {name} was never held");
+        }
+    }
+    db.set_build_pause_hook(None);
+}
+
 fn run(strategy: &str, seed: u64, steps: usize, opts: Options) {
     let mut dirs = vec![tempfile::tempdir().unwrap()];
     let mut rng = Rng::new(seed);
@@ -229,7 +304,15 @@ fn run(strategy: &str, seed: u64, steps: usize, opts: Options) {
     let mut later = true;
     for step in 0..steps {
         if later && step == steps / 4 {
-            create_indexes(&db, strategy, &[1, 4]);
+            create_indexes_mid_build(
+                &db,
+                strategy,
+                &[1, 4],
+                &active,
+                &mut model,
+                &mut order,
+                &mut rng,
+            );
             active.extend([1, 4]);
             later = false;
         }

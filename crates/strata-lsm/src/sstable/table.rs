@@ -536,6 +536,32 @@ impl Table {
         Ok(())
     }
 
+    /// Calls `f(user_key, seq, kind, value, marked)` for every entry stored
+    /// in the data block at `handle`, in order (an entry's position in the
+    /// calls is its ordinal, as delivered to `TableObserver::on_entry`);
+    /// `marked` is true for entries the obsolete bitmap marks. The block is
+    /// read like a compaction reads it: not through the block cache. For
+    /// extensions that build per-table structures of an existing table.
+    pub fn visit_all_data_entries(
+        &self,
+        handle: BlockHandle,
+        mut f: impl FnMut(&[u8], SeqNo, ValueKind, &[u8], bool),
+    ) -> Result<()> {
+        let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Compaction)?;
+        let marks = self.obsolete.as_ref().and_then(|m| m.block(handle.offset));
+        let mut it = block.iter(compare_internal);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        let mut at = 0usize;
+        while it.valid() {
+            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+            let marked = marks.as_ref().is_some_and(|m| m.is_marked(at));
+            f(p.user_key, p.seq, p.kind, it.value(), marked);
+            at += 1;
+            it.next().map_err(|e| self.wrap(e))?;
+        }
+        Ok(())
+    }
+
     /// Handles of all data blocks, in key order.
     pub fn data_block_handles(&self) -> Result<Vec<BlockHandle>> {
         let mut it = self.index.iter(compare_internal);

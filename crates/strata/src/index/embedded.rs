@@ -63,6 +63,7 @@ use strata_lsm::version::Version;
 
 use super::def::IndexMeta;
 use super::results::Results;
+use super::sidefile::SideFiles;
 use super::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
@@ -485,6 +486,7 @@ pub(crate) struct Embedded {
     bits_per_key: usize,
     tables: Arc<TableCache>,
     pending: Pending,
+    sides: Arc<SideFiles>,
 }
 
 impl Embedded {
@@ -499,20 +501,52 @@ impl Embedded {
             bits_per_key: if ty.is_spatial() { 0 } else { bits },
             tables: cx.tables.clone(),
             pending: Arc::default(),
+            sides: cx.sides.clone(),
         })
     }
 
     /// Reads and decodes this index's meta block in table `f` (`None` if
     /// the table was written before the index existed).
+    /// Its side file's block instead for a table that existed before the
+    /// index ([`BuildMethod::PerTable`]).
     fn read_table(&self, f: &FileMetaData) -> Result<Option<TableZones>> {
         let t = self.tables.get(f.number, f.file_size)?;
         let name = block_name(self.id);
-        let Some(bytes) = t.meta_block(&name)? else {
-            return Ok(None);
+        let bytes = match t.meta_block(&name)? {
+            Some(b) => b,
+            None => match self.sides.get(self.id, f.number) {
+                Some(side) => side.block(&name)?.ok_or_else(|| {
+                    Error::corruption(format!(
+                        "side file of table {} for index {:?} lacks {name}",
+                        f.number, self.name
+                    ))
+                })?,
+                None => return Ok(None),
+            },
         };
         let mut z = decode(&bytes, self.ty, &format!("table {} block {name}", f.number))?;
         z.disk_bytes = bytes.len() as u64;
         Ok(Some(z))
+    }
+}
+
+impl Embedded {
+    fn builder(&self, file: u64, pending: Option<Pending>) -> Builder {
+        Builder {
+            id: self.id,
+            ty: self.ty,
+            file,
+            pending,
+            bits_per_key: self.bits_per_key,
+            zone: None,
+            blocks: Vec::new(),
+            cur_zone: None,
+            cur_values: 0,
+            cur_encoded: Vec::new(),
+            block: None,
+            continues: false,
+            last_key: None,
+        }
     }
 }
 
@@ -522,7 +556,8 @@ struct Builder {
     id: u32,
     ty: KeyType,
     file: u64,
-    pending: Pending,
+    /// `None` for a side file's builder (the install reads the file).
+    pending: Option<Pending>,
     bits_per_key: usize,
     zone: Option<Zone>,
     blocks: Vec<BuiltBlock>,
@@ -616,7 +651,9 @@ impl TableIndexBuilder for Builder {
             &format!("table {} block {name}", self.file),
         )?;
         t.disk_bytes = bytes.len() as u64;
-        lock(&self.pending).insert(self.file, Arc::new(t));
+        if let Some(p) = &self.pending {
+            lock(p).insert(self.file, Arc::new(t));
+        }
         Ok(vec![(name, bytes)])
     }
 }
@@ -631,21 +668,11 @@ impl IndexStrategy for Embedded {
     }
 
     fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
-        Some(Box::new(Builder {
-            id: self.id,
-            ty: self.ty,
-            file: ctx.file_number,
-            pending: self.pending.clone(),
-            bits_per_key: self.bits_per_key,
-            zone: None,
-            blocks: Vec::new(),
-            cur_zone: None,
-            cur_values: 0,
-            cur_encoded: Vec::new(),
-            block: None,
-            continues: false,
-            last_key: None,
-        }))
+        Some(Box::new(self.builder(ctx.file_number, Some(self.pending.clone()))))
+    }
+
+    fn side_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+        Some(Box::new(self.builder(file, None)))
     }
 
     /// See [`tables::install`].
@@ -683,13 +710,18 @@ impl IndexStrategy for Embedded {
         Ok(Some(Arc::new(EmbeddedGlobal { tables })))
     }
 
+    fn covers_table(&self, slot: Option<&VersionSlot>, file: u64) -> bool {
+        slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>())
+            .is_some_and(|g| g.tables.contains_key(&file))
+    }
+
     fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
         let g = slot.and_then(|s| s.downcast_ref::<EmbeddedGlobal>());
         tables::covers(g.map(|g| &g.tables), version)
     }
 
     fn build_method(&self) -> BuildMethod {
-        BuildMethod::RewriteTables
+        BuildMethod::PerTable
     }
 
     /// Algorithms 5 and 8: memtables, then tables level by level.
@@ -710,7 +742,7 @@ impl IndexStrategy for Embedded {
             blocks_read: 0,
         };
         s.memtables();
-        let r = s.tables(global, profile);
+        let r = s.tables(global, cx.building, profile);
         let c = &def.counters;
         c.validations.fetch_add(s.validations, Relaxed);
         c.failed.fetch_add(s.stale, Relaxed);
@@ -863,7 +895,8 @@ impl Search<'_, '_> {
         f: &FileMetaData,
         level: usize,
         pos: usize,
-        b: &BlockZone,
+        handle: BlockHandle,
+        continues: bool,
         mut entries: Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>,
     ) -> Result<()> {
         let snapshot = self.view.snapshot;
@@ -895,7 +928,7 @@ impl Search<'_, '_> {
             }
             self.validations += 1;
             let key = entry.0.clone();
-            if !self.valid_in_table(t, level, pos, first_run && b.continues, &key, seq)? {
+            if !self.valid_in_table(t, level, pos, first_run && continues, &key, seq)? {
                 self.stale += 1;
                 continue;
             }
@@ -905,14 +938,37 @@ impl Search<'_, '_> {
                 .unwrap_or_default();
             let value = self.keep(value);
             self.acc
-                .push(key, seq, value, Some((f.number, b.handle.offset)));
+                .push(key, seq, value, Some((f.number, handle.offset)));
+        }
+        Ok(())
+    }
+
+    /// Every data block of table `f` (the `pos`-th of `level`), which has
+    /// no zone maps yet: each block's first key continues the previous
+    /// block's last one if they are equal.
+    fn scan_table(&mut self, f: &FileMetaData, level: usize, pos: usize) -> Result<()> {
+        let t = self.view.tables.get(f.number, f.file_size)?;
+        let mut last: Option<Vec<u8>> = None;
+        for h in t.data_block_handles()? {
+            self.blocks_read += 1;
+            let entries = t.read_data_block_entries(h)?;
+            let continues = entries.first().map(|e| &e.0) == last.as_ref();
+            last = entries.last().map(|e| e.0.clone());
+            self.scan_block(&t, f, level, pos, h, continues, entries)?;
         }
         Ok(())
     }
 
     /// Tables level by level: L0 newest first, then L1, L2, …, pruning by
     /// table zone map, then block zone maps and filters.
-    fn tables(&mut self, global: &EmbeddedGlobal, profile: &mut QueryProfile) -> Result<()> {
+    /// `building`: a table without zone maps (not covered yet by the
+    /// online build) is scanned block by block.
+    fn tables(
+        &mut self,
+        global: &EmbeddedGlobal,
+        building: bool,
+        profile: &mut QueryProfile,
+    ) -> Result<()> {
         let probe = Probe::new(self.pred);
         let version = Arc::clone(&self.view.version);
         for (level, files) in version.levels.iter().enumerate() {
@@ -926,6 +982,10 @@ impl Search<'_, '_> {
                     continue;
                 }
                 let Some(tz) = global.tables.get(&f.number) else {
+                    if building {
+                        self.scan_table(f, level, pos)?;
+                        continue;
+                    }
                     return Err(Error::corruption(format!(
                         "embedded index {:?} has no zone maps for live table {}",
                         self.def.spec.name, f.number
@@ -942,7 +1002,7 @@ impl Search<'_, '_> {
                 for b in blocks {
                     self.blocks_read += 1;
                     let entries = t.read_data_block_entries(b.handle)?;
-                    self.scan_block(&t, f, level, pos, b, entries)?;
+                    self.scan_block(&t, f, level, pos, b.handle, b.continues, entries)?;
                 }
             }
         }

@@ -26,6 +26,7 @@ use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::memo::{self, Memo};
 use super::side::{self, IndexSide, SideValue};
+use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
 use super::strategy::{
@@ -34,18 +35,39 @@ use super::strategy::{
 };
 use super::value::IndexValue;
 use super::{
-    lock, read, tree, value, write, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState,
-    IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView, SyncGate, HOOK_NAME,
-    MEMO_BLOCK,
+    lock, read, tree, value, write, BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo,
+    IndexSpec, IndexState, IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView,
+    SyncGate, HOOK_NAME, MEMO_BLOCK,
 };
 
 /// Definition changes, stored as MANIFEST payloads (JSON, versioned).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 enum DefEvent {
-    Create { v: u32, id: u32, spec: IndexSpec },
-    Ready { v: u32, id: u32 },
-    Drop { v: u32, id: u32 },
+    /// `memo_from`: see [`IndexDef::memo_from`] (absent in payloads of
+    /// indexes built before online builds: 0).
+    Create {
+        v: u32,
+        id: u32,
+        spec: IndexSpec,
+        #[serde(default)]
+        memo_from: u64,
+    },
+    Ready {
+        v: u32,
+        id: u32,
+    },
+    Drop {
+        v: u32,
+        id: u32,
+    },
+    /// Table `file` has its side file for index `id` (an online build,
+    /// `index::sidefile`), written and synced before this payload.
+    Covered {
+        v: u32,
+        id: u32,
+        file: u64,
+    },
 }
 
 /// Index state carried by each version (see `hooks`): immutable.
@@ -67,6 +89,17 @@ pub(crate) struct IndexDef {
     pub meta: Arc<IndexMeta>,
     pub strategy: Arc<dyn IndexStrategy>,
     ready: AtomicBool,
+    /// A [`BuildMethod::PerTable`] build is past its start (the memtable
+    /// that predates the index is flushed): queries are answered, scanning
+    /// the tables not covered yet.
+    online: AtomicBool,
+    /// Writes up to this sequence number may predate the update memo
+    /// (see [`QueryCx::memo_from`]); persisted in the `create` payload.
+    memo_from: AtomicU64,
+    /// Progress of the running build.
+    pub progress: BuildCounters,
+    /// The running online scan build ([`BuildMethod::Scan`]), if any.
+    scan: Mutex<Option<ScanBuild>>,
     /// Declared after `strategy` so that the strategy's files are closed
     /// first.
     remove_dir: RemoveOnDrop,
@@ -83,6 +116,72 @@ impl std::ops::Deref for IndexDef {
 impl IndexDef {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Relaxed)
+    }
+
+    /// True if queries are answered (ready, or an online build running).
+    pub fn is_queryable(&self) -> bool {
+        self.is_ready() || self.online.load(Relaxed)
+    }
+
+    pub fn set_online(&self, on: bool) {
+        self.online.store(on, Relaxed);
+    }
+
+    pub fn memo_from(&self) -> SeqNo {
+        self.memo_from.load(Relaxed)
+    }
+
+    /// The running scan build (see [`ScanBuild`]).
+    pub fn scan(&self) -> std::sync::MutexGuard<'_, Option<ScanBuild>> {
+        lock(&self.scan)
+    }
+}
+
+/// An online scan build ([`BuildMethod::Scan`]): the live records at
+/// snapshot `at` are applied in key order, in chunks, while writes go on
+/// and are applied as usual.
+///
+/// Invariant (every change under the sync guard's write side, which every
+/// batch holds from its `apply` to its publication): the structure holds
+/// exactly the effect of (a) the records at `at` of the keys below
+/// `cursor` that no write since `at` touched, and (b) every write since
+/// `at`. A scanned record is skipped if its key is in `written` (a write
+/// newer than `at` already decided that key), so it never overwrites or
+/// resurrects one; a write after the scan applied a key sees the scanned
+/// record as the key's current one and replaces it like any update.
+pub(crate) struct ScanBuild {
+    pub at: SeqNo,
+    /// Keys below it are applied; `None`: none yet.
+    pub cursor: Option<Vec<u8>>,
+    /// Keys written since `at`.
+    pub written: HashSet<Vec<u8>>,
+    /// Records applied so far.
+    pub records: u64,
+}
+
+/// Progress of a [`BuildMethod::PerTable`] build, as [`BuildProgress`]
+/// reports it: tables (and their bytes) given side files, those left.
+#[derive(Default)]
+pub(crate) struct BuildCounters {
+    pub tables_done: AtomicU64,
+    pub bytes_done: AtomicU64,
+    pub tables_left: AtomicU64,
+    pub bytes_left: AtomicU64,
+    /// Bytes of side files written.
+    pub written: AtomicU64,
+}
+
+impl BuildCounters {
+    fn report(&self) -> BuildProgress {
+        let done = self.tables_done.load(Relaxed);
+        let bytes = self.bytes_done.load(Relaxed);
+        BuildProgress {
+            tables_done: done,
+            tables_total: done + self.tables_left.load(Relaxed),
+            bytes_done: bytes,
+            bytes_total: bytes + self.bytes_left.load(Relaxed),
+            bytes_written: self.written.load(Relaxed),
+        }
     }
 }
 
@@ -126,6 +225,15 @@ pub(crate) struct IndexManager {
     generation: AtomicU64,
     /// The memory guard and the primary's clock, shared with merge repair.
     gate: Arc<SyncGate>,
+    /// Open side files of online builds.
+    sides: Arc<SideFiles>,
+    /// The live tables (level, metadata) of the current version, kept by
+    /// the install and recovery hooks (under the version lock).
+    live: Mutex<BTreeMap<u64, (usize, Arc<FileMetaData>)>>,
+    /// Side files written whose `covered` payload is being logged: (index
+    /// id, table); the install of that payload hands them to their
+    /// strategies.
+    side_pending: Mutex<Vec<(u32, u64)>>,
 }
 
 impl IndexManager {
@@ -152,6 +260,9 @@ impl IndexManager {
                 guard: RwLock::new(()),
                 primary_clock: OnceLock::new(),
             }),
+            sides: Arc::default(),
+            live: Mutex::new(BTreeMap::new()),
+            side_pending: Mutex::new(Vec::new()),
         })
     }
 
@@ -208,6 +319,7 @@ impl IndexManager {
                 tree_opts: &self.tree_opts,
                 tables: self.tables()?,
                 gate: &self.gate,
+                sides: &self.sides,
             },
         )?;
         debug_assert_eq!(strategy.kind(), kind);
@@ -221,10 +333,16 @@ impl IndexManager {
             },
             strategy,
             ready: AtomicBool::new(ready),
+            online: AtomicBool::new(false),
+            memo_from: AtomicU64::new(0),
+            progress: BuildCounters::default(),
+            scan: Mutex::new(None),
         })
     }
 
-    pub fn begin_create(&self, spec: IndexSpec) -> Result<(Arc<IndexDef>, Vec<u8>)> {
+    /// Adds the definition of a new index (not logged yet: see
+    /// [`IndexManager::create_payload`]).
+    pub fn begin_create(&self, spec: IndexSpec) -> Result<Arc<IndexDef>> {
         let name_ok = !spec.name.is_empty()
             && spec.name.len() <= 128
             && spec
@@ -251,11 +369,31 @@ impl IndexManager {
             .tree_opts
             .fs
             .remove_dir_all(&tree::index_dir(&self.db_dir, id));
-        let def = Arc::new(self.make_def(id, spec.clone(), false)?);
+        let def = Arc::new(self.make_def(id, spec, false)?);
         defs.push(def.clone());
-        let payload = serde_json::to_vec(&DefEvent::Create { v: 1, id, spec })
-            .map_err(|e| Error::invalid(format!("cannot encode index definition: {e}")))?;
-        Ok((def, payload))
+        Ok(def)
+    }
+
+    /// Sets `def`'s [`IndexDef::memo_from`] for a creation at `now` (the
+    /// last sequence number published once every write that did not see
+    /// the index is): 0 if another live index kept the memo since before
+    /// its own `memo_from`, else the earliest such point; `now` if none
+    /// did. Returns the `create` payload to log.
+    pub fn create_payload(&self, def: &IndexDef, now: SeqNo) -> Result<Vec<u8>> {
+        let others = read(&self.defs)
+            .iter()
+            .filter(|d| d.id != def.id && d.strategy.uses_memo())
+            .map(|d| d.memo_from())
+            .min();
+        let from = others.map_or(now, |o| o.min(now));
+        def.memo_from.store(from, Relaxed);
+        serde_json::to_vec(&DefEvent::Create {
+            v: 1,
+            id: def.id,
+            spec: def.spec.clone(),
+            memo_from: from,
+        })
+        .map_err(|e| Error::invalid(format!("cannot encode index definition: {e}")))
     }
 
     pub fn ready_payload(def: &IndexDef) -> Vec<u8> {
@@ -271,6 +409,7 @@ impl IndexManager {
             .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
         let d = defs.remove(i);
         d.remove_dir.armed.store(true, Relaxed);
+        self.sides.index_dropped(d.id);
         Ok(serde_json::to_vec(&DefEvent::Drop { v: 1, id: d.id }).unwrap_or_default())
     }
 
@@ -420,7 +559,7 @@ impl IndexManager {
         let def = self
             .def(name)
             .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
-        if !def.is_ready() {
+        if !def.is_queryable() {
             return Err(Error::invalid(format!(
                 "index {name:?} is still being built; try again when `indexes()` shows it ready"
             )));
@@ -428,6 +567,10 @@ impl IndexManager {
         pred.check(def.spec.key_type)?;
         def.counters.queries.fetch_add(1, Relaxed);
         let state = Self::state_of(&view.version);
+        let scan = def.scan().as_ref().map(|b| (b.at, b.cursor.clone()));
+        if let Some((at, cursor)) = scan {
+            return self.query_scan_building(&def, pred, opts, view, profile, at, cursor);
+        }
         let cx = QueryCx {
             def: &def.meta,
             pred,
@@ -436,9 +579,94 @@ impl IndexManager {
             slot: state.and_then(|s| s.slots.get(&def.id)),
             generation: state.map_or(0, |s| s.generation),
             memo: &self.memo,
+            building: !def.is_ready(),
+            memo_from: def.memo_from(),
             gate: &self.gate,
         };
         def.strategy.query(&cx, profile)
+    }
+
+    /// A query on an index whose online scan build (at snapshot `at`, keys
+    /// below `cursor` applied, read before the strategy pins its structure)
+    /// is running: the strategy's answer at the snapshot `Q` it pins, plus
+    /// the records at `Q` of keys from `cursor` on whose version is not newer
+    /// than `at` (those the structure lacks, see [`ScanBuild`]) that match;
+    /// a key found by both (applied since `cursor` was read) is the same
+    /// record. Newest first, at most `limit`.
+    #[allow(clippy::too_many_arguments)]
+    fn query_scan_building(
+        &self,
+        def: &IndexDef,
+        pred: &Predicate,
+        opts: QueryOptions,
+        view: &QueryView<'_>,
+        profile: &mut QueryProfile,
+        at: SeqNo,
+        cursor: Option<Vec<u8>>,
+    ) -> Result<Vec<Hit>> {
+        let pinned: Mutex<Option<strata_lsm::Snapshot>> = Mutex::new(None);
+        let pin = || {
+            let s = (view.pin_latest)();
+            *lock(&pinned) = Some(s.clone());
+            s
+        };
+        let inner = QueryView {
+            mems: view.mems.clone(),
+            version: view.version.clone(),
+            snapshot: view.snapshot,
+            tables: view.tables,
+            pin_latest: &pin,
+            fetch: view.fetch,
+            data_blocks_read: view.data_blocks_read,
+            pause: view.pause,
+        };
+        let state = Self::state_of(&view.version);
+        // The whole answer of the structure: its top K need not hold the
+        // union's (posting-lazy's top-K relies on components written in
+        // sequence order, which the scan's chunks break until the build's
+        // final compaction).
+        let cx = QueryCx {
+            def: &def.meta,
+            pred,
+            opts: QueryOptions {
+                limit: None,
+                ..opts
+            },
+            view: &inner,
+            slot: state.and_then(|s| s.slots.get(&def.id)),
+            generation: state.map_or(0, |s| s.generation),
+            memo: &self.memo,
+            building: true,
+            memo_from: def.memo_from(),
+            gate: &self.gate,
+        };
+        let hits = def.strategy.query(&cx, profile)?;
+        let snap = lock(&pinned).take().ok_or_else(|| {
+            Error::invalid(format!(
+                "index {:?} answered without pinning its snapshot during its build",
+                def.spec.name
+            ))
+        })?;
+        let mut all: BTreeMap<Vec<u8>, Hit> =
+            hits.into_iter().map(|h| (h.key.clone(), h)).collect();
+        let mut it = snap.iter(cursor.as_deref(), None)?;
+        while let Some(r) = it.next_versioned() {
+            let (key, seq, value) = r?;
+            if seq > at || all.contains_key(&key) {
+                continue;
+            }
+            if !def.extract(&value, None).is_ok_and(|a| pred.matches(&a)) {
+                continue;
+            }
+            let value = (!opts.keys_only).then_some(value);
+            all.insert(key.clone(), Hit { key, value, seq });
+        }
+        let mut out: Vec<Hit> = all.into_values().collect();
+        out.sort_by_key(|h| std::cmp::Reverse(h.seq));
+        if let Some(k) = opts.limit {
+            out.truncate(k);
+        }
+        Ok(out)
     }
 
     pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {
@@ -460,6 +688,9 @@ impl IndexManager {
                 };
                 d.strategy
                     .stats(state.and_then(|s| s.slots.get(&d.id)), &mut stats);
+                if !d.is_ready() && d.is_queryable() && d.scan().is_none() {
+                    stats.build = Some(d.progress.report());
+                }
                 IndexInfo {
                     id: d.id,
                     spec: d.spec.clone(),
@@ -486,6 +717,85 @@ impl IndexManager {
             return version.all_files().next().is_none();
         };
         def.strategy.covers(s.slots.get(&def.id), version)
+    }
+
+    /// The live tables of `version` that lack `def`'s structures (neither
+    /// their own meta blocks nor a side file), largest level first (NEXT
+    /// §5: the bottom holds most data and is compacted least often).
+    pub fn uncovered(&self, def: &IndexDef, version: &Version) -> Vec<(usize, Arc<FileMetaData>)> {
+        let slot = Self::state_of(version).and_then(|s| s.slots.get(&def.id));
+        let mut out: Vec<(usize, Arc<FileMetaData>)> = version
+            .all_files()
+            .filter(|(_, f)| !def.strategy.covers_table(slot, f.number))
+            .map(|(l, f)| (l, f.clone()))
+            .collect();
+        out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.number.cmp(&b.1.number)));
+        out
+    }
+
+    /// Tables of `def` covered by side files (a build resumed after a
+    /// crash starts its progress from them).
+    pub fn side_covered(&self, def: &IndexDef) -> (u64, u64) {
+        let live = lock(&self.live);
+        let covered = live
+            .values()
+            .filter(|(_, f)| self.sides.contains(def.id, f.number));
+        covered.fold((0, 0), |(n, b), (_, f)| (n + 1, b + f.file_size))
+    }
+
+    /// Builds `def`'s structures for the existing table `f` from one read
+    /// of it (every stored entry, with its data block's handle, through the
+    /// strategy's [`IndexStrategy::side_builder`]), writes them to the
+    /// table's side file (synced) and returns the `covered` payload whose
+    /// logging installs them; `None` if the strategy has no side builder.
+    /// The table must stay readable meanwhile (the caller holds a version
+    /// with it).
+    pub fn build_side(&self, def: &IndexDef, f: &FileMetaData) -> Result<Option<Vec<u8>>> {
+        let Some(mut b) = def.strategy.side_builder(f.number) else {
+            return Ok(None);
+        };
+        let t = self.tables()?.get(f.number, f.file_size)?;
+        for h in t.data_block_handles()? {
+            t.visit_all_data_entries(h, |key, seq, kind, value, marked| {
+                // Marked entries are obsolete: never read, so not indexed
+                // (but counted, so positions match the stored entries).
+                let attr = (kind == ValueKind::Value && !marked)
+                    .then(|| def.extract(value, None).ok())
+                    .flatten();
+                b.add(key, seq, h, attr);
+            })?;
+        }
+        let blocks = b.finish()?;
+        let fs = &self.tree_opts.fs;
+        let size = sidefile::write(&**fs, &self.db_dir, f.number, f.file_size, def.id, &blocks)?;
+        let side = SideFile::open(fs, &self.db_dir, f.number, f.file_size, def.id)?;
+        self.sides.insert(def.id, f.number, Arc::new(side));
+        lock(&self.side_pending).push((def.id, f.number));
+        def.progress.written.fetch_add(size, Relaxed);
+        let payload = serde_json::to_vec(&DefEvent::Covered {
+            v: 1,
+            id: def.id,
+            file: f.number,
+        })
+        .map_err(|e| Error::invalid(format!("cannot encode a covered payload: {e}")))?;
+        Ok(Some(payload))
+    }
+
+    /// Removes side files that no live table of a live index refers to (a
+    /// crash before their payload, or after their table or index went).
+    fn remove_orphan_sides(&self) {
+        let fs = &self.tree_opts.fs;
+        let Ok(names) = fs.list_dir(&self.db_dir) else {
+            return;
+        };
+        for name in names {
+            let Some((table, id)) = name.to_str().and_then(sidefile::parse_name) else {
+                continue;
+            };
+            if !self.sides.contains(id, table) {
+                let _ = fs.remove_file(&self.db_dir.join(&name));
+            }
+        }
     }
 
     /// Deletes `index-<id>` directories of indexes that no longer exist
@@ -726,9 +1036,11 @@ impl EngineHooks for IndexManager {
         cx: &BatchContext<'_>,
     ) -> Result<Option<BatchGuard<'a>>> {
         // Read while the batch holds the front of the writer queue: an
-        // index created later is built behind `pause_writes`, which waits
-        // for this batch to be published (and builds from scratch, so edits
-        // made here to an index still building are harmless).
+        // index created later waits (`pause_writes` in `create_index`) for
+        // this batch to be published before its build starts. A scan build
+        // clears its structure under the sync guard and scans a snapshot
+        // taken then, so edits made here to an index before its scan starts
+        // are harmless; afterwards they are the writes since its snapshot.
         let sync_defs: Vec<Arc<IndexDef>> = read(&self.defs)
             .iter()
             .filter(|d| d.strategy.applies_batches())
@@ -756,6 +1068,11 @@ impl EngineHooks for IndexManager {
                 guard = Some(Box::new(self.memory_guard()));
             }
             self.sync_apply(&sync_defs, &ops, &current, true)?;
+            for d in &sync_defs {
+                if let Some(b) = d.scan().as_mut() {
+                    b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));
+                }
+            }
         }
         if use_memo {
             self.note_writes(ops.iter().map(|(s, k, _)| (*k, *s)), &|k| cx.may_exist(k));
@@ -857,16 +1174,73 @@ impl EngineHooks for IndexManager {
             let mut pending = lock(&self.pending_drops);
             if let Some(i) = pending.iter().position(|(inputs, _)| *inputs == removed) {
                 let (_, drops) = pending.swap_remove(i);
+                // A version at or below an index's `memo_from` may predate
+                // the memo, so no entry ever counted it: its drop must not
+                // decrement a count (an entry would leave while versions it
+                // counted remain). Entries then only over-count.
+                let floor = read(&self.defs)
+                    .iter()
+                    .filter(|d| d.strategy.uses_memo())
+                    .map(|d| d.memo_from())
+                    .max()
+                    .unwrap_or(0);
                 let mut memo = write(&self.memo);
                 for (k, seq, tomb) in drops {
+                    if seq <= floor && !tomb {
+                        continue;
+                    }
                     memo.on_dropped(&k, seq, tomb, generation);
+                }
+            }
+        }
+        // The live set, then side files: a side file installed (its
+        // `covered` payload being logged) is handed to its strategy as its
+        // table added again, if the table is still live; otherwise, and
+        // for every table leaving the live set, it is retired.
+        let sides: Vec<(u32, u64)> = if ev.reason == InstallReason::External {
+            std::mem::take(&mut *lock(&self.side_pending))
+        } else {
+            Vec::new()
+        };
+        let mut covered: BTreeMap<u32, Vec<(usize, Arc<FileMetaData>)>> = BTreeMap::new();
+        {
+            let mut live = lock(&self.live);
+            for (_, n) in ev.removed {
+                live.remove(n);
+            }
+            for (l, f) in ev.added {
+                live.insert(f.number, (*l, f.clone()));
+            }
+            for (_, n) in ev.removed {
+                if !live.contains_key(n) {
+                    self.sides.table_removed(*n);
+                }
+            }
+            for (id, n) in sides {
+                match live.get(&n) {
+                    Some((l, f)) => covered.entry(id).or_default().push((*l, f.clone())),
+                    None => self.sides.table_removed(n),
                 }
             }
         }
         let mut slots = BTreeMap::new();
         for d in self.defs() {
             let prev_slot = prev.and_then(|p| p.slots.get(&d.id));
-            if let Some(s) = d.strategy.on_install(prev_slot, ev)? {
+            let slot = match covered.get(&d.id) {
+                Some(added) => {
+                    let removed: Vec<(usize, u64)> =
+                        added.iter().map(|(l, f)| (*l, f.number)).collect();
+                    let again = InstallEvent {
+                        reason: InstallReason::External,
+                        added,
+                        removed: &removed,
+                        previous: ev.previous,
+                    };
+                    d.strategy.on_install(prev_slot, &again)?
+                }
+                None => d.strategy.on_install(prev_slot, ev)?,
+            };
+            if let Some(s) = slot {
                 slots.insert(d.id, s);
             }
         }
@@ -885,16 +1259,25 @@ impl EngineHooks for IndexManager {
         files: &[(usize, Arc<FileMetaData>)],
     ) -> Result<Option<ExtState>> {
         // Definitions, in the order they were logged.
-        let mut specs: BTreeMap<u32, (IndexSpec, bool)> = BTreeMap::new();
+        let mut specs: BTreeMap<u32, (IndexSpec, bool, SeqNo)> = BTreeMap::new();
+        let mut covered: HashSet<(u32, u64)> = HashSet::new();
         let mut max_id = 0;
         for p in payloads {
             let ev: DefEvent = serde_json::from_slice(p).map_err(|e| {
                 Error::corruption(format!("bad index definition in the MANIFEST: {e}"))
             })?;
             match ev {
-                DefEvent::Create { id, spec, .. } => {
+                DefEvent::Create {
+                    id,
+                    spec,
+                    memo_from,
+                    ..
+                } => {
                     max_id = max_id.max(id);
-                    specs.insert(id, (spec, false));
+                    specs.insert(id, (spec, false, memo_from));
+                }
+                DefEvent::Covered { id, file, .. } => {
+                    covered.insert((id, file));
                 }
                 DefEvent::Ready { id, .. } => {
                     if let Some(s) = specs.get_mut(&id) {
@@ -907,12 +1290,29 @@ impl EngineHooks for IndexManager {
             }
         }
         let mut defs = Vec::new();
-        for (id, (spec, ready)) in specs {
-            defs.push(Arc::new(self.make_def(id, spec, ready)?));
+        for (id, (spec, ready, memo_from)) in specs {
+            let d = self.make_def(id, spec, ready)?;
+            d.memo_from.store(memo_from, Relaxed);
+            defs.push(Arc::new(d));
         }
         self.next_id.store(max_id + 1, Relaxed);
         *write(&self.defs) = defs.clone();
         self.remove_orphan_dirs(&defs);
+        *lock(&self.live) = files
+            .iter()
+            .map(|(l, f)| (f.number, (*l, f.clone())))
+            .collect();
+        // Side files: those a payload refers to, of live tables and indexes.
+        for d in &defs {
+            for (_, f) in files {
+                if covered.contains(&(d.id, f.number)) {
+                    let fs = &self.tree_opts.fs;
+                    let side = SideFile::open(fs, &self.db_dir, f.number, f.file_size, d.id)?;
+                    self.sides.insert(d.id, f.number, Arc::new(side));
+                }
+            }
+        }
+        self.remove_orphan_sides();
 
         let mut slots = BTreeMap::new();
         for d in &defs {

@@ -47,6 +47,7 @@ pub(crate) mod registry;
 pub(crate) mod repair;
 pub(crate) mod results;
 pub(crate) mod side;
+pub(crate) mod sidefile;
 pub(crate) mod stored;
 pub(crate) mod strategy;
 pub(crate) mod tables;
@@ -211,6 +212,26 @@ pub struct IndexStats {
     /// Range filters: components the queries skipped by their filter.
     #[serde(default)]
     pub components_skipped: u64,
+    /// The running online build's progress (`None` when not building, or
+    /// for a build that scans the data).
+    #[serde(default)]
+    pub build: Option<BuildProgress>,
+}
+
+/// Progress of an online build that gives every existing table the
+/// index's structures in a side file (NEXT, embedded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildProgress {
+    /// Tables covered by side files of this build.
+    pub tables_done: u64,
+    /// Tables covered plus those left in the current version.
+    pub tables_total: u64,
+    /// Bytes of the table files covered.
+    pub bytes_done: u64,
+    /// Bytes of the table files covered plus those left.
+    pub bytes_total: u64,
+    /// Bytes of side files written.
+    pub bytes_written: u64,
 }
 
 /// An index as listed by [`crate::Db::indexes`].

@@ -45,6 +45,7 @@ use strata_lsm::{Snapshot, Versioned};
 
 use super::def::{Attrs, IndexMeta};
 use super::memo::Memo;
+use super::sidefile::SideFiles;
 use super::stored::StoredValues;
 use super::tree::IndexTree;
 use super::value::{IndexValue, Predicate};
@@ -134,6 +135,10 @@ pub(crate) struct OpenCx<'a> {
     pub tree_opts: &'a strata_lsm::Options,
     pub tables: &'a Arc<TableCache>,
     pub gate: &'a Arc<SyncGate>,
+    /// The open per-table index files of online builds
+    /// ([`BuildMethod::PerTable`]): where a table that lacks this index's
+    /// meta blocks may have them instead.
+    pub sides: &'a Arc<SideFiles>,
 }
 
 /// How writes reach a strategy's structure.
@@ -151,11 +156,24 @@ pub(crate) enum WritePath {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BuildMethod {
     /// Rewrite every table (a full compaction) so that each carries the
-    /// index's structures.
+    /// index's structures: for a strategy with table structures but no
+    /// [`IndexStrategy::side_builder`] (`filter`, whose per-table blocks
+    /// also carry what compaction inputs recorded;
+    /// `Db::create_index_rewriting` builds the others this way too).
     RewriteTables,
-    /// With writes paused: [`IndexStrategy::clear`], then every live record
-    /// through [`IndexStrategy::apply`] (as puts of new keys), then
-    /// [`IndexStrategy::after_build`].
+    /// Online, without copying data: every table that lacks the index's
+    /// structures gets them in a side file (`index::sidefile`), built by
+    /// [`IndexStrategy::side_builder`] from one read of the table; tables
+    /// written meanwhile carry them as usual. Queries meanwhile scan the
+    /// tables not covered yet (see [`QueryCx::building`]).
+    PerTable,
+    /// Online, by a scan of a snapshot (`Db::online_scan_build`):
+    /// [`IndexStrategy::clear`], then every live record of the snapshot
+    /// through [`IndexStrategy::apply`] (as puts of new keys), in chunks
+    /// under the sync guard, while writes go on and are applied as usual
+    /// (a key written since the snapshot is skipped); then
+    /// [`IndexStrategy::flush`] and [`IndexStrategy::after_build`]. At open,
+    /// for [`IndexStrategy::rebuilt_at_open`], the same with writes paused.
     Scan,
 }
 
@@ -229,6 +247,15 @@ pub(crate) trait IndexStrategy: Send + Sync {
         Ok(None)
     }
 
+    /// A builder of this index's structures for the existing table `file`
+    /// ([`BuildMethod::PerTable`]): fed every stored entry of the table in
+    /// order, with its data block's handle; its blocks go to the table's
+    /// side file, which [`IndexStrategy::on_install`] then finds through
+    /// [`OpenCx::sides`] (the table is presented as added again).
+    fn side_builder(&self, _file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+        None
+    }
+
     /// True if the strategy consumes the primary's dropped-versions stream.
     fn wants_dropped(&self) -> bool {
         false
@@ -268,6 +295,13 @@ pub(crate) trait IndexStrategy: Send + Sync {
         true
     }
 
+    /// True if table `file` has this index's structures in the version
+    /// whose state is `slot` (what a [`BuildMethod::PerTable`] build has
+    /// left to do).
+    fn covers_table(&self, _slot: Option<&VersionSlot>, _file: u64) -> bool {
+        true
+    }
+
     // ---- builds --------------------------------------------------------------
 
     fn build_method(&self) -> BuildMethod;
@@ -283,8 +317,9 @@ pub(crate) trait IndexStrategy: Send + Sync {
         Ok(())
     }
 
-    /// Called once a scan build has applied every record, while writes are
-    /// still paused (after [`IndexStrategy::flush`]).
+    /// Called once a scan build has applied every record (after
+    /// [`IndexStrategy::flush`]); writes may run meanwhile (and are
+    /// applied).
     fn after_build(&self) -> Result<()> {
         Ok(())
     }
@@ -333,6 +368,14 @@ pub(crate) struct QueryCx<'a> {
     /// The index-state generation of `view.version` (memo validation).
     pub generation: u64,
     pub memo: &'a std::sync::RwLock<Memo>,
+    /// True while a [`BuildMethod::PerTable`] build runs: tables of the
+    /// view without the index's structures are to be scanned (every entry
+    /// checked) instead of refused.
+    pub building: bool,
+    /// Writes up to this sequence number may predate the update memo (an
+    /// online build started then): a candidate the memo calls valid is
+    /// checked exactly. 0 once the memo has seen every write.
+    pub memo_from: SeqNo,
     pub(super) gate: &'a SyncGate,
 }
 

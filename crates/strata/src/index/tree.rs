@@ -411,7 +411,7 @@ impl IndexTree {
 
     /// Widens the recorded extent for `v` (rectangles only), adding the
     /// metadata entry to `batch` when it grows. Single writer (the primary's
-    /// write leader, or a build with writes paused).
+    /// write leader, or a build: both hold the sync guard's write side).
     pub fn note_extent(&self, v: &IndexValue, batch: &mut WriteBatch) {
         let IndexValue::Rect(r) = v else { return };
         let half = [(r[2] - r[0]).abs() / 2.0, (r[3] - r[1]).abs() / 2.0];

@@ -43,6 +43,7 @@ use strata_lsm::version::{FileMetaData, Version};
 
 pub use table::{Delta, Probe, SecBlock, TableIndex};
 
+use super::sidefile::SideFiles;
 use super::stored::{StoredBuilder, StoredValues};
 
 /// The global index of one NEXT index in one version: per live table, its
@@ -62,10 +63,15 @@ impl NextGlobal {
     }
 }
 
-/// Reads secondary block `b` of index `index_id` from `table`.
-fn read_sec_block(table: &Table, index_id: u32, b: u32) -> Result<Vec<u8>> {
+/// Reads secondary block `b` of index `index_id` of `table` (from its side
+/// file if `ti` came from one).
+fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Result<Vec<u8>> {
     let name = table::sec_block_name(index_id, b);
-    table.meta_block(&name)?.ok_or_else(|| {
+    let block = match &ti.side {
+        Some(side) => side.block(&name)?,
+        None => table.meta_block(&name)?,
+    };
+    block.ok_or_else(|| {
         Error::corruption(format!(
             "table {} lacks NEXT block {name}",
             table.file_number()
@@ -255,7 +261,7 @@ impl TableScan<'_> {
                 profile.index_blocks_read += 1;
                 current = Some((
                     e.sec_block,
-                    read_sec_block(table, self.index_id, e.sec_block)?,
+                    read_sec_block(table, ti, self.index_id, e.sec_block)?,
                 ));
             }
             let Some((_, bytes)) = &current else {
@@ -329,7 +335,7 @@ impl TableScan<'_> {
                         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                         std::collections::hash_map::Entry::Vacant(v) => {
                             profile.index_blocks_read += 1;
-                            v.insert(read_sec_block(table, self.index_id, e.sec_block)?)
+                            v.insert(read_sec_block(table, ti, self.index_id, e.sec_block)?)
                         }
                     };
                     let sb = SecBlock::parse(bytes, self.ty)?;
@@ -383,6 +389,42 @@ impl TableScan<'_> {
     }
 }
 
+/// Every match of table `t`, which the index does not cover yet (an online
+/// build is running): each key's newest version at `snapshot` in the table,
+/// if a put whose record `matches`, validated like any candidate. Reads
+/// every data block once.
+fn scan_uncovered(
+    t: &Table,
+    snapshot: SeqNo,
+    keys_only: bool,
+    matches: &dyn Fn(&[u8]) -> bool,
+    profile: &mut QueryProfile,
+    acc: &mut Acc,
+    validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
+) -> Result<()> {
+    let mut last: Option<Vec<u8>> = None;
+    for h in t.data_block_handles()? {
+        profile.data_blocks_read += 1;
+        for (key, seq, kind, value) in t.read_data_block_entries(h)? {
+            // Versions of a key are ordered newest first: the first one
+            // visible at the snapshot is the table's version of the key.
+            if seq > snapshot || last.as_deref() == Some(key.as_slice()) {
+                continue;
+            }
+            last = Some(key.clone());
+            if kind != ValueKind::Value || acc.full_before(seq) || !matches(&value) {
+                continue;
+            }
+            if !validate(&key, seq)? {
+                continue;
+            }
+            let value = (!keys_only).then_some(value);
+            acc.push(Hit { key, value, seq }, Some((t.file_number(), h.offset)));
+        }
+    }
+    Ok(())
+}
+
 /// Per-table structures built while a table is written, consumed when it
 /// is installed, by file number.
 type Pending = tables::Pending<TableIndex>;
@@ -395,6 +437,7 @@ pub(crate) struct Next {
     delta: Delta,
     tables: Arc<TableCache>,
     pending: Pending,
+    sides: Arc<SideFiles>,
 }
 
 impl Next {
@@ -418,22 +461,53 @@ impl Next {
             delta,
             tables: cx.tables.clone(),
             pending: Arc::default(),
+            sides: cx.sides.clone(),
         })
     }
 
     /// Reads table `f`'s directory block of this index (`None` if the table
     /// was written before the index existed).
+    /// Its side file's blocks instead for a table that existed before the
+    /// index ([`BuildMethod::PerTable`]).
     fn read_table_index(&self, f: &FileMetaData) -> Result<Option<TableIndex>> {
         let t = self.tables.get(f.number, f.file_size)?;
-        let Some(bytes) = t.meta_block(&table::dir_block_name(self.id))? else {
+        let dir = table::dir_block_name(self.id);
+        if let Some(bytes) = t.meta_block(&dir)? {
+            let mut ti = table::decode_dir(&bytes, self.ty)?;
+            ti.disk_bytes = bytes.len() as u64
+                + (0..ti.sec_blocks)
+                    .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
+                    .sum::<u64>();
+            return Ok(Some(ti));
+        }
+        let Some(side) = self.sides.get(self.id, f.number) else {
             return Ok(None);
         };
+        let bytes = side.block(&dir)?.ok_or_else(|| {
+            Error::corruption(format!(
+                "side file of table {} for index {:?} lacks {dir}",
+                f.number, self.name
+            ))
+        })?;
         let mut ti = table::decode_dir(&bytes, self.ty)?;
-        ti.disk_bytes = bytes.len() as u64
-            + (0..ti.sec_blocks)
-                .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
-                .sum::<u64>();
+        ti.disk_bytes = side.size();
+        ti.side = Some(side);
         Ok(Some(ti))
+    }
+}
+
+impl Next {
+    fn builder(&self, file: u64, pending: Option<Pending>) -> NextBuilder {
+        NextBuilder {
+            id: self.id,
+            ty: self.ty,
+            delta: self.delta,
+            file,
+            pending,
+            handles: Vec::new(),
+            in_block: 0,
+            pairs: Vec::new(),
+        }
     }
 }
 
@@ -443,7 +517,9 @@ struct NextBuilder {
     ty: KeyType,
     delta: Delta,
     file: u64,
-    pending: Pending,
+    /// Where a table builder leaves its structure for the install; `None`
+    /// for a side file's builder (the install reads the file).
+    pending: Option<Pending>,
     handles: Vec<BlockHandle>,
     /// Entries seen so far in the current data block.
     in_block: u32,
@@ -473,7 +549,9 @@ impl TableIndexBuilder for NextBuilder {
         );
         let mut index = built.index;
         index.disk_bytes = built.blocks.iter().map(|(_, b)| b.len() as u64).sum();
-        lock(&self.pending).insert(self.file, Arc::new(index));
+        if let Some(p) = &self.pending {
+            lock(p).insert(self.file, Arc::new(index));
+        }
         Ok(built.blocks)
     }
 }
@@ -508,7 +586,7 @@ impl IndexStrategy for Next {
             }
             let t = self.tables.get(f.number, f.file_size)?;
             for b in 0..ti.sec_blocks {
-                let bytes = read_sec_block(&t, self.id, b)?;
+                let bytes = read_sec_block(&t, &ti, self.id, b)?;
                 let block = SecBlock::parse(&bytes, self.ty)?;
                 for i in 0..block.len() {
                     let e = block.entry(i)?;
@@ -522,17 +600,11 @@ impl IndexStrategy for Next {
     }
 
     fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
-        let file = ctx.file_number;
-        Some(Box::new(NextBuilder {
-            id: self.id,
-            ty: self.ty,
-            delta: self.delta,
-            file,
-            pending: self.pending.clone(),
-            handles: Vec::new(),
-            in_block: 0,
-            pairs: Vec::new(),
-        }))
+        Some(Box::new(self.builder(ctx.file_number, Some(self.pending.clone()))))
+    }
+
+    fn side_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+        Some(Box::new(self.builder(file, None)))
     }
 
     /// See [`tables::install`].
@@ -568,13 +640,18 @@ impl IndexStrategy for Next {
         Ok(Some(Arc::new(NextGlobal { tables })))
     }
 
+    fn covers_table(&self, slot: Option<&VersionSlot>, file: u64) -> bool {
+        slot.and_then(|s| s.downcast_ref::<NextGlobal>())
+            .is_some_and(|g| g.tables.contains_key(&file))
+    }
+
     fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
         let g = slot.and_then(|s| s.downcast_ref::<NextGlobal>());
         tables::covers(g.map(|g| &g.tables), version)
     }
 
     fn build_method(&self) -> BuildMethod {
-        BuildMethod::RewriteTables
+        BuildMethod::PerTable
     }
 
     /// Memtables first, then the tables' matching entries (see the module
@@ -594,10 +671,13 @@ impl IndexStrategy for Next {
             // The memo lock is taken per candidate, never across I/O, so
             // long queries do not hold up writers.
             let validity = read(cx.memo).validate(key, seq, snapshot, cx.generation);
+            // A version written before the memo saw every write (an online
+            // build's `memo_from`) may have a newer one the memo never
+            // noted: the memo's "valid" is then checked exactly.
             let ok = match validity {
-                Validity::Valid => true,
+                Validity::Valid if seq > cx.memo_from => true,
                 Validity::Stale => false,
-                Validity::Check => {
+                Validity::Valid | Validity::Check => {
                     def.counters.exact.fetch_add(1, Relaxed);
                     view.newest_seq(key)? == Some(seq)
                 }
@@ -634,6 +714,22 @@ impl IndexStrategy for Next {
                 continue;
             }
             let Some(ti) = global.tables.get(&f.number) else {
+                if cx.building {
+                    // Not covered yet by the online build: every entry.
+                    let t = view.tables.get(f.number, f.file_size)?;
+                    let check =
+                        |v: &[u8]| -> bool { def.extract(v, None).is_ok_and(|a| pred.matches(&a)) };
+                    scan_uncovered(
+                        &t,
+                        snapshot,
+                        keys_only,
+                        &check,
+                        profile,
+                        &mut acc,
+                        &mut validate,
+                    )?;
+                    continue;
+                }
                 return Err(Error::corruption(format!(
                     "index {:?} has no entries for live table {}",
                     def.spec.name, f.number

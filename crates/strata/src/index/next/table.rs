@@ -176,6 +176,10 @@ pub struct TableIndex {
     pub version: u8,
     /// Bytes of this index's blocks in the table.
     pub disk_bytes: u64,
+    /// The side file holding the blocks, for a table that existed before
+    /// the index (an online build, `index::sidefile`); `None` when they are
+    /// the table's own meta blocks.
+    pub side: Option<std::sync::Arc<crate::index::sidefile::SideFile>>,
     rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
 }
 
@@ -217,6 +221,7 @@ impl TableIndex {
             entries,
             sec_blocks,
             disk_bytes: 0,
+            side: None,
             rtree,
         }
     }
