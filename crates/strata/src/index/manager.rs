@@ -208,6 +208,7 @@ impl IndexManager {
                 tree_opts: &self.tree_opts,
                 tables: self.tables()?,
                 gate: &self.gate,
+                primary: &self.primary,
             },
         )?;
         debug_assert_eq!(strategy.kind(), kind);

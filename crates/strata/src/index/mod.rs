@@ -40,6 +40,7 @@ pub(crate) mod fields;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;
+pub(crate) mod perseid;
 pub mod next;
 pub(crate) mod posting;
 pub(crate) mod registry;

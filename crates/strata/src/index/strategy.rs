@@ -73,11 +73,14 @@ pub enum StrategyKind {
     /// `posting-lazy`: stand-alone posting lists appended with merge
     /// operands (LevelDB++ §4, Lazy).
     PostingLazy,
+    /// `perseid`: a PS-Tree in a page file of its own, maintained blindly
+    /// and validated by hybrid hash tables (PERSEID §4.2–4.3).
+    Perseid,
 }
 
 impl StrategyKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [StrategyKind; 7] = [
+    pub const ALL: [StrategyKind; 8] = [
         StrategyKind::Next,
         StrategyKind::Memory,
         StrategyKind::Embedded,
@@ -85,6 +88,7 @@ impl StrategyKind {
         StrategyKind::Deli,
         StrategyKind::PostingEager,
         StrategyKind::PostingLazy,
+        StrategyKind::Perseid,
     ];
 
     /// The name used in [`IndexSpec::strategy`], the CLI and the MANIFEST.
@@ -97,6 +101,7 @@ impl StrategyKind {
             StrategyKind::Deli => "deli",
             StrategyKind::PostingEager => "posting-eager",
             StrategyKind::PostingLazy => "posting-lazy",
+            StrategyKind::Perseid => "perseid",
         }
     }
 
@@ -127,6 +132,9 @@ pub(crate) struct OpenCx<'a> {
     pub tree_opts: &'a strata_lsm::Options,
     pub tables: &'a Arc<TableCache>,
     pub gate: &'a Arc<SyncGate>,
+    /// The primary's handle (WAL syncs of strategies with files of their
+    /// own).
+    pub primary: &'a super::tree::PrimaryHandle,
 }
 
 /// How writes reach a strategy's structure.

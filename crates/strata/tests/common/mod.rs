@@ -76,6 +76,7 @@ pub const STRATEGIES: &[&str] = &[
     "deli",
     "posting-eager",
     "posting-lazy",
+    "perseid",
 ];
 
 /// The index spec of a [`STRATEGIES`] entry: `name` or `name[k=v;k=v]`.
