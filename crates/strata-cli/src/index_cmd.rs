@@ -25,7 +25,8 @@ pub enum IndexCommand {
         /// Index strategy: `next` (default), `memory` (in-RAM B-tree /
         /// R-tree), `embedded` (per-block zone maps and Bloom filters),
         /// `composite` (secondary LSM tree; --param mode=sync|validation,
-        /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`.
+        /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,
+        /// `perseid` (PS-Tree in a page file, hybrid validation).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`

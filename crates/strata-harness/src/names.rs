@@ -38,6 +38,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("no-index", "none"),
     ("eager", "memory"),
     ("standalone", "composite"),
+    ("ps-tree", "perseid"),
 ];
 
 /// A parsed system name.
@@ -194,6 +195,8 @@ mod tests {
             ("strata:standalone", "composite"),
             ("rocksdb:composite", "composite"),
             ("strata:posting-lazy", "posting-lazy"),
+            ("strata:PS-Tree", "perseid"),
+            ("strata:perseid", "perseid"),
         ] {
             let n = p(alias);
             assert_eq!(n.strategy.as_deref(), Some(target), "{alias}");
