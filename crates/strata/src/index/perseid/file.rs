@@ -14,8 +14,8 @@
 //! changes since the last commit, which the primary's WAL still holds.
 //!
 //! Files are `perseid-<n>.log`, read in order of `n`. A flush appends a
-//! delta group to the active file, or, when the log has grown to twice
-//! the live size (or after a torn tail, an error, or a rebuild), writes a
+//! delta group to the active file, or, when the log has grown to 1.5
+//! times the live size (or after a torn tail, an error, or a rebuild), writes a
 //! full group to a new file and then removes the older ones. A new file
 //! is fsynced and its directory too before the flush returns.
 
@@ -425,9 +425,10 @@ impl Store {
     }
 
     /// True if the next flush should write a full group: asked for, or the
-    /// log holds more than twice the live size (`live`, an estimate).
+    /// log holds more than 1.5 times the live size (`live`, an estimate,
+    /// or the last full group's size) plus 4 MiB.
     pub fn wants_full(&self, live: u64) -> bool {
-        self.needs_full || self.file_bytes() > 2 * live.max(self.last_full) + (4 << 20)
+        self.needs_full || self.file_bytes() > live.max(self.last_full) * 3 / 2 + (4 << 20)
     }
 
     /// Writes one encoded group durably (see the module doc). On error

@@ -353,8 +353,8 @@ impl IndexStrategy for Perseid {
             let st = &mut *st;
             let clean = st.tree.dirty.is_empty()
                 && st.tree.freed.is_empty()
-                && st.tree.skeys.dirty.is_empty()
-                && st.valid.dirty.is_empty();
+                && st.tree.skeys.is_clean()
+                && st.valid.is_clean();
             if clean && checkpoint == st.flushed && !store.needs_full {
                 return Ok(());
             }
@@ -370,6 +370,8 @@ impl IndexStrategy for Perseid {
                 for (k, e) in st.valid.persistent_iter() {
                     g.pk(k, Some(*e));
                 }
+                st.tree.skeys.drain_changes(|_, _| {});
+                st.valid.mark_clean();
             } else {
                 for &id in &st.tree.dirty {
                     g.page(id, st.tree.page(id)?);
@@ -377,17 +379,11 @@ impl IndexStrategy for Perseid {
                 for &id in &st.tree.freed {
                     g.free(id);
                 }
-                for k in &st.tree.skeys.dirty {
-                    g.skey(k, st.tree.skeys.get(k));
-                }
-                for k in &st.valid.dirty {
-                    g.pk(k, st.valid.persistent(k));
-                }
+                st.tree.skeys.drain_changes(|k, p| g.skey(k, p));
+                st.valid.drain_changes(|k, e| g.pk(k, e));
             }
             st.tree.dirty.clear();
             st.tree.freed.clear();
-            st.tree.skeys.dirty.clear();
-            st.valid.dirty.clear();
             st.applied = checkpoint;
             st.flushed = checkpoint;
             let commit = Commit {

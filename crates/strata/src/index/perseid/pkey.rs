@@ -371,8 +371,8 @@ impl PsTree {
             let id = ptr_page(p);
             matches!(self.page(id), Ok(pg) if pg.kind == PageKind::Normal).then_some(id)
         };
-        if let Some(h) = self.skeys.get(skey) {
-            return normal(h);
+        if let Some(id) = self.skeys.get(skey).and_then(normal) {
+            return Some(id);
         }
         self.skeys
             .before(skey)
@@ -486,17 +486,21 @@ impl PsTree {
             }
             out
         };
-        // The lazy rule first: it rewrites overflow groups in place.
-        for sk in &skeys {
-            stats.collected += self.collect_overflow(sk, valid, horizon)?;
-        }
         // Sections: (skey, referrer, entries, outgoing pointer).
         let mut sections: Vec<(Vec<u8>, Referrer, Vec<Entry>, Ptr)> = Vec::new();
         for sk in &skeys {
             let Some(head) = self.skeys.get(sk) else {
                 continue; // unreachable groups: garbage
             };
-            let chain = self.chain(head)?;
+            let mut chain = self.chain(head)?;
+            // The lazy rule first: it rewrites overflow groups in place.
+            if chain.len() > 1 && self.has_overflow(&chain)? {
+                stats.collected += self.collect_overflow(sk, valid, horizon)?;
+                match self.skeys.get(sk) {
+                    Some(head) => chain = self.chain(head)?,
+                    None => continue,
+                }
+            }
             let mut i = 0;
             while i < chain.len() {
                 let Some(&g) = chain.get(i) else { break };
@@ -540,6 +544,15 @@ impl PsTree {
         self.release(id);
         self.layout(sections)?;
         Ok(stats)
+    }
+
+    fn has_overflow(&self, chain: &[Ptr]) -> Result<bool> {
+        for &g in chain {
+            if self.page(ptr_page(g))?.kind == PageKind::Overflow {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The lazy rule for groups spilling over pages (§4.2.2): every

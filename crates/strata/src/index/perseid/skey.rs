@@ -12,12 +12,15 @@ use std::ops::Bound;
 
 use super::pkey::Ptr;
 
-/// Secondary key (its sort key, `index::tree::sort_key`) → newest group.
+/// Secondary key (its sort key, `index::tree::sort_key`) → newest group,
+/// with whether it changed since the last flush.
 #[derive(Default)]
 pub(crate) struct SKeyLayer {
-    map: BTreeMap<Vec<u8>, Ptr>,
-    /// Keys set or removed since the last flush.
-    pub dirty: BTreeSet<Vec<u8>>,
+    map: BTreeMap<Vec<u8>, (Ptr, bool)>,
+    /// Keys removed since the last flush.
+    removed: BTreeSet<Vec<u8>>,
+    /// Keys changed since the last flush (an upper bound: 0 means none).
+    changed: usize,
     /// Bytes of the keys (for the DRAM estimate).
     key_bytes: usize,
 }
@@ -28,25 +31,49 @@ const OVERHEAD: usize = 48;
 
 impl SKeyLayer {
     pub fn get(&self, skey: &[u8]) -> Option<Ptr> {
-        self.map.get(skey).copied()
+        self.map.get(skey).map(|v| v.0)
     }
 
     pub fn set(&mut self, skey: &[u8], p: Ptr) {
+        self.changed += 1;
         match self.map.get_mut(skey) {
-            Some(v) => *v = p,
+            Some(v) => *v = (p, true),
             None => {
                 self.key_bytes += skey.len();
-                self.map.insert(skey.to_vec(), p);
+                self.map.insert(skey.to_vec(), (p, true));
+                if !self.removed.is_empty() {
+                    self.removed.remove(skey);
+                }
             }
         }
-        self.dirty.insert(skey.to_vec());
     }
 
     pub fn remove(&mut self, skey: &[u8]) {
         if self.map.remove(skey).is_some() {
             self.key_bytes -= skey.len();
+            self.removed.insert(skey.to_vec());
         }
-        self.dirty.insert(skey.to_vec());
+    }
+
+    /// True if nothing changed since the last [`SKeyLayer::drain_changes`].
+    pub fn is_clean(&self) -> bool {
+        self.changed == 0 && self.removed.is_empty()
+    }
+
+    /// Every key changed since the last call with its pointer (`None`:
+    /// removed); then nothing is changed.
+    pub fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<Ptr>)) {
+        if self.changed > 0 {
+            for (k, (p, dirty)) in self.map.iter_mut() {
+                if std::mem::take(dirty) {
+                    f(k, Some(*p));
+                }
+            }
+        }
+        for k in std::mem::take(&mut self.removed) {
+            f(&k, None);
+        }
+        self.changed = 0;
     }
 
     /// The pointer of the greatest key below `skey`.
@@ -54,7 +81,7 @@ impl SKeyLayer {
         self.map
             .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(skey)))
             .next_back()
-            .map(|(_, p)| *p)
+            .map(|(_, p)| p.0)
     }
 
     /// The pointer of the least key above `skey`.
@@ -62,7 +89,7 @@ impl SKeyLayer {
         self.map
             .range::<[u8], _>((Bound::Excluded(skey), Bound::Unbounded))
             .next()
-            .map(|(_, p)| *p)
+            .map(|(_, p)| p.0)
     }
 
     /// Keys in `[from, to)` (`to == None`: unbounded), in order.
@@ -77,11 +104,11 @@ impl SKeyLayer {
         };
         self.map
             .range::<[u8], _>((Bound::Included(from), hi))
-            .map(|(k, p)| (k.as_slice(), *p))
+            .map(|(k, p)| (k.as_slice(), p.0))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Ptr)> {
-        self.map.iter().map(|(k, p)| (k.as_slice(), *p))
+        self.map.iter().map(|(k, p)| (k.as_slice(), p.0))
     }
 
     pub fn memory_bytes(&self) -> usize {
@@ -95,7 +122,7 @@ impl SKeyLayer {
                 if !self.map.contains_key(&skey) {
                     self.key_bytes += skey.len();
                 }
-                self.map.insert(skey, p);
+                self.map.insert(skey, (p, false));
             }
             None => {
                 if self.map.remove(&skey).is_some() {

@@ -32,7 +32,59 @@
 
 use std::collections::{HashMap, HashSet};
 
+use std::hash::{BuildHasherDefault, Hasher};
+
 use strata_lsm::key::SeqNo;
+
+/// The multiplicative hash of rustc (`FxHash`) with a finalizer: primary
+/// keys are hashed
+/// on every write and every validated entry, where SipHash cost more than
+/// the rest of a lookup. Not DoS-resistant: keys are the application's.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        let mut w = [0u8; 8];
+        if let Some(dst) = w.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 56));
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    /// The state's high bits depend on every input bit, its low bits do
+    /// not (a product's low bits see only the operands' low bits), and
+    /// the table indexes buckets by the low bits: a murmur3 finalizer
+    /// spreads the high bits down.
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(crate) type FastSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
 
 /// A persistent-table value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,10 +120,13 @@ const OVERHEAD: usize = 40;
 
 #[derive(Default)]
 pub(crate) struct Validation {
-    persistent: HashMap<Box<[u8]>, PEntry>,
-    volatile: HashMap<Box<[u8]>, VEntry>,
-    /// Persistent-table keys changed since the last flush.
-    pub dirty: HashSet<Box<[u8]>>,
+    /// Each value with whether it changed since the last flush.
+    persistent: FastMap<Box<[u8]>, (PEntry, bool)>,
+    volatile: FastMap<Box<[u8]>, VEntry>,
+    /// Keys that left the persistent table since the last flush.
+    removed: FastSet<Box<[u8]>>,
+    /// Keys changed since the last flush (an upper bound: 0 means none).
+    changed: usize,
     persistent_key_bytes: usize,
     volatile_key_bytes: usize,
 }
@@ -80,32 +135,34 @@ impl Validation {
     /// Notes a new version of `pk` (every write, §4.3 Insert); `has_entry`
     /// if it adds an entry to the PKey layer.
     pub fn write(&mut self, pk: &[u8], seq: SeqNo, has_entry: bool) {
+        self.changed += 1;
         match self.persistent.get_mut(pk) {
             None => {
                 if !has_entry {
                     return;
                 }
                 self.persistent_key_bytes += pk.len();
-                self.persistent.insert(
-                    pk.into(),
-                    PEntry {
-                        seq,
-                        n: 1,
-                        has_entry,
-                    },
-                );
+                let e = PEntry {
+                    seq,
+                    n: 1,
+                    has_entry,
+                };
+                self.persistent.insert(pk.into(), (e, true));
+                if !self.removed.is_empty() {
+                    self.removed.remove(pk);
+                }
             }
-            Some(e) => {
+            Some((e, dirty)) => {
                 if e.has_entry {
                     e.n += 1;
                 }
                 e.seq = seq;
                 e.has_entry = has_entry;
+                *dirty = true;
                 let e = *e;
                 self.settle(pk, e);
             }
         }
-        self.dirty.insert(pk.into());
     }
 
     /// Keeps the volatile table and the persistent table's membership in
@@ -126,17 +183,40 @@ impl Validation {
         }
         if !e.has_entry && self.persistent.remove(pk).is_some() {
             self.persistent_key_bytes -= pk.len();
+            self.removed.insert(pk.into());
         }
     }
 
     /// Garbage collection removed one obsolete entry of `pk`.
     pub fn collected(&mut self, pk: &[u8]) {
-        if let Some(e) = self.persistent.get_mut(pk) {
+        if let Some((e, dirty)) = self.persistent.get_mut(pk) {
             e.n = e.n.saturating_sub(1).max(1);
+            *dirty = true;
+            self.changed += 1;
             let e = *e;
             self.settle(pk, e);
-            self.dirty.insert(pk.into());
         }
+    }
+
+    /// True if nothing changed since the last [`Validation::drain_changes`].
+    pub fn is_clean(&self) -> bool {
+        self.changed == 0 && self.removed.is_empty()
+    }
+
+    /// Every key changed since the last call, with its value (`None`: it
+    /// left the table); then nothing is changed.
+    pub fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<PEntry>)) {
+        if self.changed > 0 {
+            for (k, (e, dirty)) in self.persistent.iter_mut() {
+                if std::mem::take(dirty) {
+                    f(k, Some(*e));
+                }
+            }
+        }
+        for k in self.removed.drain() {
+            f(&k, None);
+        }
+        self.changed = 0;
     }
 
     /// Validation of entry `(pk, seq)` for a reader at `snapshot` (the
@@ -160,12 +240,18 @@ impl Validation {
         }
     }
 
+    #[cfg(test)]
     pub fn persistent(&self, pk: &[u8]) -> Option<PEntry> {
-        self.persistent.get(pk).copied()
+        self.persistent.get(pk).map(|(e, _)| *e)
     }
 
     pub fn persistent_iter(&self) -> impl Iterator<Item = (&[u8], &PEntry)> {
-        self.persistent.iter().map(|(k, v)| (&**k, v))
+        self.persistent.iter().map(|(k, (e, _))| (&**k, e))
+    }
+
+    /// Marks everything flushed (after a full snapshot).
+    pub fn mark_clean(&mut self) {
+        self.drain_changes(|_, _| {});
     }
 
     #[cfg(test)]
@@ -182,7 +268,7 @@ impl Validation {
     pub fn load(&mut self, pk: &[u8], e: Option<PEntry>) {
         match e {
             Some(e) => {
-                if self.persistent.insert(pk.into(), e).is_none() {
+                if self.persistent.insert(pk.into(), (e, false)).is_none() {
                     self.persistent_key_bytes += pk.len();
                 }
             }
@@ -199,7 +285,7 @@ impl Validation {
     pub fn rebuild_volatile(&mut self) {
         self.volatile.clear();
         self.volatile_key_bytes = 0;
-        for (k, e) in &self.persistent {
+        for (k, (e, _)) in &self.persistent {
             if e.n > 1 {
                 self.volatile_key_bytes += k.len();
                 self.volatile.insert(
@@ -226,6 +312,18 @@ impl Validation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hash_spreads_similar_keys_over_the_low_bits() {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let b = BuildHasherDefault::<FxHasher>::default();
+        let mut low: HashSet<u64> = HashSet::new();
+        for i in 0..4096u64 {
+            low.insert(b.hash_one(format!("k{i:08}").as_bytes()) & 0xfff);
+        }
+        // 4096 keys into 4096 buckets: about 63% distinct if uniform.
+        assert!(low.len() > 2300, "{} distinct low parts", low.len());
+    }
 
     #[test]
     fn counts_follow_the_paper() {
