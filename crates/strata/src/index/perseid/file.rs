@@ -262,10 +262,7 @@ pub(crate) fn read_file(b: &[u8], key_type: u8, number: u64) -> Result<FileRead>
     }
     let mut groups = Vec::new();
     let mut committed = at;
-    'groups: loop {
-        let Some((kind, p)) = next_record(b, &mut at) else {
-            break;
-        };
+    'groups: while let Some((kind, p)) = next_record(b, &mut at) {
         if kind != K_BEGIN {
             return Err(Error::corruption(format!(
                 "perseid file {number}: record of kind {kind} outside a group"
@@ -348,13 +345,13 @@ impl Store {
     /// builds on may be lost) is corruption.
     /// The outer error is an I/O error listing the files; the inner one a
     /// file that fails its checks (the store is usable either way).
-    pub fn open(
-        fs: Arc<dyn Fs>,
-        dir: &Path,
-        key_type: u8,
-    ) -> Result<(Store, Result<Recovered>)> {
-        fs.create_dir_all(dir)
-            .map_err(|e| Error::io(format!("{} {}", "create perseid directory", dir.display()), e))?;
+    pub fn open(fs: Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<(Store, Result<Recovered>)> {
+        fs.create_dir_all(dir).map_err(|e| {
+            Error::io(
+                format!("{} {}", "create perseid directory", dir.display()),
+                e,
+            )
+        })?;
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)
             .map_err(|e| Error::io(format!("{} {}", "list perseid directory", dir.display()), e))?
@@ -369,9 +366,9 @@ impl Store {
         let mut failed: Option<Error> = None;
         for n in numbers {
             let path = dir.join(file_name(n));
-            let size = fs.file_size(&path).map_err(|e| {
-                Error::io(format!("size of perseid file {}", path.display()), e)
-            })?;
+            let size = fs
+                .file_size(&path)
+                .map_err(|e| Error::io(format!("size of perseid file {}", path.display()), e))?;
             files.push((n, size));
             if failed.is_some() {
                 continue;
@@ -448,10 +445,9 @@ impl Store {
             let n = self.next_number;
             self.next_number += 1;
             let path = self.dir.join(file_name(n));
-            let mut f = self
-                .fs
-                .create(&path, true)
-                .map_err(|e| Error::io(format!("{} {}", "create perseid file", path.display()), e))?;
+            let mut f = self.fs.create(&path, true).map_err(|e| {
+                Error::io(format!("{} {}", "create perseid file", path.display()), e)
+            })?;
             let mut header = Vec::new();
             let mut p = MAGIC.to_vec();
             p.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -462,10 +458,15 @@ impl Store {
                 .and_then(|_| f.write_all(group))
                 .and_then(|_| f.flush())
                 .and_then(|_| f.sync_all())
-                .map_err(|e| Error::io(format!("{} {}", "write perseid file", path.display()), e))?;
-            self.fs
-                .sync_dir(&self.dir)
-                .map_err(|e| Error::io(format!("{} {}", "sync perseid directory", self.dir.display()), e))?;
+                .map_err(|e| {
+                    Error::io(format!("{} {}", "write perseid file", path.display()), e)
+                })?;
+            self.fs.sync_dir(&self.dir).map_err(|e| {
+                Error::io(
+                    format!("{} {}", "sync perseid directory", self.dir.display()),
+                    e,
+                )
+            })?;
             let size = (header.len() + group.len()) as u64;
             if full {
                 // The new file alone holds the state: the older ones go.
@@ -491,7 +492,12 @@ impl Store {
         f.write_all(group)
             .and_then(|_| f.flush())
             .and_then(|_| f.sync_data())
-            .map_err(|e| Error::io(format!("{} {}", "append to perseid file", path.display()), e))?;
+            .map_err(|e| {
+                Error::io(
+                    format!("{} {}", "append to perseid file", path.display()),
+                    e,
+                )
+            })?;
         if let Some(last) = self.files.last_mut() {
             last.1 += group.len() as u64;
         }

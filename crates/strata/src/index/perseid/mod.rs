@@ -140,9 +140,8 @@ impl State {
     }
 
     fn live_bytes(&self) -> u64 {
-        (self.tree.page_bytes()
-            + self.tree.skeys.memory_bytes()
-            + self.valid.memory_bytes().0) as u64
+        (self.tree.page_bytes() + self.tree.skeys.memory_bytes() + self.valid.memory_bytes().0)
+            as u64
     }
 }
 

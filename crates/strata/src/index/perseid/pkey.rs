@@ -39,7 +39,7 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
 
 use super::skey::SKeyLayer;
-use super::validation::{Validation, Verdict};
+use super::validation::{FastMap, Validation, Verdict};
 
 /// Nominal page size: a split writes pages of this capacity; one group
 /// larger than a page gets a page of its own size.
@@ -363,15 +363,15 @@ impl PsTree {
             .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))
     }
 
-    /// The normal page a new group of `skey` goes to: the page of its
-    /// newest group, else that of a neighbouring secondary key (locality),
-    /// if normal.
-    fn target_page(&self, skey: &[u8]) -> Option<PageId> {
+    /// The normal page a new group of `skey` (whose newest group is
+    /// `head`) goes to: the page of its newest group, else that of a
+    /// neighbouring secondary key (locality), if normal.
+    fn target_page(&self, skey: &[u8], head: Option<Ptr>) -> Option<PageId> {
         let normal = |p: Ptr| {
             let id = ptr_page(p);
             matches!(self.page(id), Ok(pg) if pg.kind == PageKind::Normal).then_some(id)
         };
-        if let Some(id) = self.skeys.get(skey).and_then(normal) {
+        if let Some(id) = head.and_then(normal) {
             return Some(id);
         }
         self.skeys
@@ -392,13 +392,15 @@ impl PsTree {
     ) -> Result<SplitStats> {
         let mut stats = SplitStats::default();
         let need = group_size(skey, std::slice::from_ref(&entry));
-        let mut target = self.target_page(skey);
+        let mut head = self.skeys.get(skey);
+        let mut target = self.target_page(skey, head);
         if let Some(id) = target {
             let pg = self.page(id)?;
             if pg.data.len() + need > pg.cap {
                 stats = self.split(id, valid, horizon)?;
+                head = self.skeys.get(skey);
                 target = self
-                    .target_page(skey)
+                    .target_page(skey, head)
                     .filter(|&id| matches!(self.page(id), Ok(p) if p.data.len() + need <= p.cap));
             }
         }
@@ -406,7 +408,7 @@ impl PsTree {
             Some(id) => id,
             None => self.alloc(PageKind::Normal, PAGE_SIZE.max(2 * need)),
         };
-        let prev = self.skeys.get(skey).unwrap_or(NULL);
+        let prev = head.unwrap_or(NULL);
         let page = self.page_mut(id)?;
         let off = page.data.len();
         encode_group(&mut page.data, prev, skey, std::slice::from_ref(&entry));
@@ -473,7 +475,12 @@ impl PsTree {
     /// each section is redirected, and the page is freed. Overflow groups
     /// of the same keys are collected by the lazy rule
     /// ([`PsTree::collect_overflow`]).
-    pub fn split(&mut self, id: PageId, valid: &mut Validation, horizon: SeqNo) -> Result<SplitStats> {
+    pub fn split(
+        &mut self,
+        id: PageId,
+        valid: &mut Validation,
+        horizon: SeqNo,
+    ) -> Result<SplitStats> {
         let mut stats = SplitStats::default();
         // The secondary keys with groups in the page.
         let skeys: BTreeSet<Vec<u8>> = {
@@ -560,7 +567,12 @@ impl PsTree {
     /// collectable is rewritten at the same place in the chain without
     /// them (or unlinked if none is left), and its page freed. Returns the
     /// entries collected.
-    fn collect_overflow(&mut self, skey: &[u8], valid: &mut Validation, horizon: SeqNo) -> Result<u64> {
+    fn collect_overflow(
+        &mut self,
+        skey: &[u8],
+        valid: &mut Validation,
+        horizon: SeqNo,
+    ) -> Result<u64> {
         let Some(head) = self.skeys.get(skey) else {
             return Ok(0);
         };
@@ -618,7 +630,7 @@ impl PsTree {
                 self.set_referrer(&skey, referrer, out)?;
                 continue;
             }
-            entries.sort_by(|a, b| b.seq.cmp(&a.seq));
+            entries.sort_by_key(|e| std::cmp::Reverse(e.seq));
             // Head: the newest entries up to HEAD_MAX bytes (at least one).
             let mut head_len = 0;
             let mut bytes = GROUP_HEADER + skey.len();
@@ -723,11 +735,11 @@ impl PsTree {
 /// horizon among a set of entries: an entry of the key older than it was
 /// replaced at or below the horizon even when the key's latest version is
 /// newer than the horizon.
-struct NewerVersions(std::collections::HashMap<Vec<u8>, Vec<SeqNo>>);
+struct NewerVersions(FastMap<Vec<u8>, Vec<SeqNo>>);
 
 impl NewerVersions {
     fn of<'a>(entries: impl Iterator<Item = &'a Entry>, horizon: SeqNo) -> NewerVersions {
-        let mut m: std::collections::HashMap<Vec<u8>, Vec<SeqNo>> = std::collections::HashMap::new();
+        let mut m: FastMap<Vec<u8>, Vec<SeqNo>> = FastMap::default();
         for e in entries {
             if e.seq <= horizon {
                 m.entry(e.pk.clone()).or_default().push(e.seq);
@@ -830,7 +842,7 @@ mod tests {
     fn skey_of(i: u64) -> Vec<u8> {
         // Some long keys, so groups and pages fill unevenly.
         let mut k = format!("sk{i:03}").into_bytes();
-        if i % 7 == 0 {
+        if i.is_multiple_of(7) {
             k.extend(std::iter::repeat_n(b'x', 300));
         }
         k
