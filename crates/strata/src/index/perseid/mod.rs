@@ -40,6 +40,17 @@
 //! its checks, or its checkpoint is below a sequence number the recovered
 //! tables hold (the WAL that covered the gap may be gone), the index is
 //! rebuilt from the primary by a scan.
+//!
+//! RAM: without persistent memory every page, the SKey layer and the
+//! persistent table's working copy stay in RAM (the file is only their
+//! persistence), so the index's DRAM is its whole size (`memory_bytes`),
+//! not the paper's small volatile table. Evicting clean pages (they can be
+//! read back from the file) is the missing step to that target.
+//!
+//! Not built (PERSEID §4.4): sequence-number zone maps for the primary
+//! lookups of non-index-only queries, a tiered compaction policy, and
+//! parallel primary lookups; the records of a non-index-only query are
+//! fetched with the engine's batched lookup at the query's snapshot.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -149,6 +160,7 @@ pub(crate) struct Perseid {
     ty: KeyType,
     state: RwLock<State>,
     /// The page file; held for the whole of a flush (flushes are serial).
+    /// Lock order: `store` before `state`.
     store: Mutex<Store>,
     gate: Arc<SyncGate>,
     primary: PrimaryHandle,
@@ -312,11 +324,14 @@ impl IndexStrategy for Perseid {
     }
 
     fn clear(&self) -> Result<()> {
+        // Lock order: the store before the state (as `flush`), never both
+        // the other way round.
+        let mut store = lock(&self.store);
         let mut st = write(&self.state);
         *st = State::new(self.ty);
         st.building = true;
+        store.needs_full = true;
         self.entries.store(0, Relaxed);
-        lock(&self.store).needs_full = true;
         Ok(())
     }
 
