@@ -14,8 +14,7 @@
 //!   are safe to share between Python threads.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
@@ -339,76 +338,6 @@ fn param_text(v: &Bound<'_, PyAny>) -> PyResult<String> {
         return Ok(if b.is_true() { "true" } else { "false" }.to_string());
     }
     Ok(v.str()?.to_cow()?.into_owned())
-}
-
-/// (key, JSON value) of a record given by one JSONL line.
-fn keyed(line: &str, key_field: &str) -> Result<Vec<u8>, String> {
-    let doc: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("bad JSON: {e}"))?;
-    let obj = doc.as_object().ok_or("not a JSON object")?;
-    match obj.get(key_field) {
-        Some(serde_json::Value::String(s)) => Ok(s.as_bytes().to_vec()),
-        Some(serde_json::Value::Number(n)) => Ok(n.to_string().into_bytes()),
-        _ => Err(format!("no string or number field {key_field:?}")),
-    }
-}
-
-/// Why a load stopped.
-enum LoadError {
-    Engine(strata::Error),
-    Io(String),
-    Bad(String),
-}
-
-fn load_jsonl(
-    db: &strata::Db,
-    path: &Path,
-    key_field: &str,
-    batch_size: usize,
-) -> Result<u64, LoadError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| LoadError::Io(format!("open {}: {e}", path.display())))?;
-    let reader = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut batch = strata::WriteBatch::new();
-    let mut n = 0u64;
-    for (i, line) in reader.split(b'\n').enumerate() {
-        let line = line.map_err(|e| LoadError::Io(format!("{}: {e}", path.display())))?;
-        let bad = |m: String| LoadError::Bad(format!("{}: line {}: {m}", path.display(), i + 1));
-        let Ok(text) = std::str::from_utf8(&line) else {
-            write_rest(db, batch)?;
-            return Err(bad("not UTF-8 text".into()));
-        };
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let key = match keyed(text, key_field) {
-            Ok(k) => k,
-            Err(m) => {
-                // The records before the bad line stay loaded.
-                write_rest(db, batch)?;
-                return Err(bad(m));
-            }
-        };
-        batch.put(&key, text.as_bytes());
-        n += 1;
-        if batch.len() >= batch_size {
-            let full = std::mem::take(&mut batch);
-            db.write(full, WriteOptions::default())
-                .map_err(LoadError::Engine)?;
-        }
-    }
-    write_rest(db, batch)?;
-    Ok(n)
-}
-
-/// Writes the last, partial batch of a load.
-fn write_rest(db: &strata::Db, batch: strata::WriteBatch) -> Result<(), LoadError> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    db.write(batch, WriteOptions::default())
-        .map_err(LoadError::Engine)
 }
 
 #[pymethods]
@@ -755,14 +684,17 @@ impl Db {
         Ok(out)
     }
 
-    /// load(path, key_field, format="jsonl", batch=1000) -> int
+    /// load(path, key_field, format="jsonl", batch=1000, skip_bad=False) -> int
     ///
-    /// Loads a JSONL file (one JSON object a line, stored as written) keyed
-    /// by the string or number field `key_field`, in atomic batches of
-    /// `batch` records; returns the number of records. A later line with the
-    /// same key replaces an earlier one. ValueError on a bad line (records
-    /// before it stay loaded), strata.IOError if the file cannot be read.
-    #[pyo3(signature = (path, key_field, format = "jsonl", batch = 1000))]
+    /// Loads a file keyed by the string or number field `key_field`, in
+    /// atomic batches of `batch` records, then flushes; returns the number
+    /// of records. `format` is "jsonl" (one JSON object a line, stored as
+    /// written) or "csv" (RFC 4180 with a header row; cells that are 64-bit
+    /// integers or finite floats become numbers). A later record with the
+    /// same key replaces an earlier one. A bad record raises ValueError
+    /// naming its line (records before it stay loaded) unless `skip_bad`;
+    /// strata.IOError if the file cannot be read.
+    #[pyo3(signature = (path, key_field, format = "jsonl", batch = 1000, skip_bad = false))]
     fn load(
         &self,
         py: Python<'_>,
@@ -770,23 +702,20 @@ impl Db {
         key_field: &str,
         format: &str,
         batch: usize,
+        skip_bad: bool,
     ) -> PyResult<u64> {
         let db = self.db(py)?;
-        if format != "jsonl" {
-            return Err(invalid(
-                py,
-                format!("unsupported format {format:?} (only \"jsonl\")"),
-            ));
-        }
+        let format = strata::load::Format::parse(format).map_err(|e| err(py, e))?;
         if batch == 0 {
             return Err(invalid(py, "batch must be >= 1"));
         }
-        py.allow_threads(|| load_jsonl(&db, &path, key_field, batch))
-            .map_err(|e| match e {
-                LoadError::Engine(e) => err(py, e),
-                LoadError::Io(m) => raise(py, ErrKind::Io, m),
-                LoadError::Bad(m) => invalid(py, m),
-            })
+        let opts = strata::load::LoadOptions::new(key_field)
+            .format(format)
+            .batch(batch)
+            .skip_bad(skip_bad);
+        py.allow_threads(|| strata::load::load_file(&db, &path, &opts, &mut |_| {}))
+            .map(|l| l.records)
+            .map_err(|e| err(py, e))
     }
 
     /// Reads every record (checksums of every block of the primary data)

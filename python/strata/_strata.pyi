@@ -67,7 +67,12 @@ class Db:
         raw: bool = False,
     ) -> List[Tuple[bytes, Optional[Any]]]: ...
     def load(
-        self, path: PathLike, key_field: str, format: str = "jsonl", batch: int = 1000
+        self,
+        path: PathLike,
+        key_field: str,
+        format: str = "jsonl",
+        batch: int = 1000,
+        skip_bad: bool = False,
     ) -> int: ...
     def check(self) -> bool: ...
     def stats(self) -> Dict[str, Any]: ...

@@ -209,8 +209,27 @@ def test_load_errors(db, tmp_path):
     nokey.write_text('{"other": 1}\n')
     with pytest.raises(ValueError, match="no string or number field"):
         db.load(nokey, "id")
-    with pytest.raises(ValueError):
-        db.load(bad, "id", format="csv")
+    with pytest.raises(ValueError, match="unknown input format"):
+        db.load(bad, "id", format="xml")
+    # skip_bad loads the good records around a bad one.
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"id": "m1"}\n{oops\n{"id": "m2"}\n')
+    assert db.load(mixed, "id", skip_bad=True) == 2
+    assert db["m2"] == b'{"id": "m2"}'
+
+
+def test_load_csv(db, tmp_path):
+    p = tmp_path / "data.csv"
+    p.write_text('id,user,name\nr1,7,"Ann, B."\nr2,8,"multi\nline"\nr3,9.5,x\n')
+    assert db.load(p, "id", format="csv") == 3
+    assert json.loads(db["r1"]) == {"id": "r1", "user": 7, "name": "Ann, B."}
+    assert json.loads(db["r2"])["name"] == "multi\nline"
+    db.create_index("user", "user", "f64")
+    assert [k for k, _ in db.query("user", range=(7.5, 10))] == [b"r3", b"r2"]
+    dup = tmp_path / "dup.csv"
+    dup.write_text("id,a,a\nx,1,2\n")
+    with pytest.raises(ValueError, match="appears twice"):
+        db.load(dup, "id", format="csv")
 
 
 def test_check_stats_flush_compact(db):

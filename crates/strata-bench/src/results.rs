@@ -56,6 +56,14 @@ pub struct QueryResult {
     /// names among `blocks_read_mean`, `min_blocks_mean`,
     /// `index_blocks_mean`, `stale_mean`, `floor_us_mean`.
     pub unknown: Vec<String>,
+    /// Range filters (`strata:filter`): mean components (memtables and
+    /// tables) a query scanned; `None` for other systems.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub components_scanned_mean: Option<f64>,
+    /// Range filters: mean components holding a query's results (what a
+    /// perfect filter would scan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub components_min_mean: Option<f64>,
 }
 
 /// One system's measurements (the `systems` entries of results.json).

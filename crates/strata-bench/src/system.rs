@@ -53,6 +53,10 @@ pub struct QueryStats {
     pub index_blocks_read: Option<u64>,
     /// Candidates found stale by validation.
     pub stale: Option<u64>,
+    /// Range filters: components (memtables, tables) scanned.
+    pub components_scanned: Option<u64>,
+    /// Range filters: components holding a result (a perfect filter).
+    pub components_min: Option<u64>,
 }
 
 /// Sizes after a load. Unknown values are `None`.

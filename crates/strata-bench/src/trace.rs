@@ -486,6 +486,74 @@ pub fn static_tweets(workload: &str, c: &StaticCfg, with_created_at: bool) -> Tr
     }
 }
 
+/// Share of the live records a `time-range` query returns.
+pub const TIME_RANGE_SHARE: f64 = 0.01;
+
+/// The range-filter experiment (Luo & Carey §6.4.2): tweets whose
+/// `created_at` follows insertion order (an update gives the record a new
+/// `created_at`), loaded with `c.update_fraction` updates, one index on
+/// `created_at`, and two query sets: `recent` (`created_at >= T`, about
+/// the newest [`TIME_RANGE_SHARE`] of the live records) and `old`
+/// (`created_at <= T`, about the oldest share). Each query moves its `T`
+/// by up to ±20% of the share.
+pub fn time_range(c: &StaticCfg) -> Trace {
+    let updates = updates_for(c.records, c.update_fraction);
+    let (load, live) = static_load(
+        g::tweets(c.seed, c.records + updates),
+        c.records,
+        updates,
+        c.seed,
+        tweet_key,
+    );
+    let created = column(&live, 2);
+    let mut sorted = ints(&created);
+    sorted.sort_unstable();
+    let n = sorted.len();
+    let share = ((n as f64 * TIME_RANGE_SHARE).round() as usize).clamp(1, n.max(1));
+    let mut r = SplitMix64::derive(c.seed, 0x7173_e7a9);
+    let mut recent = Vec::with_capacity(c.queries);
+    let mut old = Vec::with_capacity(c.queries);
+    for _ in 0..c.queries {
+        if n == 0 {
+            break;
+        }
+        let jitter = share / 5;
+        let m = (share + r.below(2 * jitter as u64 + 1) as usize)
+            .saturating_sub(jitter)
+            .clamp(1, n);
+        let lo = sorted.get(n - m).copied().unwrap_or(i64::MIN);
+        recent.push((Query::Range(lo, i64::MAX), m as u64));
+        let hi = sorted.get(m - 1).copied().unwrap_or(i64::MAX);
+        old.push((Query::Range(i64::MIN, hi), m as u64));
+    }
+    let set = |class: &str, qs: Vec<(Query, u64)>| {
+        let counts: Vec<u64> = qs.iter().map(|q| q.1).collect();
+        let mean = counts.iter().sum::<u64>() as f64 / counts.len().max(1) as f64;
+        QuerySet {
+            attribute: "created_at".into(),
+            class: class.into(),
+            target_mean: share as f64,
+            achieved_mean: mean,
+            clamped: false,
+            param: 0.0,
+            expected_counts: counts,
+            queries: qs.into_iter().map(|q| q.0).collect(),
+        }
+    };
+    let mut gaps = BTreeMap::new();
+    gaps.extend(mean_gap(&created).map(|g| ("created_at".to_string(), g)));
+    Trace {
+        workload: "time-range".into(),
+        indexes: vec![decl("created_at", AttrType::I64)],
+        gaps,
+        load,
+        sets: vec![set("recent", recent), set("old", old)],
+        records: c.records,
+        parameters: base_parameters(c, updates),
+        ..Trace::default()
+    }
+}
+
 /// Buildings with indexes on `bbox` (rect) and `perimeter` (f64).
 pub fn static_buildings(c: &StaticCfg) -> Trace {
     let updates = updates_for(c.records, c.update_fraction);
@@ -1080,6 +1148,35 @@ mod tests {
         let t0 = static_tweets("static-tweets", &cfg(1000, 0.0), false);
         assert_eq!(t0.load.len(), 1000);
         assert!(t0.gaps["user_id"] > 0.0 && t0.gaps["coordinates"] > 0.0);
+    }
+
+    #[test]
+    fn time_range_counts_recent_and_old_records_exactly() {
+        let t = time_range(&cfg(2000, 0.5));
+        assert_eq!(t.load.len(), 4000);
+        assert_eq!(t.indexes.len(), 1);
+        let mut last: HashMap<&[u8], i64> = HashMap::new();
+        for p in &t.load {
+            let j: Value = serde_json::from_slice(&p.value).unwrap();
+            last.insert(&p.key, j["created_at"].as_i64().unwrap());
+        }
+        assert_eq!(last.len(), 2000);
+        let classes: Vec<&str> = t.sets.iter().map(|s| s.class.as_str()).collect();
+        assert_eq!(classes, ["recent", "old"]);
+        for set in &t.sets {
+            assert_eq!(set.queries.len(), 20);
+            for (q, want) in set.queries.iter().zip(&set.expected_counts) {
+                let Query::Range(lo, hi) = *q else { panic!() };
+                let n = last.values().filter(|&&c| lo <= c && c <= hi).count() as u64;
+                assert_eq!(n, *want, "{} {q:?}", set.class);
+                // About 1% of the live records (±20%).
+                assert!((16..=24).contains(&n), "{n}");
+                match set.class.as_str() {
+                    "recent" => assert_eq!(hi, i64::MAX),
+                    _ => assert_eq!(lo, i64::MIN),
+                }
+            }
+        }
     }
 
     #[test]

@@ -11,16 +11,19 @@ use strata_harness::run::{
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
-    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy
+    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy,
+    /// time-range (range filters, Luo & Carey §6.4.2)
     /// (see docs/benchmarks.md).
     #[arg(long, default_value = "static-tweets")]
     pub workload: String,
     /// Records to generate and load (mixed workloads: the preload).
     #[arg(long, default_value_t = 200_000)]
     pub records: u64,
-    /// Queries per calibrated query set (mixed workloads cycle through them).
-    #[arg(long, default_value_t = 1000)]
-    pub queries: usize,
+    /// Queries per calibrated query set (mixed workloads cycle through
+    /// them). Default 1000; 20 for `time-range`, whose range-filter
+    /// queries scan whole tables.
+    #[arg(long)]
+    pub queries: Option<u32>,
     /// Comma-separated systems: strata:none, strata:next,
     /// strata:next[delta=off], strata:<strategy>[key=value;key@index=value],
     /// or a peer (rocksdb, sqlite, fjall; needs --features peers). Default:
@@ -160,9 +163,12 @@ impl From<OutputArgs> for Output {
 impl From<RunArgs> for RunConfig {
     fn from(a: RunArgs) -> RunConfig {
         RunConfig {
-            workload: a.workload,
             records: a.records,
-            queries: a.queries,
+            queries: a
+                .queries
+                .unwrap_or(if a.workload == "time-range" { 20 } else { 1000 })
+                as usize,
+            workload: a.workload,
             systems: a.systems,
             top_k: a.top_k,
             seed: a.seed,

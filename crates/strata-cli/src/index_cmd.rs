@@ -26,7 +26,9 @@ pub enum IndexCommand {
         /// R-tree), `embedded` (per-block zone maps and Bloom filters),
         /// `composite` (secondary LSM tree; --param mode=sync|validation,
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,
-        /// `perseid` (PS-Tree in a page file, hybrid validation).
+        /// `filter` (per-table range filters; --param
+        /// maintain=mutable-bitmap|validation|eager), `perseid` (PS-Tree in a
+        /// page file, hybrid validation).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`

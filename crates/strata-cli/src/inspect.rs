@@ -109,6 +109,48 @@ fn next_dir(table: &Table, name: &str) -> Option<Result<strata::inspect::NextDir
     })
 }
 
+/// The decoded Embedded index block of meta block `name`, if it is one.
+fn embedded_zones(
+    table: &Table,
+    name: &str,
+) -> Option<Result<strata::inspect::EmbeddedZones, CliError>> {
+    let mut parts = name.split('.');
+    if !(parts.next() == Some("embedded") && parts.next().is_some() && parts.next().is_none()) {
+        return None;
+    }
+    Some(match table.meta_block(name) {
+        Ok(Some(b)) => strata::inspect::embedded_zones(&b).map_err(CliError::Db),
+        Ok(None) => Err(CliError::Other(format!("meta block {name} vanished"))),
+        Err(e) => Err(CliError::Db(e)),
+    })
+}
+
+fn zones_json(z: &strata::inspect::EmbeddedZones) -> Value {
+    json!({
+        "type": z.key_type.as_str(),
+        "indexed_values": z.values,
+        "zone": z.zone.as_ref().map(|(lo, hi)| json!({"lo": value_json(lo), "hi": value_json(hi)})),
+        "blocks": z.blocks.iter().map(|b| json!({
+            "offset": b.offset,
+            "values": b.values,
+            "lo": value_json(&b.zone.0),
+            "hi": value_json(&b.zone.1),
+            "filter_bytes": b.filter_bytes,
+            "continues": b.continues,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Meta block names in natural order: `next.2.9` before `next.2.10`.
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    name.split('.')
+        .map(|p| match p.parse::<u64>() {
+            Ok(n) => (String::new(), n),
+            Err(_) => (p.to_string(), 0),
+        })
+        .collect()
+}
+
 fn dir_json(d: &strata::inspect::NextDirectory) -> Value {
     json!({
         "type": d.key_type.as_str(),
@@ -197,13 +239,22 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         .and_then(|(_, edits)| live_level(&edits, number));
     let p = table.properties();
     let handles = table.data_block_handles()?;
-    type Meta = (String, u64, String, Option<strata::inspect::NextDirectory>);
+    type Meta = (
+        String,
+        u64,
+        String,
+        Option<strata::inspect::NextDirectory>,
+        Option<strata::inspect::EmbeddedZones>,
+    );
     let mut meta: Vec<Meta> = Vec::new();
-    for n in table.meta_block_names() {
+    let mut names = table.meta_block_names();
+    names.sort_by_cached_key(|n| natural_key(n));
+    for n in names {
         let size = table.meta_block_size(&n).unwrap_or(0);
         let holds = meta_holds(&n);
         let dir = next_dir(&table, &n).transpose()?;
-        meta.push((n, size, holds, dir));
+        let zones = embedded_zones(&table, &n).transpose()?;
+        meta.push((n, size, holds, dir, zones));
     }
     if as_json {
         let v = json!({
@@ -226,10 +277,13 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
             "bloom_filter": table.has_filter(),
             "meta_blocks": meta
                 .iter()
-                .map(|(n, s, h, d)| {
+                .map(|(n, s, h, d, z)| {
                     let mut m = json!({"name": n, "bytes": s, "holds": h});
                     if let Some(d) = d {
                         m["directory"] = dir_json(d);
+                    }
+                    if let Some(z) = z {
+                        m["zone_maps"] = zones_json(z);
                     }
                     m
                 })
@@ -272,8 +326,43 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         if table.has_filter() { "yes" } else { "no" }
     );
     s += &format!("meta blocks ({}):\n", meta.len());
-    for (n, size, holds, dir) in &meta {
+    for (n, size, holds, dir, zones) in &meta {
         s += &format!("  {n:<20} {size:>10} B  {holds}\n");
+        if let Some(z) = zones {
+            let filters: usize = z.blocks.iter().filter_map(|b| b.filter_bytes).sum();
+            s += &format!(
+                "  {:<20} {:>10}    {} values, {} indexed values in {} data blocks, table zone {}, Bloom filters {filters} B\n",
+                "",
+                "",
+                z.key_type.as_str(),
+                z.values,
+                z.blocks.len(),
+                z.zone.as_ref().map_or("(none)".to_string(), |(lo, hi)| format!(
+                    "{} .. {}",
+                    value_json(lo),
+                    value_json(hi)
+                )),
+            );
+            for b in z.blocks.iter().take(TEXT_RANGES) {
+                s += &format!(
+                    "  {:<20} {:>10}      data block at {}: {} values, {} .. {}\n",
+                    "",
+                    "",
+                    b.offset,
+                    b.values,
+                    value_json(&b.zone.0),
+                    value_json(&b.zone.1)
+                );
+            }
+            if z.blocks.len() > TEXT_RANGES {
+                s += &format!(
+                    "  {:<20} {:>10}      ... ({} more; --json lists all)\n",
+                    "",
+                    "",
+                    z.blocks.len() - TEXT_RANGES
+                );
+            }
+        }
         if let Some(d) = dir {
             s += &format!(
                 "  {:<20} {:>10}    {} values, {} data blocks indexed, {} secondary blocks, {} ranges:\n",

@@ -356,7 +356,7 @@ fn io_out(e: std::io::Error) -> CliError {
 /// Every strategy, side by side, in `strata demo`.
 const DEMO_SYSTEMS: &str =
     "strata:none,strata:next,strata:embedded,strata:memory,strata:composite,\
-strata:composite[mode=validation],strata:deli,strata:posting-eager,strata:posting-lazy";
+strata:composite[mode=validation],strata:deli,strata:posting-eager,strata:posting-lazy,strata:filter";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -128,6 +128,20 @@ fn inspection_commands_show_tables_manifest_and_wal() {
         &db,
         &["index", "create", "by_u", "--field", "u", "--type", "i64"],
     );
+    ok(
+        &db,
+        &[
+            "index",
+            "create",
+            "emb_u",
+            "--field",
+            "u",
+            "--type",
+            "i64",
+            "--strategy",
+            "embedded",
+        ],
+    );
     ok(&db, &["put", "late", "{\"u\":7}"]);
     ok(&db, &["del", "k00"]);
 
@@ -135,9 +149,11 @@ fn inspection_commands_show_tables_manifest_and_wal() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
+    // The largest table: the 20 records, rewritten by the index builds.
     let sst = files
         .iter()
-        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
         .expect("a table");
     let text = check(&common::run(&["sst", sst.to_str().unwrap()]));
     assert!(text.contains("level "), "{text}");
@@ -165,6 +181,35 @@ fn inspection_commands_show_tables_manifest_and_wal() {
         .iter()
         .all(|r| r["lo"].as_i64().unwrap() <= r["hi"].as_i64().unwrap()
             && r["hi"].as_i64().unwrap() <= 2));
+    // The Embedded index's zone maps, decoded: every put of the table is
+    // indexed (each has u), u is in 0..=7, the blocks add up.
+    assert!(text.contains("indexed values in"), "{text}");
+    let emb = json["meta_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str().unwrap().starts_with("embedded."))
+        .expect("an embedded index block");
+    let zones = &emb["zone_maps"];
+    let puts = json["entries"].as_u64().unwrap() - json["deletions"].as_u64().unwrap();
+    assert_eq!(zones["indexed_values"].as_u64(), Some(puts), "{emb}");
+    let (lo, hi) = (
+        zones["zone"]["lo"].as_i64().unwrap(),
+        zones["zone"]["hi"].as_i64().unwrap(),
+    );
+    assert!(0 <= lo && lo <= hi && hi <= 7, "{emb}");
+    let blocks = zones["blocks"].as_array().unwrap();
+    assert_eq!(
+        blocks
+            .iter()
+            .map(|b| b["values"].as_u64().unwrap())
+            .sum::<u64>(),
+        puts,
+        "{emb}"
+    );
+    assert!(blocks
+        .iter()
+        .all(|b| b["filter_bytes"].as_u64().unwrap() > 0));
 
     let text = check(&common::run(&["manifest", db.to_str().unwrap()]));
     assert!(text.contains("version edits"), "{text}");

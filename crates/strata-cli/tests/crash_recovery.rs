@@ -189,6 +189,7 @@ fn indexes_stay_exact_across_sigkill_for_every_strategy() {
         "deli",
         "posting-eager",
         "posting-lazy",
+        "filter",
     ];
     let mut rng = Rng(0x1DE7);
     let per_strategy = (cycles() / 5).max(3);

@@ -19,7 +19,8 @@
 //! parameter of the brackets without its own `@` that index
 //! (`strata:next[delta=off]@user_id` is `strata:next[delta@user_id=off]`). Strategy aliases, resolved
 //! case-insensitively: `noindex` and `no-index` are `none`, `eager` is
-//! `memory` (the Eager baseline), `standalone` is `composite`. The name as
+//! `memory` (the Eager baseline), `standalone` is `composite`, `range-filter`
+//! is `filter` (Luo & Carey's range filters). The name as
 //! written stays the system's label.
 //!
 //! Examples: `strata:none`, `strata:next`, `strata:next[delta=off]`,
@@ -38,6 +39,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("no-index", "none"),
     ("eager", "memory"),
     ("standalone", "composite"),
+    ("range-filter", "filter"),
     ("ps-tree", "perseid"),
 ];
 
@@ -195,6 +197,8 @@ mod tests {
             ("strata:standalone", "composite"),
             ("rocksdb:composite", "composite"),
             ("strata:posting-lazy", "posting-lazy"),
+            ("strata:Range-Filter", "filter"),
+            ("strata:filter", "filter"),
             ("strata:PS-Tree", "perseid"),
             ("strata:perseid", "perseid"),
         ] {

@@ -29,7 +29,7 @@ use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, S
 use strata_bench::trace::{self as bench_trace, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
 
 /// Workloads of `bench run`.
-pub const WORKLOADS: [&str; 8] = [
+pub const WORKLOADS: [&str; 9] = [
     "static-tweets",
     "static-buildings",
     "skew",
@@ -38,7 +38,14 @@ pub const WORKLOADS: [&str; 8] = [
     "mixed-write-heavy",
     "mixed-read-heavy",
     "mixed-update-heavy",
+    "time-range",
 ];
+
+/// Systems of `time-range` when `--systems` is not given: the range
+/// filter under its three maintenance modes, a full scan (no index), NEXT
+/// and embedded on the same attribute.
+pub const TIME_RANGE_SYSTEMS: &str = "strata:filter,strata:filter[maintain=eager],\
+strata:filter[maintain=validation],strata:none,strata:next,strata:embedded";
 
 /// Systems when `--systems` is not given.
 pub const DEFAULT_SYSTEMS: &str = "strata:none,strata:next";
@@ -53,7 +60,8 @@ strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
-    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy
+    /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy,
+    /// time-range (range filters, Luo & Carey §6.4.2)
     /// (see docs/benchmarks.md).
     pub workload: String,
     /// Records to generate and load (mixed workloads: the preload).
@@ -228,6 +236,8 @@ struct SetAcc {
     min_blocks: OptSum,
     index_blocks: OptSum,
     stale: OptSum,
+    components: OptSum,
+    components_min: OptSum,
     /// Sum of the floors in µs; `None` once a query's floor is unknown.
     floor_us: Option<f64>,
     floors: usize,
@@ -251,6 +261,8 @@ impl SetAcc {
         self.min_blocks.add(s.min_data_blocks);
         self.index_blocks.add(s.index_blocks_read);
         self.stale.add(s.stale);
+        self.components.add(s.components_scanned);
+        self.components_min.add(s.components_min);
     }
 
     fn finish(
@@ -276,6 +288,9 @@ impl SetAcc {
         let min_blocks_mean = mean("min_blocks_mean", self.min_blocks);
         let index_blocks_mean = mean("index_blocks_mean", self.index_blocks);
         let stale_mean = mean("stale_mean", self.stale);
+        let opt_mean = |s: OptSum| (!s.missing).then(|| s.sum as f64 / n);
+        let components_scanned_mean = opt_mean(self.components);
+        let components_min_mean = opt_mean(self.components_min);
         let mean_us = us.iter().sum::<f64>() / n;
         let floor_us_mean = match self.floor_us {
             Some(f) if self.floors > 0 => f / self.floors as f64,
@@ -308,6 +323,8 @@ impl SetAcc {
             calibrated_mean,
             mismatches: self.mismatches,
             unknown,
+            components_scanned_mean,
+            components_min_mean,
         }
     }
 }
@@ -827,7 +844,10 @@ pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
             "--update-fraction applies to static workloads; {w} has its own update share"
         )));
     }
-    let update_fraction = args.update_fraction.unwrap_or(0.0);
+    // The range-filter experiment is update-heavy unless told otherwise.
+    let update_fraction = args
+        .update_fraction
+        .unwrap_or(if w == "time-range" { 0.5 } else { 0.0 });
     if !(0.0..1.0).contains(&update_fraction) {
         return Err(Error::Other(format!(
             "--update-fraction must be in [0, 1), got {update_fraction}"
@@ -853,10 +873,10 @@ pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
     } else {
         None
     };
-    let default_systems = if w == "delta-sweep" {
-        DELTA_SWEEP_SYSTEMS
-    } else {
-        DEFAULT_SYSTEMS
+    let default_systems = match w {
+        "delta-sweep" => DELTA_SWEEP_SYSTEMS,
+        "time-range" => TIME_RANGE_SYSTEMS,
+        _ => DEFAULT_SYSTEMS,
     };
     let systems = registry::resolve_list(args.systems.as_deref().unwrap_or(default_systems))
         .map_err(Error::Other)?;
@@ -872,6 +892,7 @@ pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
         "multi-index" => bench_trace::static_tweets(w, &scfg, true),
         "static-buildings" => bench_trace::static_buildings(&scfg),
         "skew" => bench_trace::skew(&scfg),
+        "time-range" => bench_trace::time_range(&scfg),
         _ => bench_trace::mixed(&MixedCfg {
             workload: w.to_string(),
             preload: args.records,

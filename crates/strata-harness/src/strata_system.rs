@@ -258,6 +258,11 @@ impl BenchSystem for StrataSystem {
             min_data_blocks: Some(p.min_data_blocks),
             index_blocks_read: Some(p.index_blocks_read),
             stale: Some(p.stale),
+            // Only range filters count components.
+            components_scanned: (p.components_scanned + p.components_skipped > 0)
+                .then_some(p.components_scanned),
+            components_min: (p.components_scanned + p.components_skipped > 0)
+                .then_some(p.components_min),
         })
     }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::index::fields::Fields;
 use crate::index::value::{extract, parse_path, IndexValue, KeyType, Predicate};
-use crate::index::{embedded, entries, memo, next, posting, tree};
+use crate::index::{embedded, entries, filter, memo, next, posting, tree};
 use crate::{Db, IndexSpec, Options, QueryOptions, StrategyKind};
 
 pub use strata_lsm::fuzzing::Target;
@@ -28,6 +28,7 @@ pub const INDEX_TARGETS: &[Target] = &[
     ("next_directory", next_directory),
     ("next_secondary_block", next_secondary_block),
     ("embedded_zone_maps", embedded_zone_maps),
+    ("range_filter", range_filter),
     ("memo_block", memo_block),
     ("posting_list", posting_list),
     ("standalone_entry", standalone_entry),
@@ -75,6 +76,13 @@ pub fn next_secondary_block(data: &[u8]) {
 pub fn embedded_zone_maps(data: &[u8]) {
     if let Some((ty, rest)) = typed(data) {
         let _ = embedded::decode(rest, ty, "fuzz");
+    }
+}
+
+/// The filter strategy's per-table block (range filter, deletion marks).
+pub fn range_filter(data: &[u8]) {
+    if let Some((ty, rest)) = typed(data) {
+        let _ = filter::decode(rest, ty, "fuzz");
     }
 }
 

@@ -17,6 +17,7 @@ mod db;
 pub mod fuzzing;
 mod index;
 pub mod inspect;
+pub mod load;
 
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{

@@ -149,6 +149,8 @@ fn write_seed_corpus() {
                 save("next_secondary_block", &typed());
             } else if m.starts_with("embedded.") {
                 save("embedded_zone_maps", &typed());
+            } else if m.starts_with("filter.") {
+                save("range_filter", &typed());
             } else if m.contains("filter") {
                 save("bloom_filter", &b);
             } else if m.contains("obsolete") {

@@ -503,7 +503,7 @@ impl Table {
         &self,
         handle: BlockHandle,
         block: &Arc<Block>,
-        ordinals: &[u32],
+        ordinals: impl IntoIterator<Item = u32>,
         mut f: impl FnMut(u32, &[u8], SeqNo, ValueKind, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let marks = self.obsolete.as_ref().and_then(|m| m.block(handle.offset));
@@ -512,7 +512,7 @@ impl Table {
         it.seek_to_first().map_err(|e| self.wrap(e))?;
         let mut at: u32 = 0;
         let mut done: Option<u32> = None;
-        for &want in ordinals {
+        for want in ordinals {
             if done.is_some_and(|d| want <= d) {
                 continue;
             }
@@ -1318,10 +1318,15 @@ mod tests {
                 vec![0, 0, n / 2, n / 2, n - 1],
             ] {
                 let mut got = Vec::new();
-                t.visit_data_block_entries(*h, &block, &ords, |o, u, seq, kind, v| {
-                    got.push((o, u.to_vec(), seq, kind, v.to_vec()));
-                    Ok(())
-                })
+                t.visit_data_block_entries(
+                    *h,
+                    &block,
+                    ords.iter().copied(),
+                    |o, u, seq, kind, v| {
+                        got.push((o, u.to_vec(), seq, kind, v.to_vec()));
+                        Ok(())
+                    },
+                )
                 .unwrap();
                 let mut want_ords = ords.clone();
                 want_ords.dedup();
@@ -1333,7 +1338,7 @@ mod tests {
                 }
             }
             let err = t
-                .visit_data_block_entries(*h, &block, &[n], |_, _, _, _, _| Ok(()))
+                .visit_data_block_entries(*h, &block, [n], |_, _, _, _, _| Ok(()))
                 .unwrap_err();
             assert!(err.is_corruption(), "{err}");
         }

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 use strata_lsm::error::{Error, Result};
-use strata_lsm::hooks::InstallEvent;
+use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::{self, SeqNo, ValueKind};
 use strata_lsm::memtable::{MemGet, MemTable};
 use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomFilter};
@@ -121,14 +121,14 @@ pub enum Zone {
 }
 
 impl Zone {
-    fn of(v: &IndexValue, enc: &[u8]) -> Zone {
+    pub(crate) fn of(v: &IndexValue, enc: &[u8]) -> Zone {
         match v.mbr() {
             Some(m) => Zone::Rect(m),
             None => Zone::Scalar(enc.to_vec(), enc.to_vec()),
         }
     }
 
-    fn widen(&mut self, other: &Zone) {
+    pub(crate) fn widen(&mut self, other: &Zone) {
         match (self, other) {
             (Zone::Scalar(lo, hi), Zone::Scalar(a, b)) => {
                 if a < lo {
@@ -170,14 +170,14 @@ impl Zone {
         }
     }
 
-    fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         match self {
             Zone::Scalar(lo, hi) => lo.len() + hi.len(),
             Zone::Rect(_) => 0,
         }
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Zone::Scalar(lo, hi) => {
                 put_length_prefixed(out, lo);
@@ -191,7 +191,11 @@ impl Zone {
         }
     }
 
-    fn decode(src: &mut &[u8], ty: KeyType, bad: &dyn Fn(&str) -> Error) -> Result<Zone> {
+    pub(crate) fn decode(
+        src: &mut &[u8],
+        ty: KeyType,
+        bad: &dyn Fn(&str) -> Error,
+    ) -> Result<Zone> {
         if ty.is_spatial() {
             let mut r = [0.0; 4];
             for c in &mut r {
@@ -254,8 +258,7 @@ pub struct BlockZone {
     /// The block's first user key continues the previous block.
     pub continues: bool,
     /// Indexed values in the block (≥ 1). Decoded and checked; read by
-    /// tests and kept for inspection tools.
-    #[allow(dead_code)]
+    /// the inspection tools (`crate::inspect`).
     pub values: u32,
     pub zone: Zone,
     /// Bloom filter of the block's distinct encoded values (scalars with
@@ -329,7 +332,7 @@ pub struct BuiltBlock {
     pub bloom: Option<Vec<u8>>,
 }
 
-fn key_type_byte(t: KeyType) -> u8 {
+pub(crate) fn key_type_byte(t: KeyType) -> u8 {
     match t {
         KeyType::I64 => 1,
         KeyType::F64 => 2,
@@ -627,11 +630,11 @@ impl IndexStrategy for Embedded {
         WritePath::Tables
     }
 
-    fn table_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+    fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
         Some(Box::new(Builder {
             id: self.id,
             ty: self.ty,
-            file,
+            file: ctx.file_number,
             pending: self.pending.clone(),
             bits_per_key: self.bits_per_key,
             zone: None,

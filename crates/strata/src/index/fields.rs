@@ -171,6 +171,19 @@ impl Node {
 }
 
 impl Extracted {
+    /// The value at the path of `slot` as the text of a primary key: a
+    /// string as is, a number as `serde_json` prints it (integers in
+    /// decimal); `None` for anything else or nothing.
+    pub fn key_text(&self, slot: usize) -> Option<String> {
+        match self.leaves.get(slot)? {
+            Leaf::Str(s) => Some(s.clone()),
+            Leaf::Int(i) => Some(i.to_string()),
+            Leaf::UInt(u) => Some(u.to_string()),
+            Leaf::Float(f) => serde_json::Number::from_f64(*f).map(|n| n.to_string()),
+            _ => None,
+        }
+    }
+
     /// The attribute of type `ty` at the path of `slot` (see
     /// [`Fields::slot`]), with the rules of `value::extract`.
     pub fn value(&self, slot: usize, ty: KeyType) -> std::result::Result<IndexValue, Skip> {

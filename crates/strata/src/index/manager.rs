@@ -712,7 +712,7 @@ impl EngineHooks for IndexManager {
     fn wants_batches(&self) -> bool {
         read(&self.defs)
             .iter()
-            .any(|d| d.strategy.uses_memo() || d.strategy.write_path() == WritePath::Sync)
+            .any(|d| d.strategy.uses_memo() || d.strategy.applies_batches())
     }
 
     /// Synchronous maintenance and the update memo for one batch (see
@@ -732,7 +732,7 @@ impl EngineHooks for IndexManager {
         // made here to an index still building are harmless).
         let sync_defs: Vec<Arc<IndexDef>> = read(&self.defs)
             .iter()
-            .filter(|d| d.strategy.write_path() == WritePath::Sync)
+            .filter(|d| d.strategy.applies_batches())
             .filter(|d| !(cx.recovering() && d.strategy.rebuilt_at_open()))
             .cloned()
             .collect();
@@ -776,7 +776,7 @@ impl EngineHooks for IndexManager {
         let mut defs = Vec::new();
         let mut builders = Vec::new();
         for d in self.defs() {
-            if let Some(b) = d.strategy.table_builder(ctx.file_number) {
+            if let Some(b) = d.strategy.table_builder(ctx) {
                 defs.push(d);
                 builders.push(b);
             }

@@ -37,6 +37,7 @@ pub(crate) mod deli;
 pub mod embedded;
 pub(crate) mod entries;
 pub(crate) mod fields;
+pub(crate) mod filter;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;
@@ -204,6 +205,13 @@ pub struct IndexStats {
     /// Composite merge repair: repairs abandoned on a read error.
     #[serde(default)]
     pub repair_errors: u64,
+    /// Range filters (`filter`): components (memtables and tables) the
+    /// queries scanned because their filter intersected the predicate.
+    #[serde(default)]
+    pub components_scanned: u64,
+    /// Range filters: components the queries skipped by their filter.
+    #[serde(default)]
+    pub components_skipped: u64,
 }
 
 /// An index as listed by [`crate::Db::indexes`].
@@ -258,6 +266,19 @@ pub struct QueryProfile {
     pub stale: u64,
     /// Tables skipped because the top K was already known.
     pub tables_skipped: u64,
+    /// Range filters (`filter`): components (memtables and tables at the
+    /// snapshot) whose filter intersects the predicate, scanned.
+    #[serde(default)]
+    pub components_scanned: u64,
+    /// Range filters: components whose filter excludes the predicate (not
+    /// read).
+    #[serde(default)]
+    pub components_skipped: u64,
+    /// Range filters: components holding at least one result (the tables
+    /// of the results, plus one if a memtable holds some): what a perfect
+    /// filter would scan.
+    #[serde(default)]
+    pub components_min: u64,
 }
 
 /// One query result.

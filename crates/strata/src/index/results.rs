@@ -62,6 +62,13 @@ impl Results {
     /// The hits, newest first, and the number of distinct data blocks
     /// holding them.
     pub fn finish(self) -> (Vec<Hit>, u64) {
+        let (hits, blocks, _) = self.finish_with_components();
+        (hits, blocks)
+    }
+
+    /// [`Results::finish`], and the number of components holding the hits:
+    /// distinct tables, plus one if some hit came from a memtable.
+    pub fn finish_with_components(self) -> (Vec<Hit>, u64, u64) {
         let mut v: Vec<(Hit, Option<(u64, u64)>)> = self
             .hits
             .into_iter()
@@ -72,6 +79,13 @@ impl Results {
             v.truncate(k);
         }
         let blocks: HashSet<(u64, u64)> = v.iter().filter_map(|(_, b)| *b).collect();
-        (v.into_iter().map(|(h, _)| h).collect(), blocks.len() as u64)
+        let tables: HashSet<u64> = blocks.iter().map(|(t, _)| *t).collect();
+        let in_mem = v.iter().any(|(_, b)| b.is_none());
+        let components = tables.len() as u64 + u64::from(in_mem);
+        (
+            v.into_iter().map(|(h, _)| h).collect(),
+            blocks.len() as u64,
+            components,
+        )
     }
 }

@@ -4,7 +4,7 @@
 //! queries never parse the memtable.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 use crossbeam_skiplist::SkipMap;
@@ -96,6 +96,25 @@ impl SortedRuns {
         out
     }
 
+    /// The smallest and largest encoded value (`None` when empty).
+    fn bounds(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let st = read(&self.state);
+        let mut out: Option<(&[u8], &[u8])> = None;
+        let ends = st
+            .runs
+            .iter()
+            .flat_map(|r| r.first().into_iter().chain(r.last()))
+            .chain(st.tail.iter());
+        for e in ends {
+            let v = e.0.as_slice();
+            out = Some(match out {
+                None => (v, v),
+                Some((lo, hi)) => (lo.min(v), hi.max(v)),
+            });
+        }
+        out.map(|(lo, hi)| (lo.to_vec(), hi.to_vec()))
+    }
+
     fn for_each(&self, mut f: impl FnMut(&SideEntry)) {
         let st = read(&self.state);
         st.runs.iter().flat_map(|r| r.iter()).for_each(&mut f);
@@ -139,6 +158,9 @@ pub(crate) struct IndexSide {
     /// while cloning the `Arc`.
     attached: RwLock<Arc<Attached>>,
     bytes: AtomicUsize,
+    /// The smallest sequence number added to the memtable (`u64::MAX`
+    /// while empty).
+    min_seq: AtomicU64,
 }
 
 impl IndexSide {
@@ -149,7 +171,14 @@ impl IndexSide {
                 fields: Fields::new([]),
             })),
             bytes: AtomicUsize::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// The smallest sequence number of the memtable's entries (`None` if
+    /// empty): with the memtable's largest, the range of its writes.
+    pub fn min_seq(&self) -> Option<SeqNo> {
+        Some(self.min_seq.load(Relaxed)).filter(|s| *s != u64::MAX)
     }
 
     fn current(&self) -> Arc<Attached> {
@@ -202,6 +231,33 @@ impl IndexSide {
         Some(out)
     }
 
+    /// The range of index `id`'s values in this memtable (every version):
+    /// the memtable's range filter, computed when asked (`filter`).
+    /// `None` if nothing is indexed here.
+    pub fn bounds(&self, id: u32) -> Option<SideBounds> {
+        let att = self.current();
+        let (_, side) = att.indexes.iter().find(|(d, _)| d.id == id)?;
+        match &**side {
+            SideIndex::Scalar(s) => s.bounds().map(|(lo, hi)| SideBounds::Scalar(lo, hi)),
+            SideIndex::Spatial(s) => {
+                let mut out: Option<[f64; 4]> = None;
+                for e in s.iter() {
+                    let Some(m) = e.value().mbr() else { continue };
+                    out = Some(match out {
+                        None => m,
+                        Some(r) => [
+                            r[0].min(m[0]),
+                            r[1].min(m[1]),
+                            r[2].max(m[2]),
+                            r[3].max(m[3]),
+                        ],
+                    });
+                }
+                out.map(SideBounds::Rect)
+            }
+        }
+    }
+
     pub fn query(&self, id: u32, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
         let att = self.current();
         let Some((_, side)) = att.indexes.iter().find(|(d, _)| d.id == id) else {
@@ -225,6 +281,7 @@ impl IndexSide {
 
 impl MemSide for IndexSide {
     fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.min_seq.fetch_min(seq, Relaxed);
         if kind != ValueKind::Value {
             return;
         }
@@ -260,6 +317,22 @@ impl MemSide for IndexSide {
     fn approximate_bytes(&self) -> usize {
         self.bytes.load(Relaxed)
     }
+}
+
+/// The range of one index's values in a memtable ([`IndexSide::bounds`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SideBounds {
+    /// Encoded `[min, max]` of scalar values.
+    Scalar(Vec<u8>, Vec<u8>),
+    /// Bounding rectangle of points or rectangles.
+    Rect([f64; 4]),
+}
+
+/// The range of index `id`'s values in `mem` (see [`IndexSide::bounds`]).
+pub(crate) fn bounds(mem: &strata_lsm::memtable::MemTable, id: u32) -> Option<SideBounds> {
+    mem.side()
+        .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
+        .and_then(|s| s.bounds(id))
 }
 
 /// A memtable entry's value for one index: key, sequence number, value.

@@ -3,8 +3,9 @@
 //!
 //! A strategy is one module implementing [`IndexStrategy`]: `next`
 //! (NEXT), `embedded` (LevelDB++ §3), `memory` (the Eager baseline),
-//! `composite` (Luo & Carey §3–4), `deli` (DELI) and `posting`
-//! (LevelDB++ §4, eager and lazy). The framework parses each record's JSON
+//! `composite` (Luo & Carey §3–4), `deli` (DELI), `posting`
+//! (LevelDB++ §4, eager and lazy) and `filter` (Luo & Carey §3 range
+//! filters). The framework parses each record's JSON
 //! once, routes the engine's events to the strategies that ask for them
 //! ([`WritePath`], [`IndexStrategy::table_builder`],
 //! [`IndexStrategy::wants_dropped`]), carries each strategy's per-version
@@ -36,7 +37,7 @@ use std::sync::Arc;
 
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::{Error, Result};
-use strata_lsm::hooks::InstallEvent;
+use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::SeqNo;
 use strata_lsm::sstable::BlockHandle;
 use strata_lsm::version::{FileMetaData, Version};
@@ -73,6 +74,10 @@ pub enum StrategyKind {
     /// `posting-lazy`: stand-alone posting lists appended with merge
     /// operands (LevelDB++ §4, Lazy).
     PostingLazy,
+    /// `filter`: a range filter (min/max, bounding box) per component;
+    /// queries scan the components whose filter intersects the predicate
+    /// (Luo & Carey §3).
+    Filter,
     /// `perseid`: a PS-Tree in a page file of its own, maintained blindly
     /// and validated by hybrid hash tables (PERSEID §4.2–4.3).
     Perseid,
@@ -80,7 +85,7 @@ pub enum StrategyKind {
 
 impl StrategyKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [StrategyKind; 8] = [
+    pub const ALL: [StrategyKind; 9] = [
         StrategyKind::Next,
         StrategyKind::Memory,
         StrategyKind::Embedded,
@@ -88,6 +93,7 @@ impl StrategyKind {
         StrategyKind::Deli,
         StrategyKind::PostingEager,
         StrategyKind::PostingLazy,
+        StrategyKind::Filter,
         StrategyKind::Perseid,
     ];
 
@@ -101,6 +107,7 @@ impl StrategyKind {
             StrategyKind::Deli => "deli",
             StrategyKind::PostingEager => "posting-eager",
             StrategyKind::PostingLazy => "posting-lazy",
+            StrategyKind::Filter => "filter",
             StrategyKind::Perseid => "perseid",
         }
     }
@@ -189,6 +196,15 @@ pub(crate) trait IndexStrategy: Send + Sync {
         false
     }
 
+    /// True if the write leader calls [`IndexStrategy::apply`] for every
+    /// batch: every [`WritePath::Sync`] strategy, and a
+    /// [`WritePath::Tables`] strategy that also keeps state of its own per
+    /// write (`filter` with `maintain=eager`: the old values that widen
+    /// the next flushed table's filter).
+    fn applies_batches(&self) -> bool {
+        self.write_path() == WritePath::Sync
+    }
+
     /// Which records a batch overwrites [`IndexStrategy::apply`] needs.
     fn needs_current(&self) -> NeedsCurrent {
         NeedsCurrent::No
@@ -203,8 +219,9 @@ pub(crate) trait IndexStrategy: Send + Sync {
 
     // ---- tables and compactions ------------------------------------------
 
-    /// A builder of this index's structures for table `file`.
-    fn table_builder(&self, _file: u64) -> Option<Box<dyn TableIndexBuilder>> {
+    /// A builder of this index's structures for the table `ctx` describes
+    /// (its file number, flush or compaction, the compaction's inputs).
+    fn table_builder(&self, _ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
         None
     }
 

@@ -76,6 +76,9 @@ pub const STRATEGIES: &[&str] = &[
     "deli",
     "posting-eager",
     "posting-lazy",
+    "filter",
+    "filter[maintain=validation]",
+    "filter[maintain=eager]",
     "perseid",
 ];
 

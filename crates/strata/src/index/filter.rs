@@ -1,0 +1,1290 @@
+//! Range filters (Luo & Carey, "Efficient Data Ingestion and Query
+//! Processing for LSM-Based Storage Systems", PVLDB 2019: §3 range filters
+//! and their maintenance, §5 the Mutable-bitmap strategy; evaluated in
+//! §6.4.2).
+//!
+//! No index entries at all: every component carries a *range filter* of
+//! the indexed attribute — the minimum and maximum encoded value for
+//! scalars, the bounding rectangle for points and rectangles. A table's
+//! filter is computed while the table is written and stored in one meta
+//! block `filter.<id>` (format: `docs/format/filter.md`), decoded into
+//! the per-version index state at install; a memtable's filter is the
+//! range of its side structure's values, taken when a query asks. A query
+//! pins one snapshot, walks the components newest first (memtables, L0
+//! newest first, then L1, L2, …), skips every component whose filter does
+//! not intersect the predicate, and scans the others entry by entry,
+//! re-extracting the attribute of each key's visible version.
+//!
+//! The difficulty is reconciliation: a record matching the predicate in an
+//! older component may have a newer version (another value, or a
+//! tombstone) in a newer component whose filter does not intersect the
+//! predicate, so that component is never read. The paper's maintenance
+//! strategies, chosen by the parameter `maintain`:
+//!
+//! * `validation`: filters hold only the component's own values; a
+//!   candidate found in a table is validated by a point lookup of its key
+//!   at the snapshot (memtables first, in memory; then the tables, Bloom
+//!   filters first) — valid only if it is the key's newest version. (The
+//!   paper's Validation reconciles by scanning every newer component
+//!   instead, which gives up pruning for old data.)
+//! * `eager`: every write looks up the record it overwrites
+//!   (`needs_current`), and the old attribute value *widens* the filter of
+//!   the component receiving the write. Invariant (for every key `k`, and
+//!   every pair of versions of `k` in different tables, the newer in table
+//!   `N`): `filter(N)` contains the attribute of the version just older
+//!   than `N`'s. So whenever an older version matches, the table holding
+//!   the next newer version is scanned too, and by induction every newer
+//!   version of the key is seen before it: the newest version seen in the
+//!   scanned tables (components walked newest first, a key's versions never
+//!   out of order across them) is the key's newest version in all tables,
+//!   and no lookup is needed. Memtables are always checked exactly, in
+//!   memory. A flush widens the table with the old values recorded for the
+//!   keys it writes (including versions the flush drops); a compaction
+//!   output takes the widening of every input table whose key range
+//!   overlaps its own (a superset of what its kept entries need).
+//! * `mutable-bitmap` (§5, the default): every write looks up the record
+//!   it replaces (the same batched lookup as `eager`; Strata has no
+//!   separate primary-key index, see below) and *marks* that version as
+//!   deleted. Filters then follow new values only (no widening), and a
+//!   scan skips marked versions: no reconciliation, no lookups.
+//!
+//! Mutable-bitmap, as built. The paper keeps one bitmap per disk component
+//! indexed by entry position and mutates it in place. Here a mark is the
+//! pair (deleted version's sequence number → deleting write's sequence
+//! number): sequence numbers are unique, so a mark identifies its entry in
+//! whatever table holds it now — the same bit, addressed by version
+//! instead of by position. Consequences:
+//! * *Snapshot rule (the invariant).* A query at snapshot `S` treats a
+//!   version as deleted iff it has a mark whose deleting write is `<= S`.
+//!   Every write marks its key's newest version before it is published
+//!   (under the sync guard, like every synchronous index), so every
+//!   version superseded at `S` is marked by then, and none that is live at
+//!   `S` is (a mark made by a write newer than `S` is ignored).
+//! * *Flushes and compactions.* A mark set while a flush or compaction
+//!   rewrites the version it names applies to the new table unchanged:
+//!   there is no position to translate, so no bit can be lost and neither
+//!   the paper's Lock nor its Side-file method is needed.
+//! * *Checkpoint and recovery.* A mark lives with the write that made it:
+//!   in RAM (and the WAL, as that write) until the write's memtable is
+//!   flushed, then in that table's `filter.<id>` block, which the flush
+//!   writes before the WAL files are retired. Compactions carry the marks
+//!   of their inputs to the output holding the key, dropping those whose
+//!   deleted version the compaction dropped. At open the marks are read
+//!   from every table and the WAL replay marks again what its writes
+//!   replace (the lookup the replay does plays the paper's "update bit").
+//! * *Locating the old version.* The paper searches a primary-key index
+//!   (keys only) instead of reading records. Strata's batched lookup reads
+//!   the record's data block (usually cached, and Bloom filters skip the
+//!   tables without the key); only its sequence number is used.
+//! * Within a session the RAM map of marks only grows (16 bytes a mark
+//!   plus hashing overhead); a reopen loads only the marks tables still
+//!   hold.
+//!
+//! Top-K walks the components newest first and skips a table once K valid
+//! results newer than its newest entry are known (as `embedded` does).
+
+#![deny(clippy::indexing_slicing)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+
+use strata_lsm::cache::TableCache;
+use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use strata_lsm::error::{Error, Result};
+use strata_lsm::hooks::{InstallEvent, InstallReason, TableContext, TableReason};
+use strata_lsm::key::{self, SeqNo, ValueKind};
+use strata_lsm::memtable::{MemGet, MemTable};
+use strata_lsm::sstable::BlockHandle;
+use strata_lsm::version::{FileMetaData, Version};
+
+use super::def::Attrs;
+use super::embedded::{key_type_byte, Zone};
+use super::results::Results;
+use super::side::{self, SideBounds};
+use super::strategy::{
+    BuildMethod, Current, IndexStrategy, NeedsCurrent, OpenCx, QueryCx, StrategyKind,
+    TableIndexBuilder, VersionSlot, WritePath,
+};
+use super::tables::{self, TableMap};
+use super::value::{intersects, IndexValue, KeyType, Predicate};
+use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile};
+
+const FORMAT_VERSION: u8 = 1;
+/// Flag: the block holds the table's own zone.
+const FLAG_OWN: u8 = 1;
+/// Flag: the block holds the eager widening zone.
+const FLAG_WIDEN: u8 = 2;
+/// Flag: the block holds deletion marks (mutable-bitmap).
+const FLAG_MARKS: u8 = 4;
+
+/// Name of the meta block of index `index_id` in a table.
+pub fn block_name(index_id: u32) -> String {
+    format!("filter.{index_id}")
+}
+
+/// How filters stay correct under updates and deletes (the paper's
+/// maintenance strategies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Maintain {
+    /// Old values looked up on every write widen the new component's filter.
+    Eager,
+    /// No lookups on write; candidates validated by a point lookup.
+    Validation,
+    /// Writes mark the version they replace as deleted; filters follow
+    /// new values only and scans skip marked versions.
+    MutableBitmap,
+}
+
+/// Parses the parameters of a `filter` index: `maintain`.
+pub(crate) fn parse_params(params: &[(String, String)]) -> Result<Maintain> {
+    let mut maintain = Maintain::MutableBitmap;
+    for (k, v) in params {
+        match (k.as_str(), v.as_str()) {
+            ("maintain", "eager") => maintain = Maintain::Eager,
+            ("maintain", "validation") => maintain = Maintain::Validation,
+            ("maintain", "mutable-bitmap") => maintain = Maintain::MutableBitmap,
+            ("maintain", _) => {
+                return Err(Error::invalid(format!(
+                    "filter: maintain must be mutable-bitmap, eager or validation, not {v:?}"
+                )))
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown parameter {k:?} for strategy filter (known: maintain)"
+                )))
+            }
+        }
+    }
+    Ok(maintain)
+}
+
+/// One table's range filter, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TableFilter {
+    /// Indexed values in the table (every version of every record).
+    pub values: u64,
+    /// The range of the table's own values.
+    pub own: Option<Zone>,
+    /// Eager: the range of the old values of the keys the table holds
+    /// newer versions of (see the module invariant).
+    pub widen: Option<Zone>,
+    /// `own` ∪ `widen`: what queries test.
+    pub filter: Option<Zone>,
+    /// Mutable-bitmap: deletion marks (key, deleted version, deleting
+    /// write) of the writes this table holds, and those carried from
+    /// compaction inputs; sorted by key.
+    pub marks: Vec<Mark>,
+    /// Bytes of the meta block.
+    pub disk_bytes: u64,
+}
+
+fn union(a: Option<&Zone>, b: Option<&Zone>) -> Option<Zone> {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let mut z = a.clone();
+            z.widen(b);
+            Some(z)
+        }
+        (Some(z), None) | (None, Some(z)) => Some(z.clone()),
+        (None, None) => None,
+    }
+}
+
+fn widen_into(slot: &mut Option<Zone>, z: &Zone) {
+    match slot {
+        Some(s) => s.widen(z),
+        None => *slot = Some(z.clone()),
+    }
+}
+
+/// Encodes one table's meta block (`docs/format/filter.md`).
+pub(crate) fn encode(
+    ty: KeyType,
+    values: u64,
+    own: Option<&Zone>,
+    widen: Option<&Zone>,
+    marks: &[Mark],
+) -> Vec<u8> {
+    let mut flags = 0;
+    if !marks.is_empty() {
+        flags |= FLAG_MARKS;
+    }
+    if own.is_some() {
+        flags |= FLAG_OWN;
+    }
+    if widen.is_some() {
+        flags |= FLAG_WIDEN;
+    }
+    let mut out = vec![FORMAT_VERSION, key_type_byte(ty), flags];
+    put_varint64(&mut out, values);
+    for z in [own, widen].into_iter().flatten() {
+        z.encode(&mut out);
+    }
+    if !marks.is_empty() {
+        put_varint64(&mut out, marks.len() as u64);
+        for (key, old, new) in marks {
+            put_length_prefixed(&mut out, key);
+            put_varint64(&mut out, *old);
+            put_varint64(&mut out, *new);
+        }
+    }
+    out
+}
+
+/// Decodes a meta block written by [`encode`] for an index of type
+/// `expect`; `ctx` names the block in errors.
+pub(crate) fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableFilter> {
+    let bad = |what: &str| Error::corruption(format!("bad range filter block ({ctx}): {what}"));
+    let disk_bytes = src.len() as u64;
+    let mut byte = |what: &str| -> Result<u8> {
+        let (&b, rest) = src.split_first().ok_or_else(|| bad(what))?;
+        src = rest;
+        Ok(b)
+    };
+    if byte("empty")? != FORMAT_VERSION {
+        return Err(bad("unknown version"));
+    }
+    if byte("truncated key type")? != key_type_byte(expect) {
+        return Err(bad("key type differs from the index definition"));
+    }
+    let flags = byte("truncated flags")?;
+    if flags & !(FLAG_OWN | FLAG_WIDEN | FLAG_MARKS) != 0 {
+        return Err(bad("unknown flags"));
+    }
+    let values = get_varint64(&mut src).ok_or_else(|| bad("truncated value count"))?;
+    if (values > 0) != (flags & FLAG_OWN != 0) {
+        return Err(bad("value count and own zone disagree"));
+    }
+    let own = if flags & FLAG_OWN != 0 {
+        Some(Zone::decode(&mut src, expect, &bad)?)
+    } else {
+        None
+    };
+    let widen = if flags & FLAG_WIDEN != 0 {
+        Some(Zone::decode(&mut src, expect, &bad)?)
+    } else {
+        None
+    };
+    let mut marks = Vec::new();
+    if flags & FLAG_MARKS != 0 {
+        let n = get_varint64(&mut src).ok_or_else(|| bad("truncated mark count"))?;
+        if n == 0 {
+            return Err(bad("mark flag without marks"));
+        }
+        // Each mark takes at least 3 bytes: no allocation beyond the input.
+        marks.reserve(n.min(src.len() as u64 / 3) as usize);
+        for _ in 0..n {
+            let key = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated mark key"))?;
+            let old = get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?;
+            let new = get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?;
+            if old >= new {
+                return Err(bad("mark deletes a version not older than the write"));
+            }
+            if marks
+                .last()
+                .is_some_and(|(k, _, _): &Mark| k.as_slice() > key)
+            {
+                return Err(bad("marks out of key order"));
+            }
+            marks.push((key.to_vec(), old, new));
+        }
+    }
+    if !src.is_empty() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok(TableFilter {
+        marks,
+        values,
+        filter: union(own.as_ref(), widen.as_ref()),
+        own,
+        widen,
+        disk_bytes,
+    })
+}
+
+/// The filters of one index in one version: each live table's.
+#[derive(Default, Clone)]
+pub(crate) struct FilterGlobal {
+    pub tables: TableMap<TableFilter>,
+    /// Eager: the largest sequence number flushed to a table of this (or
+    /// an earlier) version; the old values recorded for writes up to it
+    /// are in table filters and can be forgotten.
+    pub flushed_seq: SeqNo,
+}
+
+impl FilterGlobal {
+    fn memory_bytes(&self) -> usize {
+        self.tables
+            .values()
+            .map(|t| {
+                std::mem::size_of::<TableFilter>()
+                    + [&t.own, &t.widen, &t.filter]
+                        .iter()
+                        .map(|z| z.as_ref().map_or(0, Zone::heap_bytes))
+                        .sum::<usize>()
+                    + t.marks
+                        .iter()
+                        .map(|m| std::mem::size_of::<Mark>() + m.0.len())
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+}
+
+/// Eager: the old values of writes not yet in a table filter, by key:
+/// (sequence number of the write, the attribute of the record it replaced).
+type Widening = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, IndexValue)>>>>;
+
+/// A deletion mark: user key, sequence number of the version deleted, and
+/// of the write (put or delete) that replaced it.
+pub(crate) type Mark = (Vec<u8>, SeqNo, SeqNo);
+
+/// Mutable-bitmap: the marks made by writes not yet in a table, by key:
+/// (deleting write, deleted version).
+type PendingMarks = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, SeqNo)>>>>;
+
+/// Mutable-bitmap: every deletion mark known (deleted version → deleting
+/// write), from the tables at open and from the writes since. The
+/// sequence number identifies a version in whatever table holds it, so a
+/// mark made while a flush or compaction rewrites that version applies
+/// to the new table as well (nothing to carry over, no lock).
+type MarkMap = Arc<RwLock<HashMap<SeqNo, SeqNo>>>;
+
+/// A compaction's input marks, by key (shared by its outputs).
+type InputMarks = HashMap<Vec<u8>, Vec<(SeqNo, SeqNo)>>;
+
+/// A zone with the user-key range of the table it belongs to (smallest,
+/// largest).
+type RangedZone = (Vec<u8>, Vec<u8>, Zone);
+
+/// The `filter` strategy of one index.
+pub(crate) struct Filter {
+    id: u32,
+    name: String,
+    ty: KeyType,
+    maintain: Maintain,
+    tables: Arc<TableCache>,
+    pending: tables::Pending<TableFilter>,
+    widening: Widening,
+    pending_marks: PendingMarks,
+    marks: MarkMap,
+    /// The table filters of the latest installed version: a compaction's
+    /// inputs are found here (eager widening of its outputs).
+    latest: Mutex<TableMap<TableFilter>>,
+    scanned: AtomicU64,
+    skipped: AtomicU64,
+}
+
+impl Filter {
+    /// Parameters: `maintain` (see [`parse_params`]).
+    pub fn open(cx: &OpenCx<'_>) -> Result<Filter> {
+        Ok(Filter {
+            id: cx.id,
+            name: cx.spec.name.clone(),
+            ty: cx.spec.key_type,
+            maintain: parse_params(cx.params)?,
+            tables: cx.tables.clone(),
+            pending: Arc::default(),
+            widening: Arc::default(),
+            pending_marks: Arc::default(),
+            marks: Arc::default(),
+            latest: Mutex::default(),
+            scanned: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        })
+    }
+
+    /// Reads and decodes this index's meta block in table `f` (`None` if
+    /// the table was written before the index existed).
+    fn read_table(&self, f: &FileMetaData) -> Result<Option<TableFilter>> {
+        let t = self.tables.get(f.number, f.file_size)?;
+        let name = block_name(self.id);
+        let Some(bytes) = t.meta_block(&name)? else {
+            return Ok(None);
+        };
+        decode(&bytes, self.ty, &format!("table {} block {name}", f.number)).map(Some)
+    }
+
+    /// Eager: the widening zones of a compaction's inputs, with their user
+    /// key ranges.
+    fn input_widening(&self, inputs: &[Arc<FileMetaData>]) -> Result<Vec<RangedZone>> {
+        let mut out = Vec::new();
+        for f in inputs {
+            let known = lock(&self.latest).get(&f.number).cloned();
+            let tf = match known {
+                Some(t) => t,
+                None => match self.read_table(f)? {
+                    Some(t) => Arc::new(t),
+                    // Written before the index existed: built by a full
+                    // compaction, which leaves no key in two tables.
+                    None => continue,
+                },
+            };
+            if let Some(z) = &tf.widen {
+                out.push((
+                    key::user_key(&f.smallest).to_vec(),
+                    key::user_key(&f.largest).to_vec(),
+                    z.clone(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Mutable-bitmap: the marks of a compaction's inputs, by key.
+    fn input_marks(&self, inputs: &[Arc<FileMetaData>]) -> Result<InputMarks> {
+        let mut out = InputMarks::new();
+        for f in inputs {
+            let known = lock(&self.latest).get(&f.number).cloned();
+            let tf = match known {
+                Some(t) => t,
+                None => match self.read_table(f)? {
+                    Some(t) => Arc::new(t),
+                    None => continue,
+                },
+            };
+            for (k, old, new) in &tf.marks {
+                out.entry(k.clone()).or_default().push((*old, *new));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Mutable-bitmap (§5.2): each write marks the version it replaces
+    /// (found by the batched lookup of the records the batch overwrites;
+    /// an earlier put of the same batch counts). Every superseded version
+    /// gets exactly one mark, by its immediate successor; a tombstone is
+    /// never a candidate and is not marked.
+    fn mark(&self, ops: &[OpRef<'_>], current: &Current<'_>) {
+        let mut latest: HashMap<&[u8], Option<SeqNo>> = HashMap::new();
+        let mut pending = lock(&self.pending_marks);
+        let mut marks = write(&self.marks);
+        for &(seq, key, new) in ops {
+            let old = match latest.remove(key) {
+                Some(earlier) => earlier,
+                None => match current.get(key) {
+                    Some(Some((s, _))) => Some(*s),
+                    _ => None,
+                },
+            };
+            if let Some(old) = old {
+                pending.entry(key.to_vec()).or_default().push((seq, old));
+                marks.insert(old, seq);
+            }
+            latest.insert(key, new.map(|_| seq));
+        }
+    }
+
+    fn global(&self, tables: TableMap<TableFilter>, flushed_seq: SeqNo) -> VersionSlot {
+        lock(&self.latest).clone_from(&tables);
+        Arc::new(FilterGlobal {
+            tables,
+            flushed_seq,
+        })
+    }
+}
+
+/// Builds one table's range filter while the table is written.
+struct Builder {
+    id: u32,
+    ty: KeyType,
+    file: u64,
+    pending: tables::Pending<TableFilter>,
+    /// Eager flush: the recorded old values.
+    flush_widening: Option<Widening>,
+    /// Eager compaction: the inputs' widening zones and key ranges, or the
+    /// error reading them (reported by `finish`).
+    input_widening: Result<Vec<RangedZone>>,
+    /// Mutable-bitmap flush: the marks made by writes, and the smallest
+    /// sequence number of the memtable flushed (its writes' marks are those
+    /// with a deleting write from there on; `0` if unknown).
+    flush_marks: Option<(PendingMarks, SeqNo)>,
+    /// Mutable-bitmap compaction: the inputs' marks, or the error reading
+    /// them (reported by `finish`).
+    input_marks: Option<Arc<std::result::Result<InputMarks, String>>>,
+    values: u64,
+    own: Option<Zone>,
+    widen: Option<Zone>,
+    first_key: Option<Vec<u8>>,
+    last_key: Vec<u8>,
+    /// The current key's sequence numbers in this table.
+    key_seqs: Vec<SeqNo>,
+    /// The current key's marks (deleted version, deleting write) that
+    /// reach this table.
+    key_marks: Vec<(SeqNo, SeqNo)>,
+    /// The marks kept, in key order.
+    marks: Vec<Mark>,
+}
+
+impl Builder {
+    /// Keeps the current key's marks that may still matter: those deleting
+    /// a version this table holds, and the oldest (which deletes the
+    /// newest version of an older table, if one is left). The others
+    /// delete versions this flush or compaction dropped. This relies on
+    /// `key_marks` being the marks of the writes whose versions the
+    /// flush's memtable or the compaction's inputs held: a key's versions
+    /// in a compaction's inputs are consecutive (any older version is in
+    /// a deeper level), so those marks chain from the oldest input version
+    /// up, the first deleting the newest version below the inputs. With a
+    /// flush whose memtable range is unknown (`conservative`), every mark
+    /// deleting a version older than the table's is kept.
+    fn close_key(&mut self) {
+        if self.key_marks.is_empty() {
+            self.key_seqs.clear();
+            return;
+        }
+        self.key_marks.sort_unstable();
+        self.key_marks.dedup();
+        let root = self.key_marks.first().map(|m| m.0);
+        let conservative = self.flush_marks.as_ref().is_some_and(|(_, f)| *f == 0);
+        let oldest = self.key_seqs.iter().copied().min().unwrap_or(0);
+        for &(old, new) in &self.key_marks {
+            if Some(old) == root || self.key_seqs.contains(&old) || (conservative && old < oldest) {
+                self.marks.push((self.last_key.clone(), old, new));
+            }
+        }
+        self.key_marks.clear();
+        self.key_seqs.clear();
+    }
+}
+
+impl TableIndexBuilder for Builder {
+    fn add(&mut self, user_key: &[u8], seq: SeqNo, _block: BlockHandle, attr: Option<IndexValue>) {
+        if self.first_key.is_none() || self.last_key.as_slice() != user_key {
+            // The key's first entry: its newest version in this table.
+            if self.first_key.is_none() {
+                self.first_key = Some(user_key.to_vec());
+            } else {
+                self.close_key();
+            }
+            self.last_key.clear();
+            self.last_key.extend_from_slice(user_key);
+            if let Some((m, floor)) = &self.flush_marks {
+                // As for widening: the marks of the writes this flush holds.
+                if let Some(recs) = lock(m).get(user_key) {
+                    for &(new, old) in recs {
+                        if *floor <= new && new <= seq {
+                            self.key_marks.push((old, new));
+                        }
+                    }
+                }
+            }
+            if let Some(Ok(m)) = self.input_marks.as_deref() {
+                if let Some(recs) = m.get(user_key) {
+                    self.key_marks.extend_from_slice(recs);
+                }
+            }
+            if let Some(w) = &self.flush_widening {
+                // Every version of the key this flush writes or drops is at
+                // most `seq`; later writes are in a newer memtable.
+                if let Some(recs) = lock(w).get(user_key) {
+                    for (s, v) in recs {
+                        if *s <= seq {
+                            widen_into(&mut self.widen, &Zone::of(v, &v.encode()));
+                        }
+                    }
+                }
+            }
+        }
+        self.key_seqs.push(seq);
+        if let Some(v) = attr {
+            self.values += 1;
+            widen_into(&mut self.own, &Zone::of(&v, &v.encode()));
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>> {
+        let inputs = std::mem::replace(&mut self.input_widening, Ok(Vec::new()))?;
+        if let Some(Err(e)) = self.input_marks.as_deref() {
+            return Err(Error::Background(format!(
+                "filter: reading the marks of the compaction's inputs: {e}"
+            )));
+        }
+        if self.first_key.is_some() {
+            self.close_key();
+        }
+        if let Some(first) = &self.first_key {
+            let last = self.last_key.as_slice();
+            for (lo, hi, z) in &inputs {
+                if lo.as_slice() <= last && first.as_slice() <= hi.as_slice() {
+                    widen_into(&mut self.widen, z);
+                }
+            }
+        }
+        let name = block_name(self.id);
+        let marks = std::mem::take(&mut self.marks);
+        let bytes = encode(
+            self.ty,
+            self.values,
+            self.own.as_ref(),
+            self.widen.as_ref(),
+            &marks,
+        );
+        // What a reopen will read: decode the bytes rather than keep a
+        // second, unchecked copy.
+        let t = decode(
+            &bytes,
+            self.ty,
+            &format!("table {} block {name}", self.file),
+        )?;
+        lock(&self.pending).insert(self.file, Arc::new(t));
+        Ok(vec![(name, bytes)])
+    }
+}
+
+impl IndexStrategy for Filter {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Filter
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Tables
+    }
+
+    fn applies_batches(&self) -> bool {
+        self.maintain != Maintain::Validation
+    }
+
+    fn needs_current(&self) -> NeedsCurrent {
+        match self.maintain {
+            Maintain::Eager | Maintain::MutableBitmap => NeedsCurrent::All,
+            Maintain::Validation => NeedsCurrent::No,
+        }
+    }
+
+    /// Eager: records each overwritten record's attribute with the write
+    /// (an earlier operation of the same batch counts as the old record).
+    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
+        match self.maintain {
+            Maintain::Eager => {}
+            Maintain::MutableBitmap => {
+                self.mark(ops, current);
+                return Ok(());
+            }
+            Maintain::Validation => return Ok(()),
+        }
+        let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
+        let mut w = lock(&self.widening);
+        for &(seq, key, new) in ops {
+            let old = match latest.remove(key) {
+                Some(earlier) => earlier,
+                None => match current.get(key) {
+                    Some(Some((_, raw))) => attrs.get(raw).ok(),
+                    _ => None,
+                },
+            };
+            if let Some(v) = old {
+                w.entry(key.to_vec()).or_default().push((seq, v));
+            }
+            latest.insert(key, new.and_then(|raw| attrs.get(raw).ok()));
+        }
+        Ok(())
+    }
+
+    fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
+        let eager = self.maintain == Maintain::Eager;
+        let bitmap = self.maintain == Maintain::MutableBitmap;
+        let flush = ctx.reason == TableReason::Flush;
+        let input_marks = (bitmap && !flush).then(|| {
+            let make = || self.input_marks(&ctx.inputs).map_err(|e| e.to_string());
+            let name = format!("strata.filter.marks.{}", self.id);
+            ctx.scratch
+                .as_ref()
+                .and_then(|sc| sc.get_or_insert_with(&name, make))
+                .unwrap_or_else(|| Arc::new(make()))
+        });
+        Some(Box::new(Builder {
+            id: self.id,
+            ty: self.ty,
+            file: ctx.file_number,
+            pending: self.pending.clone(),
+            flush_widening: (eager && flush).then(|| self.widening.clone()),
+            input_widening: if eager && !flush {
+                self.input_widening(&ctx.inputs)
+            } else {
+                Ok(Vec::new())
+            },
+            flush_marks: (bitmap && flush).then(|| {
+                let floor = ctx
+                    .side
+                    .as_ref()
+                    .and_then(|s| s.as_any().downcast_ref::<side::IndexSide>())
+                    .and_then(|s| s.min_seq())
+                    .unwrap_or(0);
+                (self.pending_marks.clone(), floor)
+            }),
+            input_marks,
+            values: 0,
+            own: None,
+            widen: None,
+            first_key: None,
+            last_key: Vec::new(),
+            key_seqs: Vec::new(),
+            key_marks: Vec::new(),
+            marks: Vec::new(),
+        }))
+    }
+
+    /// See [`tables::install`]. Eager: forgets the old values recorded for
+    /// writes that the previous version's tables hold (a flush installed
+    /// successfully before this install began).
+    fn on_install(
+        &self,
+        prev: Option<&VersionSlot>,
+        ev: &InstallEvent<'_>,
+    ) -> Result<Option<VersionSlot>> {
+        let prev = prev.and_then(|p| p.downcast_ref::<FilterGlobal>());
+        let tables = tables::install(prev.map(|g| &g.tables), ev, &self.pending, |f| {
+            self.read_table(f)
+        })?;
+        let before = prev.map_or(0, |g| g.flushed_seq);
+        let mut flushed_seq = before;
+        if ev.reason == InstallReason::Flush {
+            for (_, f) in ev.added {
+                flushed_seq = flushed_seq.max(f.largest_seq);
+            }
+        }
+        if self.maintain == Maintain::Eager && before > 0 {
+            lock(&self.widening).retain(|_, recs| {
+                recs.retain(|(s, _)| *s > before);
+                !recs.is_empty()
+            });
+        }
+        if self.maintain == Maintain::MutableBitmap && before > 0 {
+            lock(&self.pending_marks).retain(|_, recs| {
+                recs.retain(|(new, _)| *new > before);
+                !recs.is_empty()
+            });
+        }
+        Ok(Some(self.global(tables, flushed_seq)))
+    }
+
+    /// See [`tables::recover`].
+    fn on_recover(
+        &self,
+        files: &[(usize, Arc<FileMetaData>)],
+        ready: bool,
+    ) -> Result<Option<VersionSlot>> {
+        let tables = tables::recover(
+            files,
+            ready,
+            |f| self.read_table(f),
+            |f| {
+                Error::corruption(format!(
+                    "table {} lacks the block {} of ready index {:?}",
+                    f.number,
+                    block_name(self.id),
+                    self.name
+                ))
+            },
+        )?;
+        let flushed_seq = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
+        if self.maintain == Maintain::MutableBitmap {
+            let mut m = write(&self.marks);
+            m.clear();
+            for t in tables.values() {
+                for (_, old, new) in &t.marks {
+                    m.insert(*old, *new);
+                }
+            }
+        }
+        Ok(Some(self.global(tables, flushed_seq)))
+    }
+
+    fn covers(&self, slot: Option<&VersionSlot>, version: &Version) -> bool {
+        let g = slot.and_then(|s| s.downcast_ref::<FilterGlobal>());
+        tables::covers(g.map(|g| &g.tables), version)
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::RewriteTables
+    }
+
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        cx.view.pause();
+        let empty = FilterGlobal::default();
+        let global = cx.slot_as::<FilterGlobal>().unwrap_or(&empty);
+        let mut s = Scan {
+            cx,
+            probe: Probe::new(cx.pred),
+            maintain: self.maintain,
+            marks: (self.maintain == Maintain::MutableBitmap).then(|| self.marks.clone()),
+            acc: Results::new(cx.opts.limit),
+            seen: HashSet::new(),
+            validations: 0,
+            stale: 0,
+            exact: 0,
+            blocks_read: 0,
+            scanned: 0,
+            skipped: 0,
+        };
+        s.memtables();
+        let r = s.tables(global, profile);
+        let c = &cx.def.counters;
+        c.validations.fetch_add(s.validations, Relaxed);
+        c.failed.fetch_add(s.stale, Relaxed);
+        c.exact.fetch_add(s.exact, Relaxed);
+        self.scanned.fetch_add(s.scanned, Relaxed);
+        self.skipped.fetch_add(s.skipped, Relaxed);
+        r?;
+        profile.data_blocks_read += s.blocks_read;
+        profile.candidates = s.validations;
+        profile.stale = s.stale;
+        profile.components_scanned += s.scanned;
+        profile.components_skipped += s.skipped;
+        let (hits, min_blocks, components) = s.acc.finish_with_components();
+        profile.min_data_blocks = min_blocks;
+        profile.components_min = components;
+        Ok(hits)
+    }
+
+    fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats) {
+        let g = slot.and_then(|s| s.downcast_ref::<FilterGlobal>());
+        s.global_entries = g.map_or(0, |g| g.tables.len() as u64);
+        // Mutable-bitmap's map of marks: two sequence numbers and about
+        // one word of hash-table overhead per mark.
+        let marks = read(&self.marks).capacity() * 24;
+        s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64) + marks as u64;
+        s.disk_bytes = g.map_or(0, |g| g.tables.values().map(|t| t.disk_bytes).sum());
+        s.components_scanned = self.scanned.load(Relaxed);
+        s.components_skipped = self.skipped.load(Relaxed);
+    }
+}
+
+/// What a query tests filters with.
+struct Probe {
+    /// Encoded scalar bounds (`[v, v]` for equality).
+    bounds: Option<(Vec<u8>, Vec<u8>)>,
+    /// Spatial window (for equality, the value's MBR).
+    window: Option<[f64; 4]>,
+}
+
+impl Probe {
+    fn new(pred: &Predicate) -> Probe {
+        let bounds = pred.scalar_bounds();
+        Probe {
+            window: if bounds.is_some() {
+                None
+            } else {
+                pred.window()
+            },
+            bounds,
+        }
+    }
+
+    fn scalar(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.bounds
+            .as_ref()
+            .is_some_and(|(a, b)| lo <= b.as_slice() && a.as_slice() <= hi)
+    }
+
+    fn zone(&self, z: &Zone) -> bool {
+        match z {
+            Zone::Scalar(lo, hi) => self.scalar(lo, hi),
+            Zone::Rect(r) => self.window.is_some_and(|w| intersects(r, &w)),
+        }
+    }
+
+    fn side(&self, b: &SideBounds) -> bool {
+        match b {
+            SideBounds::Scalar(lo, hi) => self.scalar(lo, hi),
+            SideBounds::Rect(r) => self.window.is_some_and(|w| intersects(r, &w)),
+        }
+    }
+}
+
+/// The newest entry of `key` at `snapshot` in `mems` (newest first).
+fn newest_in_mems(mems: &[Arc<MemTable>], key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
+    mems.iter().find_map(|m| m.get(key, snapshot))
+}
+
+/// One query's walk over the components.
+struct Scan<'a, 'v> {
+    cx: &'a QueryCx<'v>,
+    probe: Probe,
+    maintain: Maintain,
+    /// Mutable-bitmap: the deletion marks.
+    marks: Option<MarkMap>,
+    acc: Results,
+    /// Eager: keys whose visible version was found in a scanned table
+    /// (that version is the key's newest in the tables).
+    seen: HashSet<Vec<u8>>,
+    validations: u64,
+    stale: u64,
+    exact: u64,
+    blocks_read: u64,
+    scanned: u64,
+    skipped: u64,
+}
+
+impl Scan<'_, '_> {
+    fn keep(&self, value: Vec<u8>) -> Option<Vec<u8>> {
+        (!self.cx.opts.keys_only).then_some(value)
+    }
+
+    /// Memtables, newest first, each through its side structure when its
+    /// filter intersects; every match is validated exactly against the
+    /// memtables up to its own.
+    fn memtables(&mut self) {
+        let view = self.cx.view;
+        let id = self.cx.def.id;
+        let snapshot = view.snapshot;
+        for (i, m) in view.mems.iter().enumerate() {
+            // A memtable holding no indexed value is no component of the
+            // index (not counted).
+            let Some(b) = side::bounds(m, id) else {
+                continue;
+            };
+            if !self.probe.side(&b) {
+                self.skipped += 1;
+                continue;
+            }
+            self.scanned += 1;
+            for (key, seq) in side::candidates(m, id, self.cx.pred) {
+                if seq > snapshot || self.acc.full_before(seq) {
+                    continue;
+                }
+                self.validations += 1;
+                let newer = view.mems.get(..=i).unwrap_or_default();
+                match newest_in_mems(newer, &key, snapshot) {
+                    Some(MemGet::Value(s, v)) if s == seq => {
+                        let v = self.keep(v);
+                        self.acc.push(key, seq, v, None);
+                    }
+                    _ => self.stale += 1,
+                }
+            }
+        }
+    }
+
+    /// True if `(key, seq)`, the visible version of `key` in a table, is
+    /// the key's newest version at the snapshot.
+    fn valid(&mut self, key: &[u8], seq: SeqNo) -> Result<bool> {
+        let view = self.cx.view;
+        if self.maintain == Maintain::MutableBitmap {
+            // Not marked at the snapshot (checked by the scan): newest.
+            return Ok(true);
+        }
+        // Every memtable version is newer than every table version.
+        if newest_in_mems(&view.mems, key, view.snapshot).is_some() {
+            return Ok(false);
+        }
+        if self.maintain == Maintain::Eager {
+            // The module invariant: every newer table version was scanned
+            // (and `seen`) first.
+            return Ok(true);
+        }
+        self.exact += 1;
+        let newest = view.version.get(view.tables, key, view.snapshot)?;
+        Ok(newest.is_some_and(|f| f.seq == seq))
+    }
+
+    /// Tables: L0 newest first, then L1, L2, …; a table is scanned when
+    /// its filter intersects the predicate.
+    fn tables(&mut self, global: &FilterGlobal, profile: &mut QueryProfile) -> Result<()> {
+        let view = self.cx.view;
+        let snapshot = view.snapshot;
+        let version = Arc::clone(&view.version);
+        for files in &version.levels {
+            for f in files {
+                if f.smallest_seq > snapshot {
+                    continue;
+                }
+                // Top K: every entry here is older than K known results.
+                if self.acc.full_before(f.largest_seq) {
+                    profile.tables_skipped += 1;
+                    continue;
+                }
+                let Some(tf) = global.tables.get(&f.number) else {
+                    return Err(Error::corruption(format!(
+                        "filter index {:?} has no range filter for live table {}",
+                        self.cx.def.spec.name, f.number
+                    )));
+                };
+                if !tf.filter.as_ref().is_some_and(|z| self.probe.zone(z)) {
+                    self.skipped += 1;
+                    continue;
+                }
+                self.scanned += 1;
+                self.scan_table(f)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every entry of table `f`: each key's visible version at the
+    /// snapshot; the puts that match are validated.
+    fn scan_table(&mut self, f: &FileMetaData) -> Result<()> {
+        let view = self.cx.view;
+        let snapshot = view.snapshot;
+        let t = view.tables.get(f.number, f.file_size)?;
+        let mut last: Option<Vec<u8>> = None;
+        let mut visible_seen = false;
+        let eager = self.maintain == Maintain::Eager;
+        let marks = self.marks.clone();
+        for h in t.data_block_handles()? {
+            self.blocks_read += 1;
+            let entries = t.read_data_block_entries(h)?;
+            // Held for one block: writers mark between blocks.
+            let marks = marks.as_ref().map(|m| read(m));
+            for (key, seq, kind, value) in entries {
+                if last.as_deref() != Some(key.as_slice()) {
+                    last = Some(key.clone());
+                    visible_seen = false;
+                }
+                // A version newer than the snapshot hides nothing; an
+                // older one after the visible version is shadowed by it.
+                if seq > snapshot || visible_seen {
+                    continue;
+                }
+                visible_seen = true;
+                if eager && !self.seen.insert(key.clone()) {
+                    continue;
+                }
+                // Mutable-bitmap: deleted by a write the snapshot sees.
+                if marks
+                    .as_ref()
+                    .is_some_and(|m| m.get(&seq).is_some_and(|new| *new <= snapshot))
+                {
+                    continue;
+                }
+                if kind != ValueKind::Value || self.acc.full_before(seq) {
+                    continue;
+                }
+                match self.cx.def.extract(&value, None) {
+                    Ok(v) if self.cx.pred.matches(&v) => {}
+                    _ => continue,
+                }
+                self.validations += 1;
+                if !self.valid(&key, seq)? {
+                    self.stale += 1;
+                    continue;
+                }
+                let value = self.keep(value);
+                self.acc.push(key, seq, value, Some((f.number, h.offset)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Db, IndexSpec, Options, QueryOptions};
+
+    fn zones(ty: KeyType) -> (Zone, Zone) {
+        let v = |x: f64| match ty {
+            KeyType::I64 => IndexValue::I64(x as i64),
+            KeyType::F64 => IndexValue::F64(x),
+            KeyType::String => IndexValue::Str(format!("w{x}")),
+            KeyType::Point => IndexValue::Point([x, -x]),
+            KeyType::Rect => IndexValue::Rect([x, 0.0, x + 2.0, 3.0]),
+        };
+        let z = |a: f64, b: f64| {
+            let (a, b) = (v(a), v(b));
+            let mut z = Zone::of(&a, &a.encode());
+            z.widen(&Zone::of(&b, &b.encode()));
+            z
+        };
+        (z(1.0, 5.0), z(3.0, 9.0))
+    }
+
+    #[test]
+    fn codec_roundtrip_and_rejects_damage() {
+        for ty in KeyType::ALL {
+            let (own, widen) = zones(ty);
+            let marks: Vec<Mark> = vec![
+                (b"a".to_vec(), 3, 9),
+                (b"a".to_vec(), 9, 12),
+                (b"bb".to_vec(), 1, 300),
+            ];
+            for (values, o, w, m) in [
+                (7, Some(&own), Some(&widen), &marks[..0]),
+                (7, Some(&own), None, &marks[..]),
+                (0, None, Some(&widen), &marks[..1]),
+                (0, None, None, &marks[..0]),
+                (0, None, None, &marks[..]),
+            ] {
+                let bytes = encode(ty, values, o, w, m);
+                let t = decode(&bytes, ty, "test").unwrap();
+                assert_eq!(t.values, values);
+                assert_eq!(t.own.as_ref(), o);
+                assert_eq!(t.widen.as_ref(), w);
+                assert_eq!(t.marks, m);
+                assert_eq!(t.filter, union(o, w));
+                assert_eq!(t.disk_bytes, bytes.len() as u64);
+                for cut in 0..bytes.len() {
+                    assert!(decode(&bytes[..cut], ty, "test")
+                        .unwrap_err()
+                        .is_corruption());
+                }
+                let mut extra = bytes.clone();
+                extra.push(0);
+                assert!(decode(&extra, ty, "test").is_err());
+                for at in 0..bytes.len() {
+                    for x in [0x01, 0x40, 0x80, 0xff] {
+                        let mut b = bytes.clone();
+                        b[at] ^= x;
+                        let _ = decode(&b, ty, "test");
+                    }
+                }
+            }
+            let bytes = encode(ty, 7, Some(&own), None, &[]);
+            // Header: version, type, flags, value count.
+            assert_eq!(&bytes[..4], &[1, key_type_byte(ty), FLAG_OWN, 7]);
+            for (at, v) in [(0, 2u8), (2, 8), (2, FLAG_WIDEN), (2, FLAG_MARKS), (3, 0)] {
+                let mut b = bytes.clone();
+                b[at] = v;
+                assert!(decode(&b, ty, "test").is_err(), "{ty:?} byte {at} = {v}");
+            }
+            // Marks: out of key order, or deleting a version not older than
+            // the write.
+            for bad in [
+                vec![(b"b".to_vec(), 1, 2), (b"a".to_vec(), 1, 2)],
+                vec![(b"a".to_vec(), 5, 5)],
+            ] {
+                assert!(decode(&encode(ty, 0, None, None, &bad), ty, "test").is_err());
+            }
+            let other = if ty == KeyType::I64 {
+                KeyType::F64
+            } else {
+                KeyType::I64
+            };
+            assert!(decode(&bytes, other, "test").is_err());
+        }
+    }
+
+    #[test]
+    fn params() {
+        let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        assert_eq!(parse_params(&[]).unwrap(), Maintain::MutableBitmap);
+        assert_eq!(
+            parse_params(&p("maintain", "eager")).unwrap(),
+            Maintain::Eager
+        );
+        assert_eq!(
+            parse_params(&p("maintain", "validation")).unwrap(),
+            Maintain::Validation
+        );
+        assert_eq!(
+            parse_params(&p("maintain", "mutable-bitmap")).unwrap(),
+            Maintain::MutableBitmap
+        );
+        assert!(parse_params(&p("maintain", "lazy")).is_err());
+        assert!(parse_params(&p("bits_per_key", "1")).is_err());
+    }
+
+    fn doc(t: i64) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({ "t": t, "pad": "x".repeat(30) })).unwrap()
+    }
+
+    fn open(dir: &std::path::Path, maintain: &str) -> Db {
+        let opts = Options::small_for_tests()
+            .background_work(false)
+            .l0_compaction_trigger(20)
+            .l0_slowdown_trigger(40)
+            .l0_stop_trigger(60);
+        let db = Db::open(dir, opts).unwrap();
+        db.create_index(
+            IndexSpec::field("by_t", "t", KeyType::I64)
+                .strategy("filter")
+                .param("maintain", maintain),
+        )
+        .unwrap();
+        db
+    }
+
+    fn q(db: &Db, lo: i64, hi: i64) -> (Vec<Vec<u8>>, QueryProfile) {
+        let (hits, p) = db
+            .query_profiled(
+                "by_t",
+                &Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi)),
+                QueryOptions::default().keys_only(true),
+            )
+            .unwrap();
+        let mut keys: Vec<Vec<u8>> = hits.into_iter().map(|h| h.key).collect();
+        keys.sort();
+        (keys, p)
+    }
+
+    /// Time-ordered values in separate tables: a range query reads only the
+    /// tables whose filter intersects it.
+    #[test]
+    fn filters_skip_tables() {
+        for maintain in ["eager", "validation", "mutable-bitmap"] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open(dir.path(), maintain);
+            for batch in 0..4i64 {
+                for i in 0..20i64 {
+                    let t = batch * 100 + i;
+                    db.put(format!("k{t:04}").as_bytes(), &doc(t)).unwrap();
+                }
+                db.flush().unwrap();
+            }
+            let (keys, p) = q(&db, 205, 210);
+            assert_eq!(keys.len(), 6, "{maintain}");
+            assert_eq!(p.components_scanned, 1, "{maintain}: {p:?}");
+            assert_eq!(p.components_skipped, 3, "{maintain}: {p:?}");
+            let (keys, p) = q(&db, 1000, 2000);
+            assert!(keys.is_empty());
+            assert_eq!((p.components_scanned, p.data_blocks_read), (0, 0), "{p:?}");
+        }
+    }
+
+    /// An update moves a key's attribute out of an old table's range: the
+    /// new table's filter does not intersect the old value, and the old
+    /// version must not be returned. Eager widens the new table with the
+    /// old value (so it is scanned); validation looks the key up.
+    #[test]
+    fn updates_and_deletes_reconcile() {
+        for maintain in ["eager", "validation", "mutable-bitmap"] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open(dir.path(), maintain);
+            for i in 0..20i64 {
+                db.put(format!("k{i:04}").as_bytes(), &doc(i)).unwrap();
+            }
+            db.flush().unwrap();
+            // Keys 0..5 move to 1000+, 5..8 are deleted, in a newer table.
+            for i in 0..5i64 {
+                db.put(format!("k{i:04}").as_bytes(), &doc(1000 + i))
+                    .unwrap();
+            }
+            for i in 5..8i64 {
+                db.delete(format!("k{i:04}").as_bytes()).unwrap();
+            }
+            db.flush().unwrap();
+            let (keys, p) = q(&db, 0, 19);
+            assert_eq!(keys.len(), 12, "{maintain}: {keys:?}");
+            assert!(keys.iter().all(|k| k.as_slice() >= b"k0008".as_slice()));
+            let info = db.indexes();
+            let st = &info[0].stats;
+            if maintain == "eager" {
+                // The newer table holds the old values in its filter.
+                assert_eq!(p.components_scanned, 2, "{p:?}");
+                assert_eq!(st.exact_checks, 0, "no lookups: {st:?}");
+            } else if maintain == "mutable-bitmap" {
+                // The old versions are marked: one table, no lookups.
+                assert_eq!(p.components_scanned, 1, "{p:?}");
+                assert_eq!(st.exact_checks, 0, "no lookups: {st:?}");
+            } else {
+                assert_eq!(p.components_scanned, 1, "{p:?}");
+                assert!(st.exact_checks >= 20, "{st:?}");
+            }
+            let (keys, _) = q(&db, 1000, 1010);
+            assert_eq!(keys.len(), 5);
+            // The same after a reopen and a compaction.
+            drop(db);
+            let db = Db::open(
+                dir.path(),
+                Options::small_for_tests().background_work(false),
+            )
+            .unwrap();
+            assert_eq!(q(&db, 0, 19).0.len(), 12);
+            db.compact_range(None, None).unwrap();
+            assert_eq!(q(&db, 0, 19).0.len(), 12);
+            assert_eq!(q(&db, 1000, 1010).0.len(), 5);
+        }
+    }
+}
