@@ -82,6 +82,9 @@ pub struct SystemOptions {
     pub direct_io: bool,
     /// fsync every write (off in every benchmark unless stated).
     pub sync: bool,
+    /// Index queries return keys only (index-only queries, PERSEID §5.2.2);
+    /// systems that cannot skip the records ignore it.
+    pub keys_only: bool,
 }
 
 impl Default for SystemOptions {
@@ -90,6 +93,7 @@ impl Default for SystemOptions {
             cache_bytes: 8 << 20,
             direct_io: false,
             sync: false,
+            keys_only: false,
         }
     }
 }

@@ -69,6 +69,10 @@ pub struct OutputArgs {
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
     #[arg(long)]
     pub direct_io: bool,
+    /// Index-only queries: Strata systems return keys without fetching the
+    /// records (PERSEID §5.2.2); peers fetch them anyway.
+    #[arg(long)]
+    pub keys_only: bool,
     /// Output directory (created).
     #[arg(long)]
     pub out: PathBuf,
@@ -149,6 +153,7 @@ impl From<OutputArgs> for Output {
         Output {
             cache_mb: a.cache_mb,
             direct_io: a.direct_io,
+            keys_only: a.keys_only,
             out: a.out,
             work_dir: a.work_dir,
         }

@@ -27,7 +27,8 @@ pub enum IndexCommand {
         /// `composite` (secondary LSM tree; --param mode=sync|validation,
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,
         /// `filter` (per-table range filters; --param
-        /// maintain=mutable-bitmap|validation|eager).
+        /// maintain=mutable-bitmap|validation|eager), `perseid` (PS-Tree in a
+        /// page file, hybrid validation).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`

@@ -40,6 +40,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("eager", "memory"),
     ("standalone", "composite"),
     ("range-filter", "filter"),
+    ("ps-tree", "perseid"),
 ];
 
 /// A parsed system name.
@@ -198,6 +199,8 @@ mod tests {
             ("strata:posting-lazy", "posting-lazy"),
             ("strata:Range-Filter", "filter"),
             ("strata:filter", "filter"),
+            ("strata:PS-Tree", "perseid"),
+            ("strata:perseid", "perseid"),
         ] {
             let n = p(alias);
             assert_eq!(n.strategy.as_deref(), Some(target), "{alias}");

@@ -106,6 +106,8 @@ pub struct Output {
     pub cache_mb: u64,
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
     pub direct_io: bool,
+    /// Index-only queries: keys without records (Strata systems).
+    pub keys_only: bool,
     /// Output directory (created).
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
@@ -118,6 +120,7 @@ impl Output {
             cache_bytes: self.cache_mb.saturating_mul(1 << 20),
             direct_io: self.direct_io,
             sync: false,
+            keys_only: self.keys_only,
         }
     }
 }
@@ -140,6 +143,7 @@ impl RunConfig {
             output: Output {
                 cache_mb: 64,
                 direct_io: false,
+                keys_only: false,
                 out,
                 work_dir: None,
             },

@@ -158,6 +158,8 @@ pub struct StrataSystem {
     dir: PathBuf,
     options: Options,
     wopts: WriteOptions,
+    /// Index-only queries (see `SystemOptions::keys_only`).
+    keys_only: bool,
     has_indexes: bool,
     db: Option<Db>,
     /// (key, seq) of the previous query's results, for
@@ -198,6 +200,7 @@ impl StrataSystem {
             dir: dir.to_path_buf(),
             options: options.error_if_exists(false).create_if_missing(false),
             wopts: WriteOptions::default().sync(opts.sync),
+            keys_only: opts.keys_only,
             has_indexes: spec.strategy.is_some() && !decls.is_empty(),
             db: Some(db),
             last_hits: Vec::new(),
@@ -239,7 +242,7 @@ impl BenchSystem for StrataSystem {
     fn query(&mut self, index: &str, q: &Query, top_k: Option<usize>) -> SysResult<QueryStats> {
         let opts = QueryOptions {
             limit: top_k,
-            keys_only: false,
+            keys_only: self.keys_only,
         };
         let (hits, p) = self
             .db()?

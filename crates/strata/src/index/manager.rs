@@ -320,6 +320,7 @@ impl IndexManager {
                 tables: self.tables()?,
                 gate: &self.gate,
                 sides: &self.sides,
+                primary: &self.primary,
             },
         )?;
         debug_assert_eq!(strategy.kind(), kind);

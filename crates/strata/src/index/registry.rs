@@ -19,5 +19,6 @@ pub(crate) fn open(kind: StrategyKind, cx: &OpenCx<'_>) -> Result<Arc<dyn IndexS
         StrategyKind::PostingEager => Arc::new(super::posting::Posting::open(cx, true)?),
         StrategyKind::PostingLazy => Arc::new(super::posting::Posting::open(cx, false)?),
         StrategyKind::Filter => Arc::new(super::filter::Filter::open(cx)?),
+        StrategyKind::Perseid => Arc::new(super::perseid::Perseid::open(cx)?),
     })
 }

@@ -79,11 +79,14 @@ pub enum StrategyKind {
     /// queries scan the components whose filter intersects the predicate
     /// (Luo & Carey §3).
     Filter,
+    /// `perseid`: a PS-Tree in a page file of its own, maintained blindly
+    /// and validated by hybrid hash tables (PERSEID §4.2–4.3).
+    Perseid,
 }
 
 impl StrategyKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [StrategyKind; 8] = [
+    pub const ALL: [StrategyKind; 9] = [
         StrategyKind::Next,
         StrategyKind::Memory,
         StrategyKind::Embedded,
@@ -92,6 +95,7 @@ impl StrategyKind {
         StrategyKind::PostingEager,
         StrategyKind::PostingLazy,
         StrategyKind::Filter,
+        StrategyKind::Perseid,
     ];
 
     /// The name used in [`IndexSpec::strategy`], the CLI and the MANIFEST.
@@ -105,6 +109,7 @@ impl StrategyKind {
             StrategyKind::PostingEager => "posting-eager",
             StrategyKind::PostingLazy => "posting-lazy",
             StrategyKind::Filter => "filter",
+            StrategyKind::Perseid => "perseid",
         }
     }
 
@@ -139,6 +144,9 @@ pub(crate) struct OpenCx<'a> {
     /// ([`BuildMethod::PerTable`]): where a table that lacks this index's
     /// meta blocks may have them instead.
     pub sides: &'a Arc<SideFiles>,
+    /// The primary's handle (WAL syncs of strategies with files of their
+    /// own).
+    pub primary: &'a super::tree::PrimaryHandle,
 }
 
 /// How writes reach a strategy's structure.

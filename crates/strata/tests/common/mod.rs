@@ -79,6 +79,7 @@ pub const STRATEGIES: &[&str] = &[
     "filter",
     "filter[maintain=validation]",
     "filter[maintain=eager]",
+    "perseid",
 ];
 
 /// The index spec of a [`STRATEGIES`] entry: `name` or `name[k=v;k=v]`.

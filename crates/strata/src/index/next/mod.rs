@@ -600,7 +600,9 @@ impl IndexStrategy for Next {
     }
 
     fn table_builder(&self, ctx: &TableContext) -> Option<Box<dyn TableIndexBuilder>> {
-        Some(Box::new(self.builder(ctx.file_number, Some(self.pending.clone()))))
+        Some(Box::new(
+            self.builder(ctx.file_number, Some(self.pending.clone())),
+        ))
     }
 
     fn side_builder(&self, file: u64) -> Option<Box<dyn TableIndexBuilder>> {

@@ -856,6 +856,11 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
                 *c = f64::from_le_bytes(*b);
                 src = rest;
             }
+            // Also rejects NaN, which the R-tree of the global index
+            // cannot order.
+            if !(r.iter().all(|c| c.is_finite()) && r[0] <= r[2] && r[1] <= r[3]) {
+                return Err(bad("envelope with min > max or a non-finite corner"));
+            }
             Envelope::Rect(r)
         } else {
             let lo = get_length_prefixed(&mut src)

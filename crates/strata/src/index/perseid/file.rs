@@ -1,0 +1,573 @@
+//! The page file: where the PS-Tree and the persistent validation table
+//! live on disk (format: `docs/format/perseid.md`).
+//!
+//! Our machines have no persistent memory, so the paper's mapped PM pool
+//! becomes pages cached in RAM and a file written through the engine's
+//! [`Fs`] (fault injection and simulated power loss reach it), with an
+//! explicit flush (write + fsync) as the persistence barrier. The file is
+//! a log of checksummed records in *groups*: `Begin`, then pages, freed
+//! pages, SKey-layer and persistent-table records, then `Commit` with the
+//! checkpoint (every primary write at or below it is in the group or
+//! before). A group takes effect only if its `Commit` is read back intact;
+//! a *full* group (a snapshot of everything) replaces all state before
+//! it. Nothing is written between flushes, so a crash loses exactly the
+//! changes since the last commit, which the primary's WAL still holds.
+//!
+//! Files are `perseid-<n>.log`, read in order of `n`. A flush appends a
+//! delta group to the active file, or, when the log has grown to 1.5
+//! times the live size (or after a torn tail, an error, or a rebuild), writes a
+//! full group to a new file and then removes the older ones. A new file
+//! is fsynced and its directory too before the flush returns.
+
+#![deny(clippy::indexing_slicing)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_lsm::coding::masked_crc;
+use strata_lsm::error::{Error, Result};
+use strata_lsm::io::{Fs, WritableFile};
+use strata_lsm::key::SeqNo;
+
+use super::pkey::{Page, PageId, PageKind, Ptr};
+use super::validation::PEntry;
+
+const MAGIC: &[u8; 8] = b"PERSEID\0";
+/// Version of the file format; a file of another version fails its
+/// checks (and the index is rebuilt from the primary).
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+const K_HEADER: u8 = 1;
+const K_BEGIN: u8 = 2;
+const K_PAGE: u8 = 3;
+const K_FREE: u8 = 4;
+const K_SKEY: u8 = 5;
+const K_PK: u8 = 6;
+const K_COMMIT: u8 = 7;
+
+/// What a `Commit` record carries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Commit {
+    /// Every primary write with a sequence number at or below it is
+    /// reflected in the state up to this group.
+    pub checkpoint: SeqNo,
+    /// Largest rectangle half-extents indexed (spatial queries).
+    pub extent: [f64; 2],
+}
+
+/// One decoded record of a group.
+pub(crate) enum Rec {
+    Page(PageId, Page),
+    Free(PageId),
+    SKey(Vec<u8>, Option<Ptr>),
+    Pk(Vec<u8>, Option<PEntry>),
+}
+
+/// A committed group read back: full or delta, its records, its commit.
+pub(crate) struct GroupRead {
+    pub full: bool,
+    pub records: Vec<Rec>,
+    pub commit: Commit,
+}
+
+/// Encodes one group's records.
+pub(crate) struct GroupWriter {
+    buf: Vec<u8>,
+    records: u32,
+}
+
+fn frame(buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
+    let mut body = Vec::with_capacity(payload.len() + 1);
+    body.push(kind);
+    body.extend_from_slice(payload);
+    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&masked_crc(&body).to_le_bytes());
+    buf.extend_from_slice(&body);
+}
+
+fn put_bytes(p: &mut Vec<u8>, b: &[u8]) {
+    p.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    p.extend_from_slice(b);
+}
+
+impl GroupWriter {
+    pub fn new(full: bool) -> GroupWriter {
+        let mut g = GroupWriter {
+            buf: Vec::new(),
+            records: 0,
+        };
+        frame(&mut g.buf, K_BEGIN, &[full as u8]);
+        g
+    }
+
+    pub fn page(&mut self, id: PageId, page: &Page) {
+        let mut p = Vec::with_capacity(page.data.len() + 16);
+        p.extend_from_slice(&id.to_le_bytes());
+        p.push(page.kind as u8);
+        p.extend_from_slice(&(page.cap as u32).to_le_bytes());
+        put_bytes(&mut p, &page.data);
+        frame(&mut self.buf, K_PAGE, &p);
+        self.records += 1;
+    }
+
+    pub fn free(&mut self, id: PageId) {
+        frame(&mut self.buf, K_FREE, &id.to_le_bytes());
+        self.records += 1;
+    }
+
+    pub fn skey(&mut self, skey: &[u8], ptr: Option<Ptr>) {
+        let mut p = Vec::with_capacity(skey.len() + 13);
+        put_bytes(&mut p, skey);
+        p.push(ptr.is_some() as u8);
+        p.extend_from_slice(&ptr.unwrap_or(0).to_le_bytes());
+        frame(&mut self.buf, K_SKEY, &p);
+        self.records += 1;
+    }
+
+    pub fn pk(&mut self, pk: &[u8], e: Option<PEntry>) {
+        let mut p = Vec::with_capacity(pk.len() + 18);
+        put_bytes(&mut p, pk);
+        p.push(e.is_some() as u8);
+        let e = e.unwrap_or(PEntry {
+            seq: 0,
+            n: 0,
+            has_entry: false,
+        });
+        p.extend_from_slice(&e.seq.to_le_bytes());
+        p.extend_from_slice(&e.n.to_le_bytes());
+        p.push(e.has_entry as u8);
+        frame(&mut self.buf, K_PK, &p);
+        self.records += 1;
+    }
+
+    /// Closes the group.
+    pub fn commit(mut self, c: &Commit) -> Vec<u8> {
+        let mut p = Vec::with_capacity(28);
+        p.extend_from_slice(&c.checkpoint.to_le_bytes());
+        p.extend_from_slice(&c.extent[0].to_le_bytes());
+        p.extend_from_slice(&c.extent[1].to_le_bytes());
+        p.extend_from_slice(&self.records.to_le_bytes());
+        frame(&mut self.buf, K_COMMIT, &p);
+        self.buf
+    }
+}
+
+/// A bounds-checked reader of a record's payload.
+struct Cur<'a>(&'a [u8]);
+
+impl<'a> Cur<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (a, b) = self.0.split_at_checked(n)?;
+        self.0 = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1)?.first().copied()
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn f64(&mut self) -> Option<f64> {
+        Some(f64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn end(&self) -> Option<()> {
+        self.0.is_empty().then_some(())
+    }
+}
+
+/// The next record of `b` at `*at`: kind and payload; `None` at the end
+/// or at a record that is cut short or fails its checksum.
+fn next_record<'a>(b: &'a [u8], at: &mut usize) -> Option<(u8, &'a [u8])> {
+    let mut c = Cur(b.get(*at..)?);
+    let len = c.u32()? as usize;
+    let crc = c.u32()?;
+    let body = c.take(len)?;
+    if len == 0 || masked_crc(body) != crc {
+        return None;
+    }
+    *at += 8 + len;
+    let (&kind, payload) = body.split_first()?;
+    Some((kind, payload))
+}
+
+fn decode(kind: u8, p: &[u8]) -> Option<Rec> {
+    let mut c = Cur(p);
+    let rec = match kind {
+        K_PAGE => {
+            let id = c.u32()?;
+            let kind = PageKind::from_u8(c.u8()?).ok()?;
+            let cap = c.u32()? as usize;
+            let data = c.bytes()?.to_vec();
+            Rec::Page(id, Page { kind, cap, data })
+        }
+        K_FREE => Rec::Free(c.u32()?),
+        K_SKEY => {
+            let sk = c.bytes()?.to_vec();
+            let present = c.u8()? != 0;
+            let ptr = c.u64()?;
+            Rec::SKey(sk, present.then_some(ptr))
+        }
+        K_PK => {
+            let pk = c.bytes()?.to_vec();
+            let present = c.u8()? != 0;
+            let e = PEntry {
+                seq: c.u64()?,
+                n: c.u32()?,
+                has_entry: c.u8()? != 0,
+            };
+            Rec::Pk(pk, present.then_some(e))
+        }
+        _ => return None,
+    };
+    c.end()?;
+    Some(rec)
+}
+
+/// How one file read back.
+pub(crate) struct FileRead {
+    pub groups: Vec<GroupRead>,
+    /// Bytes after the last committed group that do not form one (a flush
+    /// cut by a crash).
+    pub torn: bool,
+}
+
+/// Reads one file: its header must name this format, `key_type` and
+/// `number`; then every committed group.
+pub(crate) fn read_file(b: &[u8], key_type: u8, number: u64) -> Result<FileRead> {
+    let mut at = 0;
+    let header_ok = next_record(b, &mut at).and_then(|(kind, p)| {
+        let mut c = Cur(p);
+        (kind == K_HEADER
+            && c.take(8)? == MAGIC
+            && c.u32()? == FORMAT_VERSION
+            && c.u8()? == key_type
+            && c.u64()? == number)
+            .then_some(())
+    });
+    if header_ok.is_none() {
+        // A file is created and its header written in one flush: a bad
+        // header is a torn creation (an empty file), or a foreign one.
+        return Ok(FileRead {
+            groups: Vec::new(),
+            torn: !b.is_empty(),
+        });
+    }
+    let mut groups = Vec::new();
+    let mut committed = at;
+    'groups: while let Some((kind, p)) = next_record(b, &mut at) {
+        if kind != K_BEGIN {
+            return Err(Error::corruption(format!(
+                "perseid file {number}: record of kind {kind} outside a group"
+            )));
+        }
+        let full = p.first().copied().unwrap_or(0) != 0;
+        let mut records = Vec::new();
+        loop {
+            let Some((kind, p)) = next_record(b, &mut at) else {
+                break 'groups;
+            };
+            if kind == K_COMMIT {
+                let mut c = Cur(p);
+                let commit = (|| {
+                    let checkpoint = c.u64()?;
+                    let extent = [c.f64()?, c.f64()?];
+                    let n = c.u32()?;
+                    c.end()?;
+                    (n as usize == records.len()).then_some(Commit { checkpoint, extent })
+                })()
+                .ok_or_else(|| {
+                    Error::corruption(format!("perseid file {number}: bad commit record"))
+                })?;
+                groups.push(GroupRead {
+                    full,
+                    records,
+                    commit,
+                });
+                committed = at;
+                break;
+            }
+            let rec = decode(kind, p).ok_or_else(|| {
+                Error::corruption(format!(
+                    "perseid file {number}: bad record of kind {kind} at byte {at}"
+                ))
+            })?;
+            records.push(rec);
+        }
+    }
+    Ok(FileRead {
+        groups,
+        torn: committed < b.len(),
+    })
+}
+
+fn file_name(n: u64) -> String {
+    format!("perseid-{n:06}.log")
+}
+
+fn parse_name(name: &str) -> Option<u64> {
+    name.strip_prefix("perseid-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
+/// The files of one index and the active one (appended to).
+pub(crate) struct Store {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    key_type: u8,
+    /// Live files, by number, with their sizes.
+    files: Vec<(u64, u64)>,
+    active: Option<Box<dyn WritableFile>>,
+    next_number: u64,
+    /// The next flush writes a full group to a new file.
+    pub needs_full: bool,
+    /// Bytes of the last full group (0: none since open).
+    last_full: u64,
+}
+
+/// The committed groups of an index's files, in order.
+pub(crate) struct Recovered {
+    pub groups: Vec<GroupRead>,
+}
+
+impl Store {
+    /// Opens the files in `dir` (created if missing) and reads back every
+    /// committed group. A delta group after a torn tail (the state it
+    /// builds on may be lost) is corruption.
+    /// The outer error is an I/O error listing the files; the inner one a
+    /// file that fails its checks (the store is usable either way).
+    pub fn open(fs: Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<(Store, Result<Recovered>)> {
+        fs.create_dir_all(dir).map_err(|e| {
+            Error::io(
+                format!("{} {}", "create perseid directory", dir.display()),
+                e,
+            )
+        })?;
+        let mut numbers: Vec<u64> = fs
+            .list_dir(dir)
+            .map_err(|e| Error::io(format!("{} {}", "list perseid directory", dir.display()), e))?
+            .into_iter()
+            .filter_map(|n| n.to_str().and_then(parse_name))
+            .collect();
+        numbers.sort_unstable();
+        let mut files = Vec::new();
+        let mut groups = Vec::new();
+        let mut torn = false;
+        let mut any_torn = false;
+        let mut failed: Option<Error> = None;
+        for n in numbers {
+            let path = dir.join(file_name(n));
+            let size = fs
+                .file_size(&path)
+                .map_err(|e| Error::io(format!("size of perseid file {}", path.display()), e))?;
+            files.push((n, size));
+            if failed.is_some() {
+                continue;
+            }
+            let read = fs
+                .open_random(&path, false)
+                .and_then(|f| f.read_at(0, size as usize))
+                .and_then(|b| read_file(&b, key_type, n));
+            let read = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    failed = Some(e);
+                    continue;
+                }
+            };
+            for g in read.groups {
+                if torn && !g.full {
+                    failed = Some(Error::corruption(format!(
+                        "perseid file {n}: a delta group follows a torn flush"
+                    )));
+                    break;
+                }
+                torn = false;
+                groups.push(g);
+            }
+            torn |= read.torn;
+            any_torn |= read.torn;
+        }
+        let next_number = files.last().map_or(1, |(n, _)| n + 1);
+        Ok((
+            Store {
+                fs,
+                dir: dir.to_path_buf(),
+                key_type,
+                files,
+                active: None,
+                next_number,
+                needs_full: any_torn || failed.is_some(),
+                last_full: 0,
+            },
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(Recovered { groups }),
+            },
+        ))
+    }
+
+    /// Bytes of the live files.
+    pub fn file_bytes(&self) -> u64 {
+        self.files.iter().map(|(_, s)| s).sum()
+    }
+
+    /// True if the next flush should write a full group: asked for, or the
+    /// log holds more than 1.5 times the live size (`live`, an estimate,
+    /// or the last full group's size) plus 4 MiB.
+    pub fn wants_full(&self, live: u64) -> bool {
+        self.needs_full || self.file_bytes() > live.max(self.last_full) * 3 / 2 + (4 << 20)
+    }
+
+    /// Writes one encoded group durably (see the module doc). On error
+    /// the active file is abandoned and the next flush writes a full
+    /// group.
+    pub fn write_group(&mut self, group: &[u8], full: bool) -> Result<()> {
+        let r = self.try_write(group, full);
+        if r.is_err() {
+            self.active = None;
+            self.needs_full = true;
+        }
+        r
+    }
+
+    fn try_write(&mut self, group: &[u8], full: bool) -> Result<()> {
+        if full || self.active.is_none() {
+            let n = self.next_number;
+            self.next_number += 1;
+            let path = self.dir.join(file_name(n));
+            let mut f = self.fs.create(&path, true).map_err(|e| {
+                Error::io(format!("{} {}", "create perseid file", path.display()), e)
+            })?;
+            let mut header = Vec::new();
+            let mut p = MAGIC.to_vec();
+            p.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+            p.push(self.key_type);
+            p.extend_from_slice(&n.to_le_bytes());
+            frame(&mut header, K_HEADER, &p);
+            f.write_all(&header)
+                .and_then(|_| f.write_all(group))
+                .and_then(|_| f.flush())
+                .and_then(|_| f.sync_all())
+                .map_err(|e| {
+                    Error::io(format!("{} {}", "write perseid file", path.display()), e)
+                })?;
+            self.fs.sync_dir(&self.dir).map_err(|e| {
+                Error::io(
+                    format!("{} {}", "sync perseid directory", self.dir.display()),
+                    e,
+                )
+            })?;
+            let size = (header.len() + group.len()) as u64;
+            if full {
+                // The new file alone holds the state: the older ones go.
+                for (old, _) in std::mem::take(&mut self.files) {
+                    let _ = self.fs.remove_file(&self.dir.join(file_name(old)));
+                }
+                self.last_full = size;
+                self.needs_full = false;
+            }
+            self.files.push((n, size));
+            self.active = Some(f);
+            return Ok(());
+        }
+        let path = self
+            .files
+            .last()
+            .map(|(n, _)| self.dir.join(file_name(*n)))
+            .unwrap_or_default();
+        let f = self
+            .active
+            .as_mut()
+            .ok_or_else(|| Error::invalid("perseid: no active file"))?;
+        f.write_all(group)
+            .and_then(|_| f.flush())
+            .and_then(|_| f.sync_data())
+            .map_err(|e| {
+                Error::io(
+                    format!("{} {}", "append to perseid file", path.display()),
+                    e,
+                )
+            })?;
+        if let Some(last) = self.files.last_mut() {
+            last.1 += group.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_round_trip_and_torn_tails_are_dropped() {
+        let mut g = GroupWriter::new(true);
+        g.page(
+            3,
+            &Page {
+                kind: PageKind::Normal,
+                cap: 4096,
+                data: vec![1, 2, 3],
+            },
+        );
+        g.skey(b"k", Some(7));
+        g.pk(
+            b"p",
+            Some(PEntry {
+                seq: 9,
+                n: 2,
+                has_entry: true,
+            }),
+        );
+        g.free(4);
+        let commit = Commit {
+            checkpoint: 42,
+            extent: [0.5, 0.25],
+        };
+        let group = g.commit(&commit);
+        let mut file = Vec::new();
+        let mut p = MAGIC.to_vec();
+        p.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        p.push(2);
+        p.extend_from_slice(&5u64.to_le_bytes());
+        frame(&mut file, K_HEADER, &p);
+        file.extend_from_slice(&group);
+        let r = read_file(&file, 2, 5).unwrap();
+        assert!(!r.torn);
+        assert_eq!(r.groups.len(), 1);
+        assert_eq!(r.groups[0].commit, commit);
+        assert!(r.groups[0].full);
+        assert_eq!(r.groups[0].records.len(), 4);
+        // Wrong key type or number: not this index's file.
+        assert!(read_file(&file, 1, 5).unwrap().groups.is_empty());
+        assert!(read_file(&file, 2, 6).unwrap().groups.is_empty());
+        // A second group cut anywhere is dropped; the first survives.
+        let second = GroupWriter::new(false).commit(&Commit {
+            checkpoint: 50,
+            extent: [0.0, 0.0],
+        });
+        for cut in 1..second.len() {
+            let mut f = file.clone();
+            f.extend_from_slice(&second[..cut]);
+            let r = read_file(&f, 2, 5).unwrap();
+            assert!(r.torn);
+            assert_eq!(r.groups.len(), 1);
+        }
+        // A flipped byte inside the committed group: the group is lost.
+        let mut f = file.clone();
+        let i = file.len() - 3;
+        f[i] ^= 1;
+        let r = read_file(&f, 2, 5).unwrap();
+        assert!(r.torn && r.groups.is_empty());
+    }
+}

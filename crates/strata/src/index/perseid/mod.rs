@@ -1,0 +1,539 @@
+//! Strategy `perseid`: PERSEID (Wang et al., "Revisiting Secondary
+//! Indexing in LSM-based Storage Systems with Persistent Memory", USENIX
+//! ATC 2023), §4.2–4.3.
+//!
+//! A PS-Tree (§4.2) kept in a page file of the index's directory: the
+//! SKey layer (`skey`: ordered secondary keys → newest PKey group) over
+//! the PKey layer (`pkey`: pages of groups of log-structured entries, one
+//! chain per secondary key, newest first, regrouped and garbage-collected
+//! by copy-on-write page splits), and hybrid validation (§4.3,
+//! `validation`): a persistent table of primary key → (latest sequence
+//! number, count) and a small volatile table of the keys that may have
+//! obsolete entries. Writes are blind, as in the paper: the write leader
+//! appends each put's entry and notes every write in the tables, without
+//! reading the records a batch overwrites (`NeedsCurrent::No`).
+//!
+//! Queries run at one snapshot `S`, pinned under the sync guard; then they
+//! read the structure under its read lock while writers go on. An entry is
+//! visible if its sequence number is at most `S`; it is validated with the
+//! volatile table only, and when the table reports a newer version than
+//! `S` (a concurrent write) by a point lookup in the primary at `S`. Chains
+//! are ordered newest first, so a top-K query over one or many secondary
+//! keys (a k-way merge by sequence number) stops after K valid entries.
+//! Garbage collection keeps every obsolete entry whose replacing version
+//! is newer than the oldest snapshot a reader may hold.
+//!
+//! Spatial keys: the secondary key is the Hilbert cell of the MBR centre
+//! (`tree::sort_key`, as the stand-alone trees), each entry carries the
+//! exact geometry, and a window query scans the cells of its Hilbert cover
+//! (widened by the largest rectangle half-extent) and refines exactly.
+//!
+//! Durability (`file`): the primary's WAL is the log. [`IndexStrategy::flush`]
+//! — called before the primary installs a flush, after it fsynced its WAL —
+//! syncs the primary's WAL once more (the checkpoint may cover batches
+//! appended since) and writes the changes since the last flush as one
+//! committed group with the checkpoint: the largest sequence number every
+//! write at or below which is reflected. At open the committed groups are
+//! read back, the volatile table is rebuilt from the persistent one (§4.3
+//! Recovery), and the batches the framework replays from the WAL are
+//! applied again except those at or below the checkpoint. If the file fails
+//! its checks, or its checkpoint is below a sequence number the recovered
+//! tables hold (the WAL that covered the gap may be gone), the index is
+//! rebuilt from the primary by a scan.
+//!
+//! RAM: without persistent memory every page, the SKey layer and the
+//! persistent table's working copy stay in RAM (the file is only their
+//! persistence), so the index's DRAM is its whole size (`memory_bytes`),
+//! not the paper's small volatile table. Evicting clean pages (they can be
+//! read back from the file) is the missing step to that target.
+//!
+//! Not built (PERSEID §4.4): sequence-number zone maps for the primary
+//! lookups of non-index-only queries, a tiered compaction policy, and
+//! parallel primary lookups; the records of a non-index-only query are
+//! fetched with the engine's batched lookup at the query's snapshot.
+
+#![deny(clippy::indexing_slicing)]
+
+mod file;
+mod pkey;
+mod skey;
+mod validation;
+
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
+use strata_lsm::version::FileMetaData;
+
+use super::def::Attrs;
+use super::strategy::{
+    self, BuildMethod, Current, IndexStrategy, NeedsCurrent, OpenCx, QueryCx, StrategyKind,
+    VersionSlot, WritePath,
+};
+use super::tree::{self as sortkeys, PrimaryHandle};
+use super::value::{IndexValue, KeyType};
+use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile, SyncGate};
+
+use file::{Commit, GroupWriter, Rec, Store};
+use pkey::{Entry, PsTree};
+use validation::{Validation, Verdict};
+
+/// Bytes of the exact geometry stored with each entry.
+fn geom_len(ty: KeyType) -> usize {
+    match ty {
+        KeyType::Point => 16,
+        KeyType::Rect => 32,
+        _ => 0,
+    }
+}
+
+fn key_code(ty: KeyType) -> u8 {
+    KeyType::ALL.iter().position(|t| *t == ty).unwrap_or(0) as u8
+}
+
+/// The in-RAM state: the PS-Tree, the validation tables, and what the
+/// file has.
+struct State {
+    tree: PsTree,
+    valid: Validation,
+    /// Largest rectangle half-extents indexed.
+    extent: [f64; 2],
+    /// Every write at or below it is reflected (replayed batches at or
+    /// below it are skipped).
+    applied: SeqNo,
+    /// The checkpoint of the last group written.
+    flushed: SeqNo,
+    /// A scan build is running: records arrive out of sequence order and
+    /// nothing is flushed until it ends.
+    building: bool,
+}
+
+impl State {
+    fn new(ty: KeyType) -> State {
+        State {
+            tree: PsTree::new(geom_len(ty)),
+            valid: Validation::default(),
+            extent: [0.0, 0.0],
+            applied: 0,
+            flushed: 0,
+            building: false,
+        }
+    }
+
+    /// Applies one committed group read from the file.
+    fn load(&mut self, ty: KeyType, g: file::GroupRead) -> Result<()> {
+        if g.full {
+            *self = State::new(ty);
+        }
+        for r in g.records {
+            match r {
+                Rec::Page(id, p) => self.tree.load_page(id, p)?,
+                Rec::Free(id) => self.tree.unload_page(id),
+                Rec::SKey(k, p) => self.tree.skeys.load(k, p),
+                Rec::Pk(k, e) => self.valid.load(&k, e),
+            }
+        }
+        self.applied = g.commit.checkpoint;
+        self.flushed = g.commit.checkpoint;
+        self.extent = g.commit.extent;
+        Ok(())
+    }
+
+    /// Checks that every head pointer names a live page (a cheap check of
+    /// the recovered state).
+    fn check(&self) -> Result<()> {
+        for (_, p) in self.tree.skeys.iter() {
+            self.tree.page(pkey::ptr_page(p))?;
+        }
+        Ok(())
+    }
+
+    fn live_bytes(&self) -> u64 {
+        (self.tree.page_bytes() + self.tree.skeys.memory_bytes() + self.valid.memory_bytes().0)
+            as u64
+    }
+}
+
+pub(crate) struct Perseid {
+    ty: KeyType,
+    state: RwLock<State>,
+    /// The page file; held for the whole of a flush (flushes are serial).
+    /// Lock order: `store` before `state`.
+    store: Mutex<Store>,
+    gate: Arc<SyncGate>,
+    primary: PrimaryHandle,
+    /// The file failed its checks or is behind the tables: the framework
+    /// rebuilds the index by a scan at open.
+    rebuild: AtomicBool,
+    /// Entries in the PKey layer.
+    entries: AtomicU64,
+    /// Obsolete entries removed by garbage collection.
+    collected: AtomicU64,
+}
+
+impl Perseid {
+    /// Opens (creating if needed) the page file in `index-<id>/` and reads
+    /// back its committed state. Takes no parameters.
+    pub fn open(cx: &OpenCx<'_>) -> Result<Perseid> {
+        strategy::no_params(StrategyKind::Perseid.name(), cx.params)?;
+        let ty = cx.spec.key_type;
+        let (store, recovered) = Store::open(cx.tree_opts.fs.clone(), cx.dir, key_code(ty))?;
+        let mut state = State::new(ty);
+        let mut rebuild = false;
+        match recovered {
+            Ok(r) => {
+                let loaded = r
+                    .groups
+                    .into_iter()
+                    .try_for_each(|g| state.load(ty, g))
+                    .and_then(|_| state.check());
+                if loaded.is_err() {
+                    rebuild = true;
+                    state = State::new(ty);
+                }
+            }
+            Err(_) => rebuild = true,
+        }
+        state.tree.finish_load();
+        state.valid.rebuild_volatile();
+        // Each key has n - 1 obsolete entries, plus one if its latest
+        // version has an entry.
+        let entries = state
+            .valid
+            .persistent_iter()
+            .map(|(_, e)| (e.n - 1 + e.has_entry as u32) as u64)
+            .sum();
+        let p = Perseid {
+            ty,
+            state: RwLock::new(state),
+            store: Mutex::new(store),
+            gate: cx.gate.clone(),
+            primary: cx.primary.clone(),
+            rebuild: AtomicBool::new(rebuild),
+            entries: AtomicU64::new(entries),
+            collected: AtomicU64::new(0),
+        };
+        if rebuild {
+            lock(&p.store).needs_full = true;
+        }
+        Ok(p)
+    }
+
+    /// The oldest sequence number a reader may read at (0 before the
+    /// primary is open: collect nothing).
+    fn horizon(&self) -> SeqNo {
+        self.gate.primary_clock.get().map_or(0, |c| c().0)
+    }
+
+    fn published(&self) -> SeqNo {
+        self.gate.primary_clock.get().map_or(0, |c| c().1)
+    }
+}
+
+impl IndexStrategy for Perseid {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Perseid
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Sync
+    }
+
+    fn needs_current(&self) -> NeedsCurrent {
+        NeedsCurrent::No
+    }
+
+    /// Blind maintenance (Algorithm 1 and §4.3 Insert): every operation
+    /// updates the validation tables; a put with an attribute appends its
+    /// entry. Operations at or below the state's checkpoint (replayed from
+    /// the WAL, already in the file) are skipped.
+    fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
+        let horizon = self.horizon();
+        let mut st = write(&self.state);
+        let State {
+            tree,
+            valid,
+            extent,
+            applied,
+            building,
+            ..
+        } = &mut *st;
+        let (mut added, mut collected) = (0, 0);
+        for &(seq, pk, new) in ops {
+            if !*building && seq <= *applied {
+                continue;
+            }
+            if seq > pkey::MAX_SEQ {
+                return Err(Error::invalid(format!(
+                    "perseid: sequence number {seq} exceeds the entry format's {}",
+                    pkey::MAX_SEQ
+                )));
+            }
+            let attr = new.and_then(|raw| attrs.counted(raw));
+            valid.write(pk, seq, attr.is_some());
+            if let Some(v) = attr {
+                if let IndexValue::Rect(r) = v {
+                    extent[0] = extent[0].max((r[2] - r[0]) / 2.0);
+                    extent[1] = extent[1].max((r[3] - r[1]) / 2.0);
+                }
+                let entry = Entry {
+                    seq,
+                    obsolete: false,
+                    pk: pk.to_vec(),
+                    geom: sortkeys::geometry(&v),
+                };
+                let s = tree.insert(&sortkeys::sort_key(&v), entry, valid, horizon)?;
+                added += 1;
+                collected += s.collected;
+            }
+            *applied = (*applied).max(seq);
+        }
+        drop(st);
+        self.entries
+            .fetch_update(Relaxed, Relaxed, |e| {
+                Some((e + added).saturating_sub(collected))
+            })
+            .ok();
+        self.collected.fetch_add(collected, Relaxed);
+        Ok(())
+    }
+
+    /// A ready index whose file failed its checks, or whose checkpoint is
+    /// below the newest sequence number in the recovered tables, is
+    /// rebuilt at open.
+    fn on_recover(
+        &self,
+        files: &[(usize, Arc<FileMetaData>)],
+        ready: bool,
+    ) -> Result<Option<VersionSlot>> {
+        let newest = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
+        if ready && read(&self.state).applied < newest {
+            self.rebuild.store(true, Relaxed);
+        }
+        Ok(None)
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::Scan
+    }
+
+    fn rebuilt_at_open(&self) -> bool {
+        self.rebuild.load(Relaxed)
+    }
+
+    fn clear(&self) -> Result<()> {
+        // Lock order: the store before the state (as `flush`), never both
+        // the other way round.
+        let mut store = lock(&self.store);
+        let mut st = write(&self.state);
+        *st = State::new(self.ty);
+        st.building = true;
+        store.needs_full = true;
+        self.entries.store(0, Relaxed);
+        Ok(())
+    }
+
+    /// Sorts every chain (the scan applied records out of order), then
+    /// writes the whole state as a full group.
+    fn after_build(&self) -> Result<()> {
+        {
+            let mut st = write(&self.state);
+            if st.building {
+                st.tree.reorganize()?;
+                st.building = false;
+            }
+        }
+        lock(&self.store).needs_full = true;
+        self.rebuild.store(false, Relaxed);
+        self.flush()
+    }
+
+    fn has_own_files(&self) -> bool {
+        true
+    }
+
+    /// Writes the changes since the last flush as one committed group (see
+    /// the module doc). Nothing is written while a scan build runs.
+    fn flush(&self) -> Result<()> {
+        let mut store = lock(&self.store);
+        let (group, full) = {
+            let mut st = write(&self.state);
+            if st.building {
+                return Ok(());
+            }
+            let checkpoint = st.applied.max(self.published());
+            let st = &mut *st;
+            let clean = st.tree.dirty.is_empty()
+                && st.tree.freed.is_empty()
+                && st.tree.skeys.is_clean()
+                && st.valid.is_clean();
+            if clean && checkpoint == st.flushed && !store.needs_full {
+                return Ok(());
+            }
+            let full = store.wants_full(st.live_bytes());
+            let mut g = GroupWriter::new(full);
+            if full {
+                for (id, p) in st.tree.pages() {
+                    g.page(id, p);
+                }
+                for (k, p) in st.tree.skeys.iter() {
+                    g.skey(k, Some(p));
+                }
+                for (k, e) in st.valid.persistent_iter() {
+                    g.pk(k, Some(*e));
+                }
+                st.tree.skeys.drain_changes(|_, _| {});
+                st.valid.mark_clean();
+            } else {
+                for &id in &st.tree.dirty {
+                    g.page(id, st.tree.page(id)?);
+                }
+                for &id in &st.tree.freed {
+                    g.free(id);
+                }
+                st.tree.skeys.drain_changes(|k, p| g.skey(k, p));
+                st.valid.drain_changes(|k, e| g.pk(k, e));
+            }
+            st.tree.dirty.clear();
+            st.tree.freed.clear();
+            st.applied = checkpoint;
+            st.flushed = checkpoint;
+            let commit = Commit {
+                checkpoint,
+                extent: st.extent,
+            };
+            (g.commit(&commit), full)
+        };
+        // The checkpoint may cover batches appended to the WAL after the
+        // primary's own sync: nothing durable here may be newer than the
+        // durable WAL.
+        if let Some(h) = self.primary.get() {
+            h.sync_wal()?;
+        }
+        store.write_group(&group, full)
+    }
+
+    /// Candidates from the PS-Tree at a snapshot pinned under the sync
+    /// guard, newest first across the chains of every matching secondary
+    /// key, validated by the volatile table (a point lookup in the primary
+    /// when it reports a write newer than the snapshot), then the records
+    /// of the first `limit` valid ones fetched at that snapshot.
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        let (def, view, opts) = (cx.def, cx.view, cx.opts);
+        let (snap, ()) = cx.pin_with(|| ());
+        let at = snap.sequence();
+        let limit = opts.limit.unwrap_or(usize::MAX);
+        let mut found: Vec<(Vec<u8>, SeqNo)> = Vec::new();
+        let (mut validated, mut stale, mut exact) = (0u64, 0u64, 0u64);
+        if limit > 0 {
+            let st = read(&self.state);
+            let tree = &st.tree;
+            let mut cursors = Vec::new();
+            for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
+                for (_, head) in tree.skeys.range(&from, to.as_deref()) {
+                    cursors.push(tree.cursor(head));
+                }
+            }
+            let mut current = Vec::with_capacity(cursors.len());
+            let mut heap = BinaryHeap::with_capacity(cursors.len());
+            for (i, c) in cursors.iter_mut().enumerate() {
+                let e = c.next(tree)?;
+                if let Some(e) = &e {
+                    heap.push((e.seq, i));
+                }
+                current.push(e);
+            }
+            while let Some((_, i)) = heap.pop() {
+                let (Some(e), Some(c)) = (
+                    current.get_mut(i).and_then(|e| e.take()),
+                    cursors.get_mut(i),
+                ) else {
+                    continue;
+                };
+                let next = c.next(tree)?;
+                if let Some(n) = &next {
+                    heap.push((n.seq, i));
+                }
+                if let Some(slot) = current.get_mut(i) {
+                    *slot = next;
+                }
+                if e.seq > at || e.obsolete {
+                    continue;
+                }
+                if self.ty.is_spatial() && !sortkeys::entry_matches(self.ty, cx.pred, e.geom)? {
+                    continue;
+                }
+                validated += 1;
+                let ok = match st.valid.check(e.pk, e.seq, at) {
+                    Verdict::Valid => true,
+                    Verdict::Stale | Verdict::Collectable => false,
+                    Verdict::Newer => {
+                        exact += 1;
+                        let f = (view.fetch)(&[e.pk], at)?;
+                        matches!(f.first(), Some(Some((s, _))) if *s == e.seq)
+                    }
+                };
+                if !ok {
+                    stale += 1;
+                    continue;
+                }
+                found.push((e.pk.to_vec(), e.seq));
+                if found.len() >= limit {
+                    break;
+                }
+            }
+        }
+        def.counters.validations.fetch_add(validated, Relaxed);
+        def.counters.failed.fetch_add(stale, Relaxed);
+        def.counters.exact.fetch_add(exact, Relaxed);
+        profile.candidates += validated;
+        profile.stale += stale;
+        if opts.keys_only {
+            return Ok(found
+                .into_iter()
+                .map(|(key, seq)| Hit {
+                    key,
+                    value: None,
+                    seq,
+                })
+                .collect());
+        }
+        let keys: Vec<&[u8]> = found.iter().map(|(k, _)| k.as_slice()).collect();
+        let before = (view.data_blocks_read)();
+        let fetched = (view.fetch)(&keys, at)?;
+        profile.data_blocks_read += (view.data_blocks_read)().saturating_sub(before);
+        drop(snap);
+        let mut hits = Vec::with_capacity(found.len());
+        for ((key, seq), f) in found.into_iter().zip(fetched) {
+            match f {
+                Some((s, value)) if s == seq => hits.push(Hit {
+                    key,
+                    value: Some(value),
+                    seq,
+                }),
+                other => {
+                    return Err(Error::corruption(format!(
+                        "perseid index {:?} validated key {:?} at seq {seq}, the data has {:?}",
+                        def.spec.name,
+                        String::from_utf8_lossy(&key),
+                        other.map(|(s, _)| s)
+                    )))
+                }
+            }
+        }
+        Ok(hits)
+    }
+
+    fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
+        let st = read(&self.state);
+        let (persistent, volatile) = st.valid.memory_bytes();
+        s.memory_bytes =
+            (st.tree.page_bytes() + st.tree.skeys.memory_bytes() + persistent + volatile) as u64;
+        drop(st);
+        s.global_entries = self.entries.load(Relaxed);
+        s.repaired = self.collected.load(Relaxed);
+        s.disk_bytes = lock(&self.store).file_bytes();
+    }
+}

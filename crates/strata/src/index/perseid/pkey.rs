@@ -1,0 +1,989 @@
+//! The PKey layer of the PS-Tree (PERSEID §4.2.1–4.2.2): pages of PKey
+//! groups, appended log-structured, regrouped and garbage-collected when a
+//! page splits.
+//!
+//! A page is a byte string of groups laid end to end. A *group* holds the
+//! entries of one secondary key: `prev (u64) ‖ n (u32) ‖ skey_len (u32) ‖
+//! skey ‖ n entries`, where `prev` points to the next older group of the
+//! same secondary key ([`NULL`] at the end of the chain). An *entry* is
+//! `pk_len (u32) ‖ word (u64: bit 63 obsolete, bits 0–62 sequence number)
+//! ‖ pk ‖ geometry` (the exact geometry, 16 or 32 bytes, for points and
+//! rectangles, whose secondary key is a Hilbert cell; empty for scalars).
+//! Unlike the paper, a group carries its secondary key: a split then
+//! regroups a page without consulting the SKey layer.
+//!
+//! Invariants (outside a call that holds the layer mutably):
+//! * every chain is ordered newest first (sequence numbers decrease along
+//!   it) — a freshly appended group is newer than all before it, and
+//!   regrouping sorts; a scan build, which applies records out of order,
+//!   ends with [`PsTree::reorganize`];
+//! * a page holds at most one contiguous *section* of any chain in the
+//!   usual case; [`PsTree::split`] finds every section of every chain that
+//!   enters the page and redirects the pointer into it (the SKey layer or
+//!   the `prev` of the group before it), so no pointer dangles;
+//! * `Normal` pages take appends; `Overflow` pages hold one group (the
+//!   older entries of one large chain, written by a split) and are never
+//!   appended to; one is freed when a later split absorbs its group (the
+//!   lazy rule for groups spilling over pages: when more than half its
+//!   entries are collectable).
+//!
+//! Garbage collection removes an entry only if it is obsolete and the
+//! version that replaced it is at or below the oldest snapshot any reader
+//! may use (`horizon`), so no live snapshot loses an entry it needs.
+
+#![deny(clippy::indexing_slicing)]
+
+use std::collections::BTreeSet;
+
+use strata_lsm::error::{Error, Result};
+use strata_lsm::key::SeqNo;
+
+use super::skey::SKeyLayer;
+use super::validation::{FastMap, Validation, Verdict};
+
+/// Nominal page size: a split writes pages of this capacity; one group
+/// larger than a page gets a page of its own size.
+pub(crate) const PAGE_SIZE: usize = 4096;
+/// A regrouped chain keeps at most this many bytes of its newest entries
+/// in a normal page; the rest goes to overflow pages.
+const HEAD_MAX: usize = PAGE_SIZE / 4;
+/// A split fills each new normal page up to this many bytes.
+const FILL: usize = PAGE_SIZE / 2;
+
+pub(crate) type PageId = u32;
+/// A group pointer: page id in the upper 32 bits, byte offset in the lower.
+pub(crate) type Ptr = u64;
+pub(crate) const NULL: Ptr = u64::MAX;
+
+const GROUP_HEADER: usize = 16;
+const ENTRY_HEADER: usize = 12;
+const OBSOLETE: u64 = 1 << 63;
+/// Largest sequence number an entry can hold.
+pub(crate) const MAX_SEQ: SeqNo = OBSOLETE - 1;
+
+pub(crate) fn ptr(page: PageId, off: usize) -> Ptr {
+    ((page as u64) << 32) | (off as u64 & 0xffff_ffff)
+}
+
+pub(crate) fn ptr_page(p: Ptr) -> PageId {
+    (p >> 32) as PageId
+}
+
+fn ptr_off(p: Ptr) -> usize {
+    (p & 0xffff_ffff) as usize
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PageKind {
+    Normal = 0,
+    Overflow = 1,
+}
+
+impl PageKind {
+    pub fn from_u8(b: u8) -> Result<PageKind> {
+        match b {
+            0 => Ok(PageKind::Normal),
+            1 => Ok(PageKind::Overflow),
+            _ => Err(Error::corruption(format!("perseid: bad page kind {b}"))),
+        }
+    }
+}
+
+/// One page: its kind, capacity, and the bytes used (`data.len()`).
+#[derive(Clone, Debug)]
+pub(crate) struct Page {
+    pub kind: PageKind,
+    pub cap: usize,
+    pub data: Vec<u8>,
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::corruption(format!("perseid page: {what}"))
+}
+
+fn u32_at(b: &[u8], off: usize) -> Result<u32> {
+    b.get(off..off + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or_else(|| corrupt("truncated field"))
+}
+
+fn u64_at(b: &[u8], off: usize) -> Result<u64> {
+    b.get(off..off + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| corrupt("truncated field"))
+}
+
+/// A decoded group header.
+pub(crate) struct Group<'a> {
+    pub prev: Ptr,
+    pub n: u32,
+    pub skey: &'a [u8],
+    /// Offset of the first entry.
+    pub entries: usize,
+}
+
+/// One entry as stored.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryRef<'a> {
+    pub seq: SeqNo,
+    pub obsolete: bool,
+    pub pk: &'a [u8],
+    pub geom: &'a [u8],
+}
+
+/// An owned entry (for regrouping).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Entry {
+    pub seq: SeqNo,
+    pub obsolete: bool,
+    pub pk: Vec<u8>,
+    pub geom: Vec<u8>,
+}
+
+impl Entry {
+    fn size(&self) -> usize {
+        ENTRY_HEADER + self.pk.len() + self.geom.len()
+    }
+}
+
+pub(crate) fn group_at(page: &[u8], off: usize) -> Result<Group<'_>> {
+    let prev = u64_at(page, off)?;
+    let n = u32_at(page, off + 8)?;
+    let sl = u32_at(page, off + 12)? as usize;
+    let skey = page
+        .get(off + GROUP_HEADER..off + GROUP_HEADER + sl)
+        .ok_or_else(|| corrupt("truncated secondary key"))?;
+    Ok(Group {
+        prev,
+        n,
+        skey,
+        entries: off + GROUP_HEADER + sl,
+    })
+}
+
+/// The entry at `off` and the offset after it.
+pub(crate) fn entry_at(page: &[u8], off: usize, geom_len: usize) -> Result<(EntryRef<'_>, usize)> {
+    let pk_len = u32_at(page, off)? as usize;
+    let word = u64_at(page, off + 4)?;
+    let start = off + ENTRY_HEADER;
+    let pk = page
+        .get(start..start + pk_len)
+        .ok_or_else(|| corrupt("truncated primary key"))?;
+    let geom = page
+        .get(start + pk_len..start + pk_len + geom_len)
+        .ok_or_else(|| corrupt("truncated geometry"))?;
+    Ok((
+        EntryRef {
+            seq: word & MAX_SEQ,
+            obsolete: word & OBSOLETE != 0,
+            pk,
+            geom,
+        },
+        start + pk_len + geom_len,
+    ))
+}
+
+/// Offset just past the group at `off`.
+fn group_end(page: &[u8], off: usize, geom_len: usize) -> Result<usize> {
+    let g = group_at(page, off)?;
+    let mut at = g.entries;
+    for _ in 0..g.n {
+        at = entry_at(page, at, geom_len)?.1;
+    }
+    Ok(at)
+}
+
+fn encode_group(out: &mut Vec<u8>, prev: Ptr, skey: &[u8], entries: &[Entry]) {
+    out.extend_from_slice(&prev.to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(skey.len() as u32).to_le_bytes());
+    out.extend_from_slice(skey);
+    for e in entries {
+        out.extend_from_slice(&(e.pk.len() as u32).to_le_bytes());
+        let word = e.seq | if e.obsolete { OBSOLETE } else { 0 };
+        out.extend_from_slice(&word.to_le_bytes());
+        out.extend_from_slice(&e.pk);
+        out.extend_from_slice(&e.geom);
+    }
+}
+
+fn group_size(skey: &[u8], entries: &[Entry]) -> usize {
+    GROUP_HEADER + skey.len() + entries.iter().map(Entry::size).sum::<usize>()
+}
+
+/// Where the pointer to a section lives.
+#[derive(Clone, Copy, Debug)]
+enum Referrer {
+    /// The SKey layer's head pointer of the secondary key.
+    Head,
+    /// The `prev` field of the group at this pointer.
+    Prev(Ptr),
+}
+
+/// The PS-Tree: PKey pages and the SKey layer over them.
+pub(crate) struct PsTree {
+    pub geom_len: usize,
+    pages: Vec<Option<Page>>,
+    free: Vec<PageId>,
+    pub skeys: SKeyLayer,
+    /// Pages changed or created since the last flush, and pages freed.
+    pub dirty: BTreeSet<PageId>,
+    pub freed: BTreeSet<PageId>,
+    /// Bytes of all pages' capacities (DRAM and file).
+    page_bytes: usize,
+}
+
+/// What one split or reorganization did.
+#[derive(Default, Debug, Clone, Copy)]
+pub(crate) struct SplitStats {
+    /// Obsolete entries removed.
+    pub collected: u64,
+}
+
+impl PsTree {
+    pub fn new(geom_len: usize) -> PsTree {
+        PsTree {
+            geom_len,
+            pages: Vec::new(),
+            free: Vec::new(),
+            skeys: SKeyLayer::default(),
+            dirty: BTreeSet::new(),
+            freed: BTreeSet::new(),
+            page_bytes: 0,
+        }
+    }
+
+    /// Bytes of the pages (their capacities).
+    pub fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    #[cfg(test)]
+    pub fn page_count(&self) -> usize {
+        self.pages.iter().filter(|p| p.is_some()).count()
+    }
+
+    pub fn page(&self, id: PageId) -> Result<&Page> {
+        self.pages
+            .get(id as usize)
+            .and_then(|p| p.as_ref())
+            .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))
+    }
+
+    /// Every live page, by id.
+    pub fn pages(&self) -> impl Iterator<Item = (PageId, &Page)> {
+        self.pages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|p| (i as PageId, p)))
+    }
+
+    /// Installs a page read from the file (recovery).
+    pub fn load_page(&mut self, id: PageId, page: Page) -> Result<()> {
+        if page.data.len() > page.cap {
+            return Err(corrupt(&format!("page {id} holds more than its capacity")));
+        }
+        let i = id as usize;
+        if self.pages.len() <= i {
+            self.pages.resize(i + 1, None);
+        }
+        if let Some(slot) = self.pages.get_mut(i) {
+            if let Some(old) = slot.as_ref() {
+                self.page_bytes -= old.cap;
+            }
+            self.page_bytes += page.cap;
+            *slot = Some(page);
+        }
+        Ok(())
+    }
+
+    /// Drops a page (recovery of a free record).
+    pub fn unload_page(&mut self, id: PageId) {
+        if let Some(slot) = self.pages.get_mut(id as usize) {
+            if let Some(old) = slot.take() {
+                self.page_bytes -= old.cap;
+            }
+        }
+    }
+
+    /// Rebuilds the free list after recovery.
+    pub fn finish_load(&mut self) {
+        self.free = self
+            .pages
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_none())
+            .map(|(i, _)| i as PageId)
+            .rev()
+            .collect();
+    }
+
+    fn alloc(&mut self, kind: PageKind, cap: usize) -> PageId {
+        let page = Page {
+            kind,
+            cap,
+            data: Vec::with_capacity(cap.min(PAGE_SIZE)),
+        };
+        self.page_bytes += cap;
+        let id = match self.free.pop() {
+            Some(id) => {
+                if let Some(slot) = self.pages.get_mut(id as usize) {
+                    *slot = Some(page);
+                }
+                id
+            }
+            None => {
+                self.pages.push(Some(page));
+                (self.pages.len() - 1) as PageId
+            }
+        };
+        self.freed.remove(&id);
+        self.dirty.insert(id);
+        id
+    }
+
+    fn release(&mut self, id: PageId) {
+        if let Some(slot) = self.pages.get_mut(id as usize) {
+            if let Some(old) = slot.take() {
+                self.page_bytes -= old.cap;
+                self.free.push(id);
+                self.dirty.remove(&id);
+                self.freed.insert(id);
+            }
+        }
+    }
+
+    fn page_mut(&mut self, id: PageId) -> Result<&mut Page> {
+        self.dirty.insert(id);
+        self.pages
+            .get_mut(id as usize)
+            .and_then(|p| p.as_mut())
+            .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))
+    }
+
+    /// The normal page a new group of `skey` (whose newest group is
+    /// `head`) goes to: the page of its newest group, else that of a
+    /// neighbouring secondary key (locality), if normal.
+    fn target_page(&self, skey: &[u8], head: Option<Ptr>) -> Option<PageId> {
+        let normal = |p: Ptr| {
+            let id = ptr_page(p);
+            matches!(self.page(id), Ok(pg) if pg.kind == PageKind::Normal).then_some(id)
+        };
+        if let Some(id) = head.and_then(normal) {
+            return Some(id);
+        }
+        self.skeys
+            .before(skey)
+            .and_then(normal)
+            .or_else(|| self.skeys.after(skey).and_then(normal))
+    }
+
+    /// Algorithm 1 (Insert): appends a one-entry group for `skey` to the
+    /// page of its newest group (or a neighbour's), splitting a full page
+    /// first, and makes it the head of the key's chain.
+    pub fn insert(
+        &mut self,
+        skey: &[u8],
+        entry: Entry,
+        valid: &mut Validation,
+        horizon: SeqNo,
+    ) -> Result<SplitStats> {
+        let mut stats = SplitStats::default();
+        let need = group_size(skey, std::slice::from_ref(&entry));
+        let mut head = self.skeys.get(skey);
+        let mut target = self.target_page(skey, head);
+        if let Some(id) = target {
+            let pg = self.page(id)?;
+            if pg.data.len() + need > pg.cap {
+                stats = self.split(id, valid, horizon)?;
+                head = self.skeys.get(skey);
+                target = self
+                    .target_page(skey, head)
+                    .filter(|&id| matches!(self.page(id), Ok(p) if p.data.len() + need <= p.cap));
+            }
+        }
+        let id = match target {
+            Some(id) => id,
+            None => self.alloc(PageKind::Normal, PAGE_SIZE.max(2 * need)),
+        };
+        let prev = head.unwrap_or(NULL);
+        let page = self.page_mut(id)?;
+        let off = page.data.len();
+        encode_group(&mut page.data, prev, skey, std::slice::from_ref(&entry));
+        self.skeys.set(skey, ptr(id, off));
+        Ok(stats)
+    }
+
+    /// The groups of the chain starting at `head`, newest first, as
+    /// pointers. Errors on a cycle or a dangling pointer.
+    fn chain(&self, head: Ptr) -> Result<Vec<Ptr>> {
+        let mut out = Vec::new();
+        let mut p = head;
+        while p != NULL {
+            if out.len() > self.pages.len() * PAGE_SIZE + 1 {
+                return Err(corrupt("cycle in a group chain"));
+            }
+            out.push(p);
+            let pg = self.page(ptr_page(p))?;
+            p = group_at(&pg.data, ptr_off(p))?.prev;
+        }
+        Ok(out)
+    }
+
+    /// The entries of the group at `p`.
+    fn group_entries(&self, p: Ptr) -> Result<(Vec<Entry>, Ptr)> {
+        let pg = self.page(ptr_page(p))?;
+        let g = group_at(&pg.data, ptr_off(p))?;
+        let mut at = g.entries;
+        let mut out = Vec::with_capacity(g.n as usize);
+        for _ in 0..g.n {
+            let (e, next) = entry_at(&pg.data, at, self.geom_len)?;
+            out.push(Entry {
+                seq: e.seq,
+                obsolete: e.obsolete,
+                pk: e.pk.to_vec(),
+                geom: e.geom.to_vec(),
+            });
+            at = next;
+        }
+        Ok((out, g.prev))
+    }
+
+    fn set_referrer(&mut self, skey: &[u8], r: Referrer, to: Ptr) -> Result<()> {
+        match r {
+            Referrer::Head if to == NULL => self.skeys.remove(skey),
+            Referrer::Head => self.skeys.set(skey, to),
+            Referrer::Prev(g) => {
+                let page = self.page_mut(ptr_page(g))?;
+                let off = ptr_off(g);
+                let field = page
+                    .data
+                    .get_mut(off..off + 8)
+                    .ok_or_else(|| corrupt("group pointer past the page"))?;
+                field.copy_from_slice(&to.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// Locality-aware split with garbage collection (§4.2.2): every chain
+    /// section in page `id` is rewritten as one group (newest entries in
+    /// new normal pages, the older ones of a large chain in overflow
+    /// pages), collectable obsolete entries are dropped, the pointer into
+    /// each section is redirected, and the page is freed. Overflow groups
+    /// of the same keys are collected by the lazy rule
+    /// ([`PsTree::collect_overflow`]).
+    pub fn split(
+        &mut self,
+        id: PageId,
+        valid: &mut Validation,
+        horizon: SeqNo,
+    ) -> Result<SplitStats> {
+        let mut stats = SplitStats::default();
+        // The secondary keys with groups in the page.
+        let skeys: BTreeSet<Vec<u8>> = {
+            let pg = self.page(id)?;
+            let mut at = 0;
+            let mut out = BTreeSet::new();
+            while at < pg.data.len() {
+                out.insert(group_at(&pg.data, at)?.skey.to_vec());
+                at = group_end(&pg.data, at, self.geom_len)?;
+            }
+            out
+        };
+        // Sections: (skey, referrer, entries, outgoing pointer).
+        let mut sections: Vec<(Vec<u8>, Referrer, Vec<Entry>, Ptr)> = Vec::new();
+        for sk in &skeys {
+            let Some(head) = self.skeys.get(sk) else {
+                continue; // unreachable groups: garbage
+            };
+            let mut chain = self.chain(head)?;
+            // The lazy rule first: it rewrites overflow groups in place.
+            if chain.len() > 1 && self.has_overflow(&chain)? {
+                stats.collected += self.collect_overflow(sk, valid, horizon)?;
+                match self.skeys.get(sk) {
+                    Some(head) => chain = self.chain(head)?,
+                    None => continue,
+                }
+            }
+            let mut i = 0;
+            while i < chain.len() {
+                let Some(&g) = chain.get(i) else { break };
+                if ptr_page(g) != id {
+                    i += 1;
+                    continue;
+                }
+                let referrer = match i.checked_sub(1).and_then(|j| chain.get(j)) {
+                    None => Referrer::Head,
+                    Some(&p) => Referrer::Prev(p),
+                };
+                let mut entries = Vec::new();
+                let mut out = NULL;
+                while let Some(&g) = chain.get(i) {
+                    if ptr_page(g) != id {
+                        break;
+                    }
+                    let (es, prev) = self.group_entries(g)?;
+                    entries.extend(es);
+                    out = prev;
+                    i += 1;
+                }
+                sections.push((sk.clone(), referrer, entries, out));
+            }
+        }
+        // Garbage collection.
+        let all: Vec<&Entry> = sections.iter().flat_map(|s| s.2.iter()).collect();
+        let newer = NewerVersions::of(all.into_iter(), horizon);
+        for (_, _, entries, _) in &mut sections {
+            let before = entries.len();
+            entries.retain(|e| {
+                if newer.collectable(e, valid, horizon) {
+                    valid.collected(&e.pk);
+                    false
+                } else {
+                    true
+                }
+            });
+            stats.collected += (before - entries.len()) as u64;
+        }
+        self.release(id);
+        self.layout(sections)?;
+        Ok(stats)
+    }
+
+    fn has_overflow(&self, chain: &[Ptr]) -> Result<bool> {
+        for &g in chain {
+            if self.page(ptr_page(g))?.kind == PageKind::Overflow {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The lazy rule for groups spilling over pages (§4.2.2): every
+    /// overflow group of `skey`'s chain with more than half its entries
+    /// collectable is rewritten at the same place in the chain without
+    /// them (or unlinked if none is left), and its page freed. Returns the
+    /// entries collected.
+    fn collect_overflow(
+        &mut self,
+        skey: &[u8],
+        valid: &mut Validation,
+        horizon: SeqNo,
+    ) -> Result<u64> {
+        let Some(head) = self.skeys.get(skey) else {
+            return Ok(0);
+        };
+        let chain = self.chain(head)?;
+        let mut collected = 0;
+        // From the oldest: rewriting a group changes only the `prev` of
+        // the group before it, which keeps its place.
+        for (j, &g) in chain.iter().enumerate().rev() {
+            if self.page(ptr_page(g))?.kind != PageKind::Overflow {
+                continue;
+            }
+            let (entries, prev) = self.group_entries(g)?;
+            let newer = NewerVersions::of(entries.iter(), horizon);
+            let n_dead = entries
+                .iter()
+                .filter(|e| newer.collectable(e, valid, horizon))
+                .count();
+            if 2 * n_dead <= entries.len() {
+                continue;
+            }
+            let mut live = Vec::with_capacity(entries.len() - n_dead);
+            for e in entries {
+                if newer.collectable(&e, valid, horizon) {
+                    valid.collected(&e.pk);
+                    collected += 1;
+                } else {
+                    live.push(e);
+                }
+            }
+            self.release(ptr_page(g));
+            let to = if live.is_empty() {
+                prev
+            } else {
+                let size = group_size(skey, &live);
+                let ov = self.alloc(PageKind::Overflow, PAGE_SIZE.max(size));
+                encode_group(&mut self.page_mut(ov)?.data, prev, skey, &live);
+                ptr(ov, 0)
+            };
+            let referrer = match j.checked_sub(1).and_then(|i| chain.get(i)) {
+                None => Referrer::Head,
+                Some(&p) => Referrer::Prev(p),
+            };
+            self.set_referrer(skey, referrer, to)?;
+        }
+        Ok(collected)
+    }
+
+    /// Writes `sections` (each: secondary key, referrer, entries, outgoing
+    /// pointer) into new pages and points each referrer at its new group.
+    fn layout(&mut self, mut sections: Vec<(Vec<u8>, Referrer, Vec<Entry>, Ptr)>) -> Result<()> {
+        sections.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut current: Option<PageId> = None;
+        for (skey, referrer, mut entries, out) in sections {
+            if entries.is_empty() {
+                self.set_referrer(&skey, referrer, out)?;
+                continue;
+            }
+            entries.sort_by_key(|e| std::cmp::Reverse(e.seq));
+            // Head: the newest entries up to HEAD_MAX bytes (at least one).
+            let mut head_len = 0;
+            let mut bytes = GROUP_HEADER + skey.len();
+            for e in &entries {
+                if head_len > 0 && bytes + e.size() > HEAD_MAX {
+                    break;
+                }
+                bytes += e.size();
+                head_len += 1;
+            }
+            let rest = entries.split_off(head_len);
+            // Older entries: overflow pages, one group each, written oldest
+            // first so each knows its successor.
+            let mut next = out;
+            let mut chunks: Vec<Vec<Entry>> = Vec::new();
+            let mut chunk: Vec<Entry> = Vec::new();
+            let mut cb = GROUP_HEADER + skey.len();
+            for e in rest {
+                if !chunk.is_empty() && cb + e.size() > PAGE_SIZE {
+                    chunks.push(std::mem::take(&mut chunk));
+                    cb = GROUP_HEADER + skey.len();
+                }
+                cb += e.size();
+                chunk.push(e);
+            }
+            if !chunk.is_empty() {
+                chunks.push(chunk);
+            }
+            for c in chunks.into_iter().rev() {
+                let size = group_size(&skey, &c);
+                let ov = self.alloc(PageKind::Overflow, PAGE_SIZE.max(size));
+                encode_group(&mut self.page_mut(ov)?.data, next, &skey, &c);
+                next = ptr(ov, 0);
+            }
+            // The head group in a normal page.
+            let size = group_size(&skey, &entries);
+            let fits = match current {
+                Some(c) => self.page(c)?.data.len() + size <= FILL,
+                None => false,
+            };
+            let page = match current {
+                Some(c) if fits => c,
+                _ => {
+                    let c = self.alloc(PageKind::Normal, PAGE_SIZE.max(2 * size));
+                    current = Some(c);
+                    c
+                }
+            };
+            let pg = self.page_mut(page)?;
+            let off = pg.data.len();
+            encode_group(&mut pg.data, next, &skey, &entries);
+            self.set_referrer(&skey, referrer, ptr(page, off))?;
+        }
+        Ok(())
+    }
+
+    /// Regroups every chain completely (after a scan build, whose records
+    /// arrive out of sequence order): each secondary key's entries sorted
+    /// newest first in fresh pages. Collects nothing.
+    pub fn reorganize(&mut self) -> Result<()> {
+        let mut sections = Vec::new();
+        for (sk, head) in self.skeys.iter() {
+            let mut entries = Vec::new();
+            for g in self.chain(head)? {
+                entries.extend(self.group_entries(g)?.0);
+            }
+            sections.push((sk.to_vec(), Referrer::Head, entries, NULL));
+        }
+        let ids: Vec<PageId> = self.pages().map(|(id, _)| id).collect();
+        for id in ids {
+            self.release(id);
+        }
+        self.layout(sections)
+    }
+
+    /// A cursor over the chain of `skey`, newest first.
+    pub fn cursor(&self, skey_head: Ptr) -> Cursor {
+        Cursor {
+            group: skey_head,
+            left: 0,
+            at: 0,
+            started: false,
+        }
+    }
+
+    /// Every entry of every chain, with its secondary key (tests, checks).
+    #[cfg(test)]
+    pub fn all_entries(&self) -> Result<Vec<(Vec<u8>, Entry)>> {
+        let mut out = Vec::new();
+        for (sk, head) in self.skeys.iter() {
+            for g in self.chain(head)? {
+                for e in self.group_entries(g)?.0 {
+                    out.push((sk.to_vec(), e));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// For each primary key, the oldest sequence number at or below the
+/// horizon among a set of entries: an entry of the key older than it was
+/// replaced at or below the horizon even when the key's latest version is
+/// newer than the horizon.
+struct NewerVersions(FastMap<Vec<u8>, Vec<SeqNo>>);
+
+impl NewerVersions {
+    fn of<'a>(entries: impl Iterator<Item = &'a Entry>, horizon: SeqNo) -> NewerVersions {
+        let mut m: FastMap<Vec<u8>, Vec<SeqNo>> = FastMap::default();
+        for e in entries {
+            if e.seq <= horizon {
+                m.entry(e.pk.clone()).or_default().push(e.seq);
+            }
+        }
+        NewerVersions(m)
+    }
+
+    /// True if no reader at or above `horizon` can need `e`: it is not its
+    /// key's latest version, and the version that replaced it is at or
+    /// below the horizon (the latest is, or another entry of the key is
+    /// newer than `e` and at or below the horizon).
+    fn collectable(&self, e: &Entry, valid: &Validation, horizon: SeqNo) -> bool {
+        match valid.verdict(&e.pk, e.seq, horizon) {
+            Verdict::Collectable => true,
+            Verdict::Valid => false,
+            _ => self
+                .0
+                .get(&e.pk)
+                .is_some_and(|seqs| seqs.iter().any(|&t| t > e.seq)),
+        }
+    }
+}
+
+/// Walks one chain's entries newest first (see [`PsTree::cursor`]).
+pub(crate) struct Cursor {
+    group: Ptr,
+    left: u32,
+    at: usize,
+    started: bool,
+}
+
+impl Cursor {
+    pub fn next<'t>(&mut self, tree: &'t PsTree) -> Result<Option<EntryRef<'t>>> {
+        loop {
+            if self.group == NULL {
+                return Ok(None);
+            }
+            let pg = tree.page(ptr_page(self.group))?;
+            if !self.started {
+                let g = group_at(&pg.data, ptr_off(self.group))?;
+                self.left = g.n;
+                self.at = g.entries;
+                self.started = true;
+            }
+            if self.left == 0 {
+                self.group = group_at(&pg.data, ptr_off(self.group))?.prev;
+                self.started = false;
+                continue;
+            }
+            let (e, next) = entry_at(&pg.data, self.at, tree.geom_len)?;
+            self.at = next;
+            self.left -= 1;
+            return Ok(Some(e));
+        }
+    }
+}
+
+/// Counts of a chain walk, for checks of the invariants in tests.
+#[cfg(test)]
+pub(crate) fn chain_seqs(tree: &PsTree, skey: &[u8]) -> Vec<SeqNo> {
+    let mut out = Vec::new();
+    if let Some(h) = tree.skeys.get(skey) {
+        let mut c = tree.cursor(h);
+        while let Ok(Some(e)) = c.next(tree) {
+            out.push(e.seq);
+        }
+    }
+    out
+}
+
+/// Entries per primary key across the tree (tests).
+#[cfg(test)]
+pub(crate) fn entries_by_pk(tree: &PsTree) -> std::collections::HashMap<Vec<u8>, usize> {
+    let mut m = std::collections::HashMap::new();
+    if let Ok(all) = tree.all_entries() {
+        for (_, e) in all {
+            *m.entry(e.pk).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A small deterministic generator.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn skey_of(i: u64) -> Vec<u8> {
+        // Some long keys, so groups and pages fill unevenly.
+        let mut k = format!("sk{i:03}").into_bytes();
+        if i.is_multiple_of(7) {
+            k.extend(std::iter::repeat_n(b'x', 300));
+        }
+        k
+    }
+
+    /// Random blind writes against a model; checks after every step that
+    /// each secondary key's valid entries are exactly the model's keys
+    /// with that attribute, that chains are newest first, and (with a
+    /// horizon that follows the writes) that garbage stays bounded.
+    fn run(seed: u64, lag: u64, steps: u64, skeys: u64) {
+        let mut rng = Rng(seed);
+        let mut tree = PsTree::new(0);
+        let mut valid = Validation::default();
+        let mut model: HashMap<Vec<u8>, (SeqNo, Option<Vec<u8>>)> = HashMap::new();
+        let mut collected = 0;
+        for seq in 1..=steps {
+            let pk = format!("pk{:04}", rng.below(300)).into_bytes();
+            let horizon = seq.saturating_sub(lag + 1);
+            if rng.below(10) == 0 {
+                valid.write(&pk, seq, false);
+                model.insert(pk, (seq, None));
+            } else {
+                let sk = skey_of(rng.below(skeys));
+                valid.write(&pk, seq, true);
+                let e = Entry {
+                    seq,
+                    obsolete: false,
+                    pk: pk.clone(),
+                    geom: Vec::new(),
+                };
+                collected += tree.insert(&sk, e, &mut valid, horizon).unwrap().collected;
+                model.insert(pk, (seq, Some(sk)));
+            }
+            if seq % 97 == 0 || seq == steps {
+                check(&tree, &valid, &model, seq);
+            }
+        }
+        let live = model.values().filter(|(_, s)| s.is_some()).count();
+        let total: usize = entries_by_pk(&tree).values().sum();
+        if lag == 0 {
+            assert!(collected > 0, "nothing collected");
+            // Garbage is collected page by page: bounded by the live
+            // entries plus what the unsplit pages hold.
+            assert!(
+                total <= live + tree.page_count() * (PAGE_SIZE / ENTRY_HEADER),
+                "{total} entries for {live} live"
+            );
+        }
+        // A reorganization keeps every entry and the order.
+        tree.reorganize().unwrap();
+        assert_eq!(entries_by_pk(&tree).values().sum::<usize>(), total);
+        check(&tree, &valid, &model, steps);
+    }
+
+    fn check(
+        tree: &PsTree,
+        valid: &Validation,
+        model: &HashMap<Vec<u8>, (SeqNo, Option<Vec<u8>>)>,
+        at: SeqNo,
+    ) {
+        let mut got: HashMap<Vec<u8>, Vec<(Vec<u8>, SeqNo)>> = HashMap::new();
+        for (sk, _) in tree.skeys.iter() {
+            let seqs = chain_seqs(tree, sk);
+            assert!(
+                seqs.windows(2).all(|w| w[0] > w[1]),
+                "chain of {:?} not newest first: {seqs:?}",
+                String::from_utf8_lossy(sk)
+            );
+            let mut c = tree.cursor(tree.skeys.get(sk).unwrap());
+            while let Some(e) = c.next(tree).unwrap() {
+                if valid.check(e.pk, e.seq, at) == Verdict::Valid {
+                    got.entry(sk.to_vec())
+                        .or_default()
+                        .push((e.pk.to_vec(), e.seq));
+                }
+            }
+        }
+        let mut want: HashMap<Vec<u8>, Vec<(Vec<u8>, SeqNo)>> = HashMap::new();
+        for (pk, (seq, sk)) in model {
+            if let Some(sk) = sk {
+                want.entry(sk.clone()).or_default().push((pk.clone(), *seq));
+            }
+        }
+        for v in want.values_mut().chain(got.values_mut()) {
+            v.sort();
+        }
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn random_writes_collect_garbage_and_stay_exact() {
+        for seed in 1..4 {
+            run(seed, 0, 3000, 40);
+        }
+    }
+
+    #[test]
+    fn a_lagging_horizon_keeps_what_readers_need() {
+        // One hot secondary key; 50 primary keys updated in turn. While a
+        // reader holds snapshot `horizon`, every version it or a later
+        // reader can see stays: for each key, the versions above the
+        // horizon and the newest at or below it.
+        let mut tree = PsTree::new(0);
+        let mut valid = Validation::default();
+        let mut insert = |tree: &mut PsTree, seq: SeqNo, horizon: SeqNo| {
+            let pk = format!("pk{:02}", seq % 50).into_bytes();
+            valid.write(&pk, seq, true);
+            let e = Entry {
+                seq,
+                obsolete: false,
+                pk,
+                geom: Vec::new(),
+            };
+            tree.insert(b"one", e, &mut valid, horizon).unwrap()
+        };
+        let horizon = 700;
+        for seq in 1..=2000u64 {
+            insert(&mut tree, seq, horizon.min(seq - 1));
+        }
+        let present: std::collections::HashSet<SeqNo> =
+            chain_seqs(&tree, b"one").into_iter().collect();
+        for seq in 1..=2000u64 {
+            let needed = seq > horizon || seq + 50 > horizon;
+            if needed {
+                assert!(present.contains(&seq), "lost {seq}");
+            }
+        }
+        // The reader leaves: the old overflow groups are collected.
+        let before = present.len();
+        let mut collected = 0;
+        for seq in 2001..=3000u64 {
+            collected += insert(&mut tree, seq, seq - 1).collected;
+        }
+        let after = chain_seqs(&tree, b"one").len();
+        assert!(collected > 0 && after < before / 2, "{before} -> {after}");
+        assert!(after < 50 + PAGE_SIZE / 16, "{after} entries left");
+    }
+
+    #[test]
+    fn hot_keys_spill_to_overflow_pages() {
+        run(7, 0, 4000, 2);
+        run(8, 1_000_000, 2500, 3);
+    }
+}
