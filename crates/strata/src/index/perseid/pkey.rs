@@ -51,8 +51,7 @@ const HEAD_MAX: usize = PAGE_SIZE / 4;
 const FILL: usize = PAGE_SIZE / 2;
 
 pub(crate) type PageId = u32;
-/// A group pointer: page id in the upper 32 bits, byte offset in the lower.
-pub(crate) type Ptr = u64;
+pub(crate) use super::skey::Ptr;
 pub(crate) const NULL: Ptr = u64::MAX;
 
 const GROUP_HEADER: usize = 16;

@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use super::pkey::Ptr;
+/// A group pointer of the PKey layer (`super::pkey`): page id in the
+/// upper 32 bits, byte offset in the lower.
+pub(crate) type Ptr = u64;
 
 /// Secondary key (its sort key, `index::tree::sort_key`) → newest group,
 /// with whether it changed since the last flush.
