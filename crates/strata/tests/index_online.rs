@@ -19,6 +19,14 @@ use strata::{Db, IndexState, IndexValue, KeyType, Options, Predicate, QueryOptio
 
 /// The strategies built table by table.
 const PER_TABLE: &[&str] = &["next", "embedded"];
+/// Strategies built by rewriting every table (a full compaction): no
+/// build step to hold, so the held-build test leaves them out (their
+/// builds are covered by the oracle and `index_filter`).
+const REWRITTEN: &[&str] = &[
+    "filter",
+    "filter[maintain=validation]",
+    "filter[maintain=eager]",
+];
 
 fn opts() -> Options {
     Options::small_for_tests().background_work(false)
@@ -161,7 +169,7 @@ fn side_files(dir: &std::path::Path) -> Vec<String> {
 /// builds), and writes, flushes and compactions go on.
 #[test]
 fn queries_in_the_middle_of_a_build_are_exact() {
-    for strategy in STRATEGIES {
+    for strategy in STRATEGIES.iter().filter(|s| !REWRITTEN.contains(s)) {
         let per_table = PER_TABLE.contains(strategy);
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), opts()).unwrap();
