@@ -282,7 +282,9 @@ fn create_indexes_mid_build(
             }
             builder.join().unwrap().unwrap();
         });
-        if !["next", "embedded"].contains(&strategy) || tables_before > 0 {
+        // `filter` builds by a full rewrite, which has no step to hold.
+        let rewritten = strategy.starts_with("filter");
+        if !rewritten && (!["next", "embedded"].contains(&strategy) || tables_before > 0) {
             assert!(holds > 0, "{strategy}: the build of {name} was never held");
         }
     }
