@@ -700,14 +700,8 @@ impl IndexStrategy for Embedded {
             files,
             ready,
             |f| self.read_table(f),
-            |f| {
-                Error::corruption(format!(
-                    "table {} lacks the block {} of ready index {:?}",
-                    f.number,
-                    block_name(self.id),
-                    self.name
-                ))
-            },
+            &format!("block {}", block_name(self.id)),
+            &self.name,
         )?;
         Ok(Some(Arc::new(EmbeddedGlobal { tables })))
     }

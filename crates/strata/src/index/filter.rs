@@ -406,20 +406,25 @@ impl Filter {
         decode(&bytes, self.ty, &format!("table {} block {name}", f.number)).map(Some)
     }
 
+    /// The filter of compaction input `f`: the installed one, else read
+    /// from the table; `None` if the table has no block of this index.
+    fn input_table(&self, f: &FileMetaData) -> Result<Option<Arc<TableFilter>>> {
+        if let Some(t) = lock(&self.latest).get(&f.number).cloned() {
+            return Ok(Some(t));
+        }
+        Ok(self.read_table(f)?.map(Arc::new))
+    }
+
     /// Eager: the widening zones of a compaction's inputs, with their user
     /// key ranges.
     fn input_widening(&self, inputs: &[Arc<FileMetaData>]) -> Result<Vec<RangedZone>> {
         let mut out = Vec::new();
         for f in inputs {
-            let known = lock(&self.latest).get(&f.number).cloned();
-            let tf = match known {
-                Some(t) => t,
-                None => match self.read_table(f)? {
-                    Some(t) => Arc::new(t),
-                    // Written before the index existed: built by a full
-                    // compaction, which leaves no key in two tables.
-                    None => continue,
-                },
+            // A table without the block was written before the index
+            // existed: built by a full compaction, which leaves no key in
+            // two tables.
+            let Some(tf) = self.input_table(f)? else {
+                continue;
             };
             if let Some(z) = &tf.widen {
                 out.push((
@@ -436,13 +441,8 @@ impl Filter {
     fn input_marks(&self, inputs: &[Arc<FileMetaData>]) -> Result<InputMarks> {
         let mut out = InputMarks::new();
         for f in inputs {
-            let known = lock(&self.latest).get(&f.number).cloned();
-            let tf = match known {
-                Some(t) => t,
-                None => match self.read_table(f)? {
-                    Some(t) => Arc::new(t),
-                    None => continue,
-                },
+            let Some(tf) = self.input_table(f)? else {
+                continue;
             };
             for (k, old, new) in &tf.marks {
                 out.entry(k.clone()).or_default().push((*old, *new));
@@ -770,14 +770,8 @@ impl IndexStrategy for Filter {
             files,
             ready,
             |f| self.read_table(f),
-            |f| {
-                Error::corruption(format!(
-                    "table {} lacks the block {} of ready index {:?}",
-                    f.number,
-                    block_name(self.id),
-                    self.name
-                ))
-            },
+            &format!("block {}", block_name(self.id)),
+            &self.name,
         )?;
         let flushed_seq = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
         if self.maintain == Maintain::MutableBitmap {

@@ -53,12 +53,14 @@ pub(crate) fn install<T>(
 }
 
 /// The map of the recovered version of live `files`, read with `read`; a
-/// `ready` index must cover every table (`missing` names the error).
+/// `ready` index (named `index`) must cover every table: a table without
+/// its `blocks` (e.g. `"block next.3.dir"`) is corruption.
 pub(crate) fn recover<T>(
     files: &[(usize, Arc<FileMetaData>)],
     ready: bool,
     read: impl Fn(&FileMetaData) -> Result<Option<T>>,
-    missing: impl Fn(&FileMetaData) -> Error,
+    blocks: &str,
+    index: &str,
 ) -> Result<TableMap<T>> {
     let mut tables = TableMap::new();
     for (_, f) in files {
@@ -66,7 +68,12 @@ pub(crate) fn recover<T>(
             Some(t) => {
                 tables.insert(f.number, Arc::new(t));
             }
-            None if ready => return Err(missing(f)),
+            None if ready => {
+                return Err(Error::corruption(format!(
+                    "table {} lacks the {blocks} of ready index {index:?}",
+                    f.number
+                )))
+            }
             None => {}
         }
     }

@@ -632,12 +632,8 @@ impl IndexStrategy for Next {
             files,
             ready,
             |f| self.read_table_index(f),
-            |f| {
-                Error::corruption(format!(
-                    "table {} lacks the blocks of ready index {:?}",
-                    f.number, self.name
-                ))
-            },
+            "blocks",
+            &self.name,
         )?;
         Ok(Some(Arc::new(NextGlobal { tables })))
     }
