@@ -516,8 +516,9 @@ impl Db {
     /// Creates a secondary index on JSON field `field` (a path such as
     /// "user_id" or "place.bbox") of type "i64", "f64", "string", "point" or
     /// "rect", with strategy "next" (default), "memory", "embedded",
-    /// "composite", "deli", "posting-eager" or "posting-lazy" and its
-    /// parameters (e.g. delta="auto" for next). Builds it over the existing
+    /// "composite", "deli", "posting-eager", "posting-lazy", "filter" or
+    /// "perseid" (the list is `strata.STRATEGIES`) and its parameters (e.g.
+    /// delta="auto" for next, maintain="eager" for filter). Builds it over the existing
     /// records before returning. ValueError for an unknown type, strategy or
     /// parameter, or a name in use.
     #[pyo3(signature = (name, field, r#type, strategy = "next", **params))]
@@ -667,21 +668,32 @@ impl Db {
         let hits = py
             .allow_threads(|| db.query(index, &pred, opts))
             .map_err(|e| err(py, e))?;
-        let out = PyList::empty(py);
         let mut decoder = json::Decoder::new(py);
+        // Parsed records are thousands of new containers: the cyclic
+        // collector would run many times over them while they are built
+        // and cannot free any of them.
+        let _paused = (!raw && !keys_only && hits.len() > 64)
+            .then(|| GcPause::new(py))
+            .transpose()?;
+        let mut rows = Vec::with_capacity(hits.len());
         for h in hits {
             let k = PyBytes::new(py, &h.key);
-            let v = match &h.value {
-                Some(v) if raw => PyBytes::new(py, v).into_any(),
+            let (v, atomic) = match &h.value {
+                Some(v) if raw => (PyBytes::new(py, v).into_any(), true),
                 Some(v) if !keys_only => match decoder.decode(v) {
-                    Some(obj) => obj,
-                    None => PyBytes::new(py, v).into_any(),
+                    Some(obj) => (obj, false),
+                    None => (PyBytes::new(py, v).into_any(), true),
                 },
-                _ => py.None().into_bound(py),
+                _ => (py.None().into_bound(py), true),
             };
-            out.append(PyTuple::new(py, [k.into_any(), v])?)?;
+            let row = PyTuple::new(py, [k.into_any(), v])?;
+            if atomic {
+                untrack_atomic_pair(&row);
+            }
+            rows.push(row);
         }
-        Ok(out)
+        // Built at its final size: no reallocation while it fills.
+        PyList::new(py, rows)
     }
 
     /// load(path, key_field, format="jsonl", batch=1000, skip_bad=False) -> int
@@ -1019,4 +1031,49 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STRATEGIES", strategies)?;
     m.add("TYPES", ["i64", "f64", "string", "point", "rect"])?;
     Ok(())
+}
+
+/// Removes a result tuple whose items are all atomic (bytes or None) from the
+/// cyclic garbage collector, as CPython does itself at the first collection
+/// that sees it (`_PyTuple_MaybeUntrack`). Callgrind showed the collections
+/// that thousands of tracked result tuples trigger as the largest part of
+/// the binding's per-result cost (`python/bench/README.md`).
+fn untrack_atomic_pair(t: &Bound<'_, PyTuple>) {
+    // SAFETY: `t` is a live tuple (we hold a strong reference), and untracking
+    // an object is allowed whether or not it is tracked (CPython checks).
+    // Invariant: its items are bytes or None, which reference no objects, so
+    // no reference cycle can pass through the tuple and the collector never
+    // needs to see it.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) }
+}
+
+/// Pauses Python's cyclic garbage collector while it lives (if it was
+/// enabled), restoring it on drop, also on an early return or a panic.
+/// Only held with the GIL, so no other thread runs Python code meanwhile.
+struct GcPause<'py> {
+    gc: Option<Bound<'py, PyModule>>,
+}
+
+impl<'py> GcPause<'py> {
+    fn new(py: Python<'py>) -> PyResult<GcPause<'py>> {
+        let gc = py.import("gc")?;
+        if gc.call_method0("isenabled")?.is_truthy()? {
+            gc.call_method0("disable")?;
+            Ok(GcPause { gc: Some(gc) })
+        } else {
+            Ok(GcPause { gc: None })
+        }
+    }
+}
+
+impl Drop for GcPause<'_> {
+    fn drop(&mut self) {
+        if let Some(gc) = &self.gc {
+            // Re-enabling cannot fail short of interpreter shutdown; an
+            // error then is written as unraisable rather than lost.
+            if let Err(e) = gc.call_method0("enable") {
+                e.write_unraisable(gc.py(), None);
+            }
+        }
+    }
 }

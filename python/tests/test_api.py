@@ -10,7 +10,17 @@ import strata
 
 def test_import_and_constants():
     assert strata.__version__
-    assert "next" in strata.STRATEGIES and len(strata.STRATEGIES) == 7
+    assert strata.STRATEGIES == [
+        "next",
+        "memory",
+        "embedded",
+        "composite",
+        "deli",
+        "posting-eager",
+        "posting-lazy",
+        "filter",
+        "perseid",
+    ]
     assert strata.TYPES == ["i64", "f64", "string", "point", "rect"]
     assert strata.Db.query.__doc__ and strata.open.__doc__
 
@@ -385,3 +395,26 @@ def test_gil_released_during_queries(db):
         t.join()
     assert not errors
     assert ticks > 0
+
+
+def test_query_leaves_the_garbage_collector_as_it_was(db):
+    # Parsing many records pauses the cyclic collector; it must come back
+    # in the state the caller left it, and the rows must be untouched.
+    import gc
+
+    for i in range(300):
+        db.put(f"k{i:03}", json.dumps({"u": i % 2, "c": [i, {"n": i}]}))
+    db.create_index("by_u", "u", "i64")
+    assert gc.isenabled()
+    rows = db.query("by_u", eq=1)
+    assert gc.isenabled() and len(rows) == 150
+    assert all(v["c"][1]["n"] == int(k[1:]) for k, v in rows)
+    gc.disable()
+    try:
+        assert len(db.query("by_u", eq=0)) == 150
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    raw = db.query("by_u", eq=1, raw=True)
+    assert [k for k, _ in raw] == [k for k, _ in rows]
+    assert all(json.loads(v) == d for (_, v), (_, d) in zip(raw, rows))
