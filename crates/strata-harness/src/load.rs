@@ -75,9 +75,13 @@ pub fn load(db: &Db, cfg: &LoadConfig, warn: &mut dyn FnMut(String)) -> Result<L
             skipped: l.skipped,
             seconds: t.elapsed().as_secs_f64(),
         }),
-        Err(strata::Error::InvalidArgument(m)) if !cfg.skip_bad => Err(Error::Other(format!(
-            "{m}; use --skip-bad to skip bad lines"
-        ))),
+        // Only a bad record can be skipped (its error ends with the count
+        // `load_file` appends); a bad header or an unreadable file cannot.
+        Err(strata::Error::InvalidArgument(m)) if !cfg.skip_bad && m.ends_with("were loaded)") => {
+            Err(Error::Other(format!(
+                "{m}; use --skip-bad to skip bad lines"
+            )))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -155,6 +159,7 @@ mod tests {
         let c = load_str("p.csv", text, false);
         let e = c.result.as_ref().unwrap_err().to_string();
         assert!(e.contains("line 4: 1 fields, the header has 2"), "{e}");
+        assert!(e.ends_with("use --skip-bad to skip bad lines"), "{e}");
         assert!(e.contains("1 records before it"), "{e}");
         assert!(c.db.get(b"a").unwrap().is_some());
         assert!(c.db.get(b"c").unwrap().is_none());
@@ -205,10 +210,14 @@ mod tests {
             }
         }
 
-        let c = load_str("p.csv", "id,n,n\na,1,2\n", true);
-        let e = c.result.as_ref().unwrap_err().to_string();
-        assert!(e.contains("column \"n\" appears twice"), "{e}");
-        assert!(c.db.get(b"a").unwrap().is_none());
+        for skip_bad in [true, false] {
+            let c = load_str("p.csv", "id,n,n\na,1,2\n", skip_bad);
+            let e = c.result.as_ref().unwrap_err().to_string();
+            assert!(e.contains("column \"n\" appears twice"), "{e}");
+            // --skip-bad cannot skip a header: no hint to use it.
+            assert!(!e.contains("--skip-bad"), "{e}");
+            assert!(c.db.get(b"a").unwrap().is_none());
+        }
     }
 
     #[test]
