@@ -146,7 +146,10 @@ pub struct MixedInterval {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OpSummary {
     /// `insert`, `update`, `get` or `query` (see
-    /// [`OpKind::name`](crate::trace::OpKind::name)).
+    /// [`OpKind::name`](crate::trace::OpKind::name)); with queries of
+    /// several classes also one row per class after `query`:
+    /// `query:<class>` (a chirp replay: `query:lookup`, `query:range`) or
+    /// `query:<index>/<class>` when the classes are on several indexes.
     pub op: String,
     /// Operations of this kind run.
     pub count: u64,

@@ -136,5 +136,18 @@ fn hand_written_trace_with_string_ids() {
         assert_eq!(qs[0]["class"], "lookup");
         assert_eq!(qs[0]["results_mean"], 1.5);
         assert_eq!(qs[1]["results_mean"], 2.0);
+        // LOOKUP and RANGELOOKUP also have their own rows in `ops`, with
+        // the means of their own latencies, after the `query` row.
+        let ops = s["ops"].as_array().unwrap();
+        let row = |name: &str| ops.iter().find(|o| o["op"] == name).unwrap();
+        assert_eq!(row("query")["count"], 3);
+        assert_eq!(row("query:lookup")["count"], 2);
+        assert_eq!(row("query:range")["count"], 1);
+        assert_eq!(row("query:range")["mean_us"], qs[1]["mean_us"]);
+        let means = |name: &str| row(name)["mean_us"].as_f64().unwrap();
+        let whole = (2.0 * means("query:lookup") + means("query:range")) / 3.0;
+        assert!((whole - means("query")).abs() < 1e-6 * whole.max(1.0));
     }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("query:lookup") && report.contains("query:range"));
 }

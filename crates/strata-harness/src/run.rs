@@ -329,12 +329,12 @@ impl SetAcc {
     }
 }
 
-fn op_summary(kind: OpKind, lat_us: &mut [f64]) -> OpSummary {
+fn op_summary(op: &str, lat_us: &mut [f64]) -> OpSummary {
     lat_us.sort_by(f64::total_cmp);
     let n = lat_us.len();
     let total: f64 = lat_us.iter().sum();
     OpSummary {
-        op: kind.name().to_string(),
+        op: op.to_string(),
         count: n as u64,
         ops_per_sec: if total > 0.0 {
             n as f64 / (total / 1e6)
@@ -346,6 +346,20 @@ fn op_summary(kind: OpKind, lat_us: &mut [f64]) -> OpSummary {
         p95_us: percentile(lat_us, 0.95),
         p99_us: percentile(lat_us, 0.99),
         mismatches: 0,
+    }
+}
+
+/// The `ops` row of the queries of label `li`: `query:<class>` when every
+/// label is on one index (a chirp replay: `query:lookup`, `query:range`),
+/// else `query:<index>/<class>`.
+fn label_op_name(trace: &Trace, li: usize) -> String {
+    let Some(l) = trace.labels.get(li) else {
+        return "query".into();
+    };
+    if trace.labels.iter().all(|x| x.index == l.index) {
+        format!("query:{}", l.class)
+    } else {
+        format!("query:{}/{}", l.index, l.class)
     }
 }
 
@@ -607,7 +621,19 @@ fn run_mixed(
     result.mixed_seconds = start.elapsed().as_secs_f64();
     for (k, l) in OpKind::ALL.iter().zip(lat.iter_mut()) {
         if !l.is_empty() {
-            result.ops.push(op_summary(*k, l));
+            result.ops.push(op_summary(k.name(), l));
+        }
+    }
+    // With queries of several classes (a chirp replay's LOOKUP and
+    // RANGELOOKUP), one row per class too, after the `query` row.
+    if labels.iter().filter(|a| !a.lat_us.is_empty()).count() > 1 {
+        for (li, acc) in labels.iter().enumerate() {
+            if !acc.lat_us.is_empty() {
+                let mut lat = acc.lat_us.clone();
+                result
+                    .ops
+                    .push(op_summary(&label_op_name(trace, li), &mut lat));
+            }
         }
     }
     for (li, (acc, label)) in labels.into_iter().zip(&trace.labels).enumerate() {
@@ -650,6 +676,10 @@ fn cross_check(trace: &Trace, results: &mut [SystemResult], obs: &[MixedObs]) {
             if let Op::Query { label, .. } = op {
                 if let Some(p) = o.label_pos[*label] {
                     r.queries[p].mismatches += 1;
+                }
+                let row = label_op_name(trace, *label);
+                if let Some(s) = r.ops.iter_mut().find(|s| s.op == row) {
+                    s.mismatches += 1;
                 }
             }
         }
@@ -787,7 +817,8 @@ fn execute(
             s.queries.iter().map(|q| q.mismatches).sum::<u64>()
                 + s.ops
                     .iter()
-                    .filter(|o| o.op != "query")
+                    // Query rows repeat the queries' mismatches.
+                    .filter(|o| !o.op.starts_with("query"))
                     .map(|o| o.mismatches)
                     .sum::<u64>()
         })
