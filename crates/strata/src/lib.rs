@@ -25,7 +25,7 @@ pub use index::{
     IndexValue, KeyType, Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
-    BlockEntry, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,
+    BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,
     Stats, Versioned, WalRecovery, WriteBatch, WriteOptions,
 };
 
