@@ -262,6 +262,7 @@ pub fn run_query(db: &Db, q: &QueryArgs) -> Result<(), CliError> {
     let opts = QueryOptions {
         limit: q.limit,
         keys_only: q.keys_only,
+        ..QueryOptions::default()
     };
     let hits = db.query(&q.name, &pred, opts)?;
     let mut o = std::io::BufWriter::new(std::io::stdout().lock());

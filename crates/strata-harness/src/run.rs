@@ -25,10 +25,12 @@ use crate::registry::{self, SystemSpec};
 use crate::report::write_report;
 use crate::Error;
 use strata_bench::chirp;
+use strata_bench::perseid;
 use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 use strata_bench::trace::{self as bench_trace, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
 
-/// Workloads of `bench run`.
+/// Workloads of `bench run` (besides PERSEID's,
+/// [`strata_bench::perseid::WORKLOADS`]).
 pub const WORKLOADS: [&str; 9] = [
     "static-tweets",
     "static-buildings",
@@ -820,13 +822,14 @@ fn default_interval(ops: usize) -> u64 {
 /// `strata bench run`.
 pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
     let w = args.workload.as_str();
-    if !WORKLOADS.contains(&w) {
+    if !WORKLOADS.contains(&w) && !perseid::WORKLOADS.contains(&w) {
         return Err(Error::Other(format!(
-            "unknown workload {w:?} (available: {})",
-            WORKLOADS.join(", ")
+            "unknown workload {w:?} (available: {}, {})",
+            WORKLOADS.join(", "),
+            perseid::WORKLOADS.join(", ")
         )));
     }
-    let mixed = bench_trace::mixed_ratios(w).is_some();
+    let mixed = bench_trace::mixed_ratios(w).is_some() || perseid::mixed_ratios(w).is_some();
     let only_mixed = [
         ("--ops", args.ops.is_some()),
         ("--query-class", args.query_class.is_some()),
@@ -893,6 +896,15 @@ pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
         "static-buildings" => bench_trace::static_buildings(&scfg),
         "skew" => bench_trace::skew(&scfg),
         "time-range" => bench_trace::time_range(&scfg),
+        _ if perseid::mixed_ratios(w).is_some() => perseid::mixed_trace(
+            w,
+            args.records,
+            args.ops.unwrap_or(args.records / 2),
+            args.seed,
+        )
+        .ok_or_else(|| Error::Other(format!("unknown workload {w:?}")))?,
+        _ if perseid::WORKLOADS.contains(&w) => perseid::static_trace(w, &scfg)
+            .ok_or_else(|| Error::Other(format!("unknown workload {w:?}")))?,
         _ => bench_trace::mixed(&MixedCfg {
             workload: w.to_string(),
             preload: args.records,

@@ -243,6 +243,7 @@ impl BenchSystem for StrataSystem {
         let opts = QueryOptions {
             limit: top_k,
             keys_only: self.keys_only,
+            ..QueryOptions::default()
         };
         let (hits, p) = self
             .db()?

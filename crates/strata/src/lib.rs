@@ -25,8 +25,8 @@ pub use index::{
     IndexValue, KeyType, Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
-    BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,
-    Stats, Versioned, WalRecovery, WriteBatch, WriteOptions,
+    BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options,
+    Result, Snapshot, Stats, Versioned, WalRecovery, WriteBatch, WriteOptions,
 };
 
 /// The storage engine under Strata (WAL, memtable, tables, versions,

@@ -205,3 +205,51 @@ fn queries_stay_consistent_beside_writers() {
     let c = db.check_index("by_u").unwrap();
     assert!(c.missing.is_empty() && c.extra.is_empty(), "{c:?}");
 }
+
+/// PERSEID §4.4: with the tiered primary (disjoint sequence ranges), each
+/// record of a non-index-only query is read from exactly one component,
+/// and fetching with several threads answers exactly as with one.
+#[test]
+fn non_index_only_queries_read_each_record_from_its_one_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .memtable_size(64 << 10)
+        .compaction_style(strata::CompactionStyle::Tiered)
+        .tiered_runs(3);
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_index(IndexSpec::field("by_u", "u", KeyType::I64).strategy("perseid"))
+        .unwrap();
+    let mut rng = Rng::new(11);
+    let mut model = BTreeMap::new();
+    load(&db, &mut rng, 12_000, &mut model);
+    db.wait_for_compactions().unwrap();
+    // Some writes stay in the memtable.
+    load(&db, &mut rng, 300, &mut model);
+    let v = db.engine().current_version();
+    assert!(v.levels[0].len() > 1, "{v:?}");
+    assert!(v.levels[1..].iter().all(|l| l.is_empty()));
+    check(&db, &model);
+    let mut fetched = 0;
+    for u in 0..VALUES {
+        let pred = strata::Predicate::Eq(IndexValue::I64(u as i64));
+        let (one, p1) = db
+            .query_profiled("by_u", &pred, QueryOptions::default().parallelism(1))
+            .unwrap();
+        let (three, p3) = db
+            .query_profiled("by_u", &pred, QueryOptions::default().parallelism(3))
+            .unwrap();
+        let as_tuples = |h: &[strata::Hit]| {
+            h.iter()
+                .map(|h| (h.key.clone(), h.seq, h.value.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(as_tuples(&one), as_tuples(&three), "u = {u}");
+        for h in &one {
+            assert_eq!(h.value, db.get(&h.key).unwrap());
+        }
+        assert_eq!(p1.components_scanned, one.len() as u64, "u = {u}");
+        assert_eq!(p3.components_scanned, one.len() as u64, "u = {u}");
+        fetched += one.len();
+    }
+    assert!(fetched > 1000);
+}

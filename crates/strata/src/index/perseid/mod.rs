@@ -47,10 +47,16 @@
 //! not the paper's small volatile table. Evicting clean pages (they can be
 //! read back from the file) is the missing step to that target.
 //!
-//! Not built (PERSEID §4.4): sequence-number zone maps for the primary
-//! lookups of non-index-only queries, a tiered compaction policy, and
-//! parallel primary lookups; the records of a non-index-only query are
-//! fetched with the engine's batched lookup at the query's snapshot.
+//! Primary lookups of non-index-only queries (§4.4): every valid entry
+//! names the version to read (its sequence number), so its record is
+//! fetched by `strata_lsm::Db::get_versions`, which probes only the
+//! component (memtable or table) whose sequence-number zone map holds it,
+//! skipping every other component's Bloom filter and index, and falls
+//! back to a normal lookup at the snapshot when a compaction moved it
+//! away. `QueryOptions::parallelism` workers pull the lookups from one
+//! queue; results keep the newest-first order. The engine's tiered policy
+//! (`Options::compaction_style`) keeps the components' sequence ranges
+//! disjoint, as in the paper's tiered primary.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -500,10 +506,14 @@ impl IndexStrategy for Perseid {
                 })
                 .collect());
         }
-        let keys: Vec<&[u8]> = found.iter().map(|(k, _)| k.as_slice()).collect();
+        // Each validated entry names the version to read: the zone maps
+        // send each lookup to the one component holding it (§4.4), and
+        // workers pull lookups from one queue.
+        let reqs: Vec<(&[u8], SeqNo)> = found.iter().map(|(k, s)| (k.as_slice(), *s)).collect();
         let before = (view.data_blocks_read)();
-        let fetched = (view.fetch)(&keys, at)?;
+        let (fetched, zone) = (view.fetch_versions)(&reqs, at, opts.lookup_threads(reqs.len()))?;
         profile.data_blocks_read += (view.data_blocks_read)().saturating_sub(before);
+        profile.components_scanned += zone.components_probed;
         drop(snap);
         let mut hits = Vec::with_capacity(found.len());
         for ((key, seq), f) in found.into_iter().zip(fetched) {
