@@ -63,7 +63,9 @@ strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 pub struct RunConfig {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
     /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy,
-    /// time-range (range filters, Luo & Carey §6.4.2)
+    /// time-range (range filters, Luo & Carey §6.4.2), PERSEID §5's
+    /// perseid-insert, perseid-upsert-{uniform,skew-pri,skew-sec},
+    /// perseid-mixed-{write-heavy,balanced,read-heavy}, perseid-recovery
     /// (see docs/benchmarks.md).
     pub workload: String,
     /// Records to generate and load (mixed workloads: the preload).
@@ -110,6 +112,8 @@ pub struct Output {
     pub direct_io: bool,
     /// Index-only queries: keys without records (Strata systems).
     pub keys_only: bool,
+    /// Strata systems: tiered compaction of the primary (PERSEID §4.4).
+    pub tiered: bool,
     /// Output directory (created).
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
@@ -123,6 +127,7 @@ impl Output {
             direct_io: self.direct_io,
             sync: false,
             keys_only: self.keys_only,
+            tiered: self.tiered,
         }
     }
 }
@@ -146,6 +151,7 @@ impl RunConfig {
                 cache_mb: 64,
                 direct_io: false,
                 keys_only: false,
+                tiered: false,
                 out,
                 work_dir: None,
             },

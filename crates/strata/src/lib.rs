@@ -22,7 +22,7 @@ pub mod load;
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{
     BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
-    IndexValue, KeyType, Predicate, QueryOptions, QueryProfile, StrategyKind,
+    IndexValue, KeyType, PageCacheStats, Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
     BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options,

@@ -253,3 +253,61 @@ fn non_index_only_queries_read_each_record_from_its_one_component() {
     }
     assert!(fetched > 1000);
 }
+
+/// The page cache: with a budget of 0 every clean page is evicted and
+/// read back (checksum verified) when needed, answers stay exact, the
+/// resident pages stay far below the pages' total, and a reopen reads no
+/// page until a query needs one.
+#[test]
+fn evicted_pages_are_read_back_and_a_reopen_loads_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_with = |dir: &Path, mb: &str| {
+        let db = Db::open(dir, Options::default().memtable_size(256 << 10)).unwrap();
+        if db.indexes().is_empty() {
+            db.create_index(
+                IndexSpec::field("by_u", "u", KeyType::I64)
+                    .strategy("perseid")
+                    .param("page_cache_mb", mb),
+            )
+            .unwrap();
+        }
+        db
+    };
+    assert!(Db::open(dir.path(), Options::default())
+        .unwrap()
+        .create_index(
+            IndexSpec::field("x", "u", KeyType::I64)
+                .strategy("perseid")
+                .param("page_cache_mb", "lots")
+        )
+        .is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(5);
+    let mut model = BTreeMap::new();
+    let page_bytes;
+    {
+        let db = open_with(dir.path(), "0");
+        load(&db, &mut rng, 20_000, &mut model);
+        db.flush().unwrap();
+        check(&db, &model);
+        let s = db.indexes()[0].stats.clone();
+        let c = s.page_cache.unwrap();
+        assert_eq!(c.budget_bytes, 0);
+        assert!(c.misses > 0 && c.evictions > 0, "{c:?}");
+        page_bytes = s.disk_bytes;
+        // Only dirty pages (none right after a flush and the queries'
+        // eviction) and in-flight reads stay.
+        assert!(c.resident_bytes < page_bytes / 4, "{c:?} vs {page_bytes}");
+    }
+    let db = open_with(dir.path(), "0");
+    let c = db.indexes()[0].stats.page_cache.unwrap();
+    assert_eq!((c.resident_bytes, c.misses), (0, 0), "{c:?}");
+    check(&db, &model);
+    assert!(db.indexes()[0].stats.page_cache.unwrap().misses > 0);
+    // Writes after the reopen change evicted pages (read back first).
+    load(&db, &mut rng, 3000, &mut model);
+    check(&db, &model);
+    drop(db);
+    let db = open_with(dir.path(), "0");
+    check(&db, &model);
+}

@@ -217,6 +217,26 @@ pub struct IndexStats {
     /// for a build that scans the data).
     #[serde(default)]
     pub build: Option<BuildProgress>,
+    /// `perseid`: its page cache (`None` for other strategies).
+    #[serde(default)]
+    pub page_cache: Option<PageCacheStats>,
+}
+
+/// The page cache of a `perseid` index: pages of its page file held in
+/// RAM (exact counters since open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCacheStats {
+    /// Page accesses that found the page in RAM.
+    pub hits: u64,
+    /// Page accesses that read it back from the file.
+    pub misses: u64,
+    /// Pages evicted.
+    pub evictions: u64,
+    /// Bytes of the pages in RAM (their capacities).
+    pub resident_bytes: u64,
+    /// The cache's budget (`page_cache_mb`); dirty pages may exceed it
+    /// until the next flush.
+    pub budget_bytes: u64,
 }
 
 /// Progress of an online build that gives every existing table the
