@@ -168,15 +168,18 @@ impl ZoneLookupStats {
 /// `snapshot` readable and pass components taken after it was pinned;
 /// it compares the returned sequence number with `seq`.
 fn get_version_components(
-    tables: &TableCache,
-    merge_operator: Option<&Arc<dyn MergeOperator>>,
-    mems: &[Arc<MemTable>],
-    version: &Version,
+    c: &Components<'_>,
     key: &[u8],
     seq: SeqNo,
     snapshot: SeqNo,
     stats: &mut ZoneLookupStats,
 ) -> Result<Option<Versioned>> {
+    let Components {
+        tables,
+        merge_operator,
+        mems,
+        version,
+    } = *c;
     if seq <= snapshot {
         for m in mems {
             if !m.seq_range().is_some_and(|(lo, hi)| lo <= seq && seq <= hi) {
@@ -211,6 +214,20 @@ fn get_version_components(
     Ok(r.pop().flatten())
 }
 
+/// The components a read looks in: memtables newest first, then a
+/// version's tables.
+#[derive(Clone, Copy)]
+struct Components<'a> {
+    tables: &'a TableCache,
+    merge_operator: Option<&'a Arc<dyn MergeOperator>>,
+    mems: &'a [Arc<MemTable>],
+    version: &'a Version,
+}
+
+/// What one worker of [`get_versions_components`] found: (request index,
+/// result) pairs and its counts.
+type WorkerOutput = (Vec<(usize, Option<Versioned>)>, ZoneLookupStats);
+
 /// [`get_version_components`] for every `(key, seq)` of `reqs`, by
 /// `threads` workers pulling the next request from one shared queue (an
 /// atomic cursor; PERSEID §4.4 parallel lookups). Results in the order of
@@ -226,7 +243,13 @@ pub(crate) fn get_versions_components(
 ) -> Result<(Vec<Option<Versioned>>, ZoneLookupStats)> {
     let threads = threads.clamp(1, reqs.len().max(1));
     let next = AtomicUsize::new(0);
-    let work = || -> Result<(Vec<(usize, Option<Versioned>)>, ZoneLookupStats)> {
+    let c = Components {
+        tables,
+        merge_operator,
+        mems,
+        version,
+    };
+    let work = || -> Result<WorkerOutput> {
         let mut out = Vec::new();
         let mut stats = ZoneLookupStats::default();
         loop {
@@ -234,16 +257,7 @@ pub(crate) fn get_versions_components(
             let Some(&(key, seq)) = reqs.get(i) else {
                 return Ok((out, stats));
             };
-            let r = get_version_components(
-                tables,
-                merge_operator,
-                mems,
-                version,
-                key,
-                seq,
-                snapshot,
-                &mut stats,
-            );
+            let r = get_version_components(&c, key, seq, snapshot, &mut stats);
             match r {
                 Ok(r) => out.push((i, r)),
                 Err(e) => {

@@ -3,6 +3,7 @@
 //! (falling back to a normal lookup when it was compacted away), with
 //! parallel workers; and the tiered compaction policy keeps every read
 //! exact, across reopens.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use std::collections::BTreeMap;
 
@@ -137,7 +138,7 @@ fn tiered_compaction_keeps_reads_exact_and_runs_disjoint_across_reopens() {
             x ^= x >> 7;
             x ^= x << 17;
             let k = key((x % 600) as u32);
-            if x % 5 == 0 {
+            if x.is_multiple_of(5) {
                 db.delete(&k).unwrap();
                 model.remove(&k);
             } else {
