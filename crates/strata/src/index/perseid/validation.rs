@@ -266,16 +266,20 @@ impl Validation {
 
     /// Loads one persistent-table record from the file (recovery).
     /// Applies one record of the file (recovery): the key's entry, or its
-    /// removal. Takes the decoded key to avoid copying it again, and
-    /// updates an existing entry in place (delta groups repeat keys).
+    /// removal. Takes the decoded key to avoid copying it again; one hash
+    /// per record.
     pub fn load(&mut self, pk: Vec<u8>, e: Option<PEntry>) {
         match e {
             Some(e) => {
-                if let Some(v) = self.persistent.get_mut(pk.as_slice()) {
-                    *v = (e, false);
-                } else {
-                    self.persistent_key_bytes += pk.len();
-                    self.persistent.insert(pk.into(), (e, false));
+                let len = pk.len();
+                match self.persistent.entry(pk.into_boxed_slice()) {
+                    std::collections::hash_map::Entry::Occupied(mut o) => {
+                        o.insert((e, false));
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        self.persistent_key_bytes += len;
+                        v.insert((e, false));
+                    }
                 }
             }
             None => {
