@@ -7,7 +7,8 @@
 //! `cargo run --release -p strata --example perseid_reopen -- DIR N VALUE_BYTES`
 //! (then again with `open-only` as a fourth argument to time only an open,
 //! for example under `valgrind --tool=callgrind`). `STRATEGY=memory` uses
-//! another strategy, `TIERED=1` the tiered primary; after the reopen, 200
+//! another strategy, `TIERED=1` the tiered primary, `MEMTABLE_MB=n` a
+//! smaller memtable (more components); after the reopen, 200
 //! top-10 lookups (records fetched) report their block and Bloom counts,
 //! and those of the same records fetched by a plain batched lookup.
 
@@ -28,6 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let open_only = args.get(4).is_some_and(|a| a == "open-only");
     let strategy = std::env::var("STRATEGY").unwrap_or_else(|_| "perseid".into());
     let mut opts = Options::paper();
+    if let Some(mb) = std::env::var("MEMTABLE_MB").ok().and_then(|v| v.parse::<usize>().ok()) {
+        opts = opts.memtable_size(mb << 20);
+    }
     if std::env::var("TIERED").is_ok_and(|v| v == "1") {
         opts = opts.compaction_style(CompactionStyle::Tiered);
     }
