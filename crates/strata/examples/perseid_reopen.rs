@@ -29,7 +29,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let open_only = args.get(4).is_some_and(|a| a == "open-only");
     let strategy = std::env::var("STRATEGY").unwrap_or_else(|_| "perseid".into());
     let mut opts = Options::paper();
-    if let Some(mb) = std::env::var("MEMTABLE_MB").ok().and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(mb) = std::env::var("MEMTABLE_MB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         opts = opts.memtable_size(mb << 20);
     }
     if std::env::var("TIERED").is_ok_and(|v| v == "1") {
