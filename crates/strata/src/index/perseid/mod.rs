@@ -87,6 +87,7 @@ use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile, SyncGate};
 
 use file::{Commit, GroupWriter, PageReader, Rec, Store};
 use pkey::{Entry, Loc, PsTree};
+use validation::{Validation, Verdict};
 
 /// Default page cache budget, MiB (parameter `page_cache_mb`).
 pub const DEFAULT_PAGE_CACHE_MB: usize = 8;
@@ -117,7 +118,6 @@ fn parse_params(params: &[(String, String)]) -> Result<usize> {
     }
     Ok(mb << 20)
 }
-use validation::{Validation, Verdict};
 
 /// Bytes of the exact geometry stored with each entry.
 fn geom_len(ty: KeyType) -> usize {
@@ -232,7 +232,8 @@ pub(crate) struct Perseid {
 
 impl Perseid {
     /// Opens (creating if needed) the page file in `index-<id>/` and reads
-    /// back its committed state. Takes no parameters.
+    /// back its committed state (no page is read: the page cache reads
+    /// them when needed). Parameter: `page_cache_mb`.
     pub fn open(cx: &OpenCx<'_>) -> Result<Perseid> {
         let budget = parse_params(cx.params)?;
         let ty = cx.spec.key_type;
