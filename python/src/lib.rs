@@ -664,7 +664,11 @@ impl Db {
             Some(k) if k >= 0 => Some(k as usize),
             Some(_) => return Err(invalid(py, "limit must be >= 0")),
         };
-        let opts = QueryOptions { limit, keys_only };
+        let opts = QueryOptions {
+            limit,
+            keys_only,
+            ..QueryOptions::default()
+        };
         let hits = py
             .allow_threads(|| db.query(index, &pred, opts))
             .map_err(|e| err(py, e))?;

@@ -25,6 +25,7 @@
 
 pub mod chirp;
 pub mod gen;
+pub mod perseid;
 pub mod places;
 pub mod queries;
 pub mod results;

@@ -85,6 +85,9 @@ pub struct SystemOptions {
     /// Index queries return keys only (index-only queries, PERSEID §5.2.2);
     /// systems that cannot skip the records ignore it.
     pub keys_only: bool,
+    /// Strata systems: the primary uses the tiered compaction policy
+    /// (PERSEID §4.4); others ignore it.
+    pub tiered: bool,
 }
 
 impl Default for SystemOptions {
@@ -94,6 +97,7 @@ impl Default for SystemOptions {
             direct_io: false,
             sync: false,
             keys_only: false,
+            tiered: false,
         }
     }
 }

@@ -12,7 +12,9 @@ use strata_harness::run::{
 pub struct RunArgs {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
     /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy,
-    /// time-range (range filters, Luo & Carey §6.4.2)
+    /// time-range (range filters, Luo & Carey §6.4.2), PERSEID §5's
+    /// perseid-insert, perseid-upsert-{uniform,skew-pri,skew-sec},
+    /// perseid-mixed-{write-heavy,balanced,read-heavy}, perseid-recovery
     /// (see docs/benchmarks.md).
     #[arg(long, default_value = "static-tweets")]
     pub workload: String,
@@ -73,6 +75,10 @@ pub struct OutputArgs {
     /// records (PERSEID §5.2.2); peers fetch them anyway.
     #[arg(long)]
     pub keys_only: bool,
+    /// Strata systems: tiered compaction of the primary (size-tiered runs,
+    /// PERSEID §4.4) instead of leveled.
+    #[arg(long)]
+    pub tiered: bool,
     /// Output directory (created).
     #[arg(long)]
     pub out: PathBuf,
@@ -154,6 +160,7 @@ impl From<OutputArgs> for Output {
             cache_mb: a.cache_mb,
             direct_io: a.direct_io,
             keys_only: a.keys_only,
+            tiered: a.tiered,
             out: a.out,
             work_dir: a.work_dir,
         }

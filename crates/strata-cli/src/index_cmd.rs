@@ -28,7 +28,7 @@ pub enum IndexCommand {
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,
         /// `filter` (per-table range filters; --param
         /// maintain=mutable-bitmap|validation|eager), `perseid` (PS-Tree in a
-        /// page file, hybrid validation).
+        /// page file, hybrid validation; --param page_cache_mb=N, default 8).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`
@@ -262,6 +262,7 @@ pub fn run_query(db: &Db, q: &QueryArgs) -> Result<(), CliError> {
     let opts = QueryOptions {
         limit: q.limit,
         keys_only: q.keys_only,
+        ..QueryOptions::default()
     };
     let hits = db.query(&q.name, &pred, opts)?;
     let mut o = std::io::BufWriter::new(std::io::stdout().lock());

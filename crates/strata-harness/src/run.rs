@@ -25,10 +25,12 @@ use crate::registry::{self, SystemSpec};
 use crate::report::write_report;
 use crate::Error;
 use strata_bench::chirp;
+use strata_bench::perseid;
 use strata_bench::results::{MixedInterval, OpSummary, QueryResult, RunResults, SystemResult};
 use strata_bench::trace::{self as bench_trace, MixedCfg, Op, OpKind, StaticCfg, Style, Trace};
 
-/// Workloads of `bench run`.
+/// Workloads of `bench run` (besides PERSEID's,
+/// [`strata_bench::perseid::WORKLOADS`]).
 pub const WORKLOADS: [&str; 9] = [
     "static-tweets",
     "static-buildings",
@@ -61,7 +63,9 @@ strata:next[delta=4x],strata:next[delta=auto],strata:next[delta=16x]";
 pub struct RunConfig {
     /// Workload: static-tweets, static-buildings, skew, multi-index,
     /// delta-sweep, mixed-write-heavy, mixed-read-heavy, mixed-update-heavy,
-    /// time-range (range filters, Luo & Carey §6.4.2)
+    /// time-range (range filters, Luo & Carey §6.4.2), PERSEID §5's
+    /// perseid-insert, perseid-upsert-{uniform,skew-pri,skew-sec},
+    /// perseid-mixed-{write-heavy,balanced,read-heavy}, perseid-recovery
     /// (see docs/benchmarks.md).
     pub workload: String,
     /// Records to generate and load (mixed workloads: the preload).
@@ -108,6 +112,8 @@ pub struct Output {
     pub direct_io: bool,
     /// Index-only queries: keys without records (Strata systems).
     pub keys_only: bool,
+    /// Strata systems: tiered compaction of the primary (PERSEID §4.4).
+    pub tiered: bool,
     /// Output directory (created).
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
@@ -121,6 +127,7 @@ impl Output {
             direct_io: self.direct_io,
             sync: false,
             keys_only: self.keys_only,
+            tiered: self.tiered,
         }
     }
 }
@@ -144,6 +151,7 @@ impl RunConfig {
                 cache_mb: 64,
                 direct_io: false,
                 keys_only: false,
+                tiered: false,
                 out,
                 work_dir: None,
             },
@@ -851,13 +859,14 @@ fn default_interval(ops: usize) -> u64 {
 /// `strata bench run`.
 pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
     let w = args.workload.as_str();
-    if !WORKLOADS.contains(&w) {
+    if !WORKLOADS.contains(&w) && !perseid::WORKLOADS.contains(&w) {
         return Err(Error::Other(format!(
-            "unknown workload {w:?} (available: {})",
-            WORKLOADS.join(", ")
+            "unknown workload {w:?} (available: {}, {})",
+            WORKLOADS.join(", "),
+            perseid::WORKLOADS.join(", ")
         )));
     }
-    let mixed = bench_trace::mixed_ratios(w).is_some();
+    let mixed = bench_trace::mixed_ratios(w).is_some() || perseid::mixed_ratios(w).is_some();
     let only_mixed = [
         ("--ops", args.ops.is_some()),
         ("--query-class", args.query_class.is_some()),
@@ -924,6 +933,15 @@ pub fn run(args: &RunConfig) -> Result<Outcome, Error> {
         "static-buildings" => bench_trace::static_buildings(&scfg),
         "skew" => bench_trace::skew(&scfg),
         "time-range" => bench_trace::time_range(&scfg),
+        _ if perseid::mixed_ratios(w).is_some() => perseid::mixed_trace(
+            w,
+            args.records,
+            args.ops.unwrap_or(args.records / 2),
+            args.seed,
+        )
+        .ok_or_else(|| Error::Other(format!("unknown workload {w:?}")))?,
+        _ if perseid::WORKLOADS.contains(&w) => perseid::static_trace(w, &scfg)
+            .ok_or_else(|| Error::Other(format!("unknown workload {w:?}")))?,
         _ => bench_trace::mixed(&MixedCfg {
             workload: w.to_string(),
             preload: args.records,

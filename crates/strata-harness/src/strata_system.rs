@@ -177,7 +177,13 @@ impl StrataSystem {
         params: &[IndexParam],
         opts: &SystemOptions,
     ) -> SysResult<Box<dyn BenchSystem>> {
+        let style = if opts.tiered {
+            strata::CompactionStyle::Tiered
+        } else {
+            strata::CompactionStyle::Leveled
+        };
         let options = Options::paper()
+            .compaction_style(style)
             .direct_io(opts.direct_io)
             .block_cache_bytes(usize::try_from(opts.cache_bytes).unwrap_or(usize::MAX))
             .error_if_exists(true);
@@ -243,6 +249,7 @@ impl BenchSystem for StrataSystem {
         let opts = QueryOptions {
             limit: top_k,
             keys_only: self.keys_only,
+            ..QueryOptions::default()
         };
         let (hits, p) = self
             .db()?

@@ -43,5 +43,5 @@ pub use db::{BlockEntry, Db, Snapshot, Versioned};
 pub use error::{Error, Result};
 pub use locate::BlockLocation;
 pub use merge::MergeOperator;
-pub use options::{Compression, Options, WalRecovery, WriteOptions};
+pub use options::{CompactionStyle, Compression, Options, WalRecovery, WriteOptions};
 pub use stats::{IoStats, Stats};

@@ -30,6 +30,18 @@ macro_rules! setters {
     };
 }
 
+/// The background compaction policy ([`crate::compaction`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompactionStyle {
+    /// LevelDB/RocksDB leveled compaction (the default).
+    #[default]
+    Leveled,
+    /// Size-tiered runs (PERSEID §4.4's primary): every run is a table of
+    /// level 0 and a tier is merged into one run when it holds
+    /// [`Options::tiered_runs`] runs. See `compaction::TieredPicker`.
+    Tiered,
+}
+
 /// Options for [`crate::Db::open`].
 #[derive(Clone)]
 pub struct Options {
@@ -69,6 +81,12 @@ pub struct Options {
     pub target_file_size: u64,
     /// Read SSTables with O_DIRECT (falls back with a warning if refused).
     pub direct_io: bool,
+    /// Which compaction policy runs in the background (default leveled;
+    /// see [`crate::compaction`]).
+    pub compaction_style: CompactionStyle,
+    /// Tiered policy: a tier is merged once it holds this many runs (T,
+    /// default 4, at least 2).
+    pub tiered_runs: usize,
     /// What recovery does with a damaged WAL.
     pub wal_recovery: WalRecovery,
     /// Run flushes and compactions on background threads. When false they
@@ -114,6 +132,8 @@ impl Default for Options {
             num_levels: 7,
             target_file_size: 32 << 20,
             direct_io: false,
+            compaction_style: CompactionStyle::Leveled,
+            tiered_runs: 4,
             wal_recovery: WalRecovery::TolerateTornTail,
             background_work: true,
             wal: true,
@@ -198,6 +218,8 @@ impl Options {
         num_levels: usize,
         target_file_size: u64,
         direct_io: bool,
+        compaction_style: CompactionStyle,
+        tiered_runs: usize,
         wal_recovery: WalRecovery,
         background_work: bool,
         wal: bool,
@@ -244,6 +266,9 @@ impl Options {
             || self.l0_stop_trigger < self.l0_slowdown_trigger
         {
             return bad("need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger");
+        }
+        if self.tiered_runs < 2 {
+            return bad("tiered_runs must be at least 2");
         }
         if self.max_open_files < 2 {
             return bad("max_open_files must be at least 2");

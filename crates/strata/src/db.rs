@@ -656,6 +656,9 @@ impl Db {
             s
         };
         let fetch = |keys: &[&[u8]], at: SeqNo| engine.multi_get_at_seq(keys, at);
+        let fetch_versions = |reqs: &[(&[u8], SeqNo)], at: SeqNo, threads: usize| {
+            engine.get_versions(reqs, at, threads)
+        };
         let data_blocks_read = || engine.data_blocks_read();
         let view = QueryView {
             mems,
@@ -664,6 +667,7 @@ impl Db {
             tables: engine.table_cache(),
             pin_latest: &pin_latest,
             fetch: &fetch,
+            fetch_versions: &fetch_versions,
             data_blocks_read: &data_blocks_read,
             pause: pause.as_deref(),
         };

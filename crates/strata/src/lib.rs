@@ -22,11 +22,11 @@ pub mod load;
 pub use db::{Db, Extractors, IndexCheck};
 pub use index::{
     BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
-    IndexValue, KeyType, Predicate, QueryOptions, QueryProfile, StrategyKind,
+    IndexValue, KeyType, PageCacheStats, Predicate, QueryOptions, QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
-    BlockEntry, Compression, DbIterator, Error, IoStats, MergeOperator, Options, Result, Snapshot,
-    Stats, Versioned, WalRecovery, WriteBatch, WriteOptions,
+    BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options,
+    Result, Snapshot, Stats, Versioned, WalRecovery, WriteBatch, WriteOptions,
 };
 
 /// The storage engine under Strata (WAL, memtable, tables, versions,

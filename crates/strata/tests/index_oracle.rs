@@ -16,6 +16,10 @@
 //! one and are saved in `tests/proptest-regressions/index_oracle.txt`,
 //! replayed first on every run (for every strategy). `PROPTEST_CASES=n`
 //! runs n proptest cases per strategy instead of the default.
+//!
+//! `STRATA_ORACLE_TIERED=1` runs every test with the tiered compaction
+//! policy (`Options::compaction_style`); `oracle_tiered_compaction` always
+//! does, for a few seeds.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
@@ -25,10 +29,21 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use common::{attr, copy_dir, spec_for, Rng, STRATEGIES};
 use serde_json::{json, Value};
+use strata::CompactionStyle;
 use strata::{
     Db, Hit, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteBatch,
     WriteOptions,
 };
+
+/// `opts` with the tiered policy if `STRATA_ORACLE_TIERED` is set.
+fn style(opts: Options) -> Options {
+    if std::env::var("STRATA_ORACLE_TIERED").is_ok_and(|v| v != "0") {
+        opts.compaction_style(CompactionStyle::Tiered)
+            .tiered_runs(3)
+    } else {
+        opts
+    }
+}
 
 /// `STRATEGIES` (index, name), filtered by `STRATA_ORACLE_ONLY`.
 fn strategies() -> Vec<(usize, &'static str)> {
@@ -292,6 +307,7 @@ fn create_indexes_mid_build(
 }
 
 fn run(strategy: &str, seed: u64, steps: usize, opts: Options) {
+    let opts = style(opts);
     let mut dirs = vec![tempfile::tempdir().unwrap()];
     let mut rng = Rng::new(seed);
     let mut db = Db::open(dirs[0].path(), opts.clone()).unwrap();
@@ -400,6 +416,21 @@ fn oracle_inline_work() {
                 Options::small_for_tests().background_work(false),
             );
         }
+    }
+}
+
+#[test]
+fn oracle_tiered_compaction() {
+    let tiered = || {
+        Options::small_for_tests()
+            .compaction_style(CompactionStyle::Tiered)
+            .tiered_runs(3)
+    };
+    for (_, s) in strategies() {
+        for seed in 0..2 {
+            run(s, 200 + seed, 1500, tiered().background_work(false));
+        }
+        run(s, 300, 1500, tiered());
     }
 }
 
@@ -674,6 +705,7 @@ fn check_query(db: &Db, model: &Model, step: usize, q: &Query, active: &[usize])
 }
 
 fn run_ops(strategy: &str, ops: &[Op], opts: Options) {
+    let opts = style(opts);
     let mut dirs = vec![tempfile::tempdir().unwrap()];
     let mut db = Db::open(dirs[0].path(), opts.clone()).unwrap();
     // As in `run`: three indexes before any data, two created a quarter of

@@ -7,6 +7,22 @@
 //! `max_bytes_for_level_base × ratio^(n-1)`, one file at a time, rotating
 //! through the key space.
 //!
+//! Tiered policy ([`TieredPicker`], `Options::compaction_style`; the
+//! primary of PERSEID §4.4 is tiered, where sequence-number zone maps
+//! separate components best): every sorted run is one table of level 0,
+//! which already allows overlapping tables read newest first, so the read
+//! path, the MANIFEST and recovery are unchanged. Runs are classed by size
+//! (class `c` holds runs of `memtable_size × T^c` to `× T^(c+1)` bytes);
+//! when `T` (`Options::tiered_runs`) consecutive runs share a class they are
+//! merged into one table of level 0 (never cut at `target_file_size`).
+//! Only runs adjacent in time are merged, so the runs' sequence ranges stay
+//! disjoint and ordering level 0 by largest sequence number orders every
+//! key's versions. Levels ≥ 1 are written only by manual compactions
+//! (`compact_range`), which stay leveled; level 0 stays newer than them.
+//! This is tiering within an L0-like level, not a tiered run per level:
+//! levels ≥ 1 keep their disjoint-table invariant, which the read path
+//! and every index strategy rely on.
+//!
 //! Merge rules: for each user key, entries are seen newest first. An entry is
 //! dropped if a newer entry of the same key is visible to every live
 //! snapshot (`Shadowed`), or if it is a tombstone visible to every snapshot
@@ -55,6 +71,9 @@ pub struct Compaction {
     /// Whether a lone input with nothing to merge may be moved instead of
     /// rewritten (manual compactions rewrite, to drop obsolete versions).
     pub allow_trivial_move: bool,
+    /// Write the whole output as one table (a tiered run), never cut at
+    /// `target_file_size`.
+    pub single_output: bool,
 }
 
 impl Compaction {
@@ -69,6 +88,18 @@ impl Compaction {
             output_level: level + 1,
             inputs: [inputs0, inputs1],
             allow_trivial_move: true,
+            single_output: false,
+        }
+    }
+
+    /// A tiered merge of level-0 runs into one level-0 run.
+    pub fn tiered(runs: Vec<Arc<FileMetaData>>) -> Self {
+        Compaction {
+            level: 0,
+            output_level: 0,
+            inputs: [runs, Vec::new()],
+            allow_trivial_move: false,
+            single_output: true,
         }
     }
 
@@ -100,6 +131,100 @@ pub trait CompactionPicker: Send + Sync {
     fn pick(&self, version: &Version) -> Option<Compaction>;
     /// Compaction score of each level (≥ 1 means it needs compaction).
     fn scores(&self, version: &Version) -> Vec<f64>;
+    /// The count the write path compares with `l0_slowdown_trigger` and
+    /// `l0_stop_trigger`: level 0's tables by default.
+    fn l0_pressure(&self, version: &Version) -> usize {
+        version.levels.first().map_or(0, |l| l.len())
+    }
+}
+
+/// A picker for `opts.compaction_style`.
+pub fn picker_for(opts: &Options) -> Box<dyn CompactionPicker> {
+    match opts.compaction_style {
+        crate::options::CompactionStyle::Leveled => Box::new(LeveledPicker::new(opts)),
+        crate::options::CompactionStyle::Tiered => Box::new(TieredPicker::new(opts)),
+    }
+}
+
+/// The size-tiered policy described in the module documentation.
+pub struct TieredPicker {
+    runs: usize,
+    base: u64,
+}
+
+impl TieredPicker {
+    /// A picker with `opts.tiered_runs` runs per tier, the smallest tier
+    /// holding runs up to `T × memtable_size` bytes.
+    pub fn new(opts: &Options) -> Self {
+        TieredPicker {
+            runs: opts.tiered_runs.max(2),
+            base: (opts.memtable_size as u64).max(1),
+        }
+    }
+
+    /// Size class of a run: `floor(log_T(size / base))`, 0 below `base`.
+    fn class(&self, size: u64) -> u32 {
+        let mut c = 0;
+        let mut bound = self.base.saturating_mul(self.runs as u64);
+        while size >= bound && bound < u64::MAX {
+            c += 1;
+            bound = bound.saturating_mul(self.runs as u64);
+        }
+        c
+    }
+
+    /// The first window (newest first) of consecutive level-0 runs of one
+    /// class, and its length.
+    fn longest_windows(&self, v: &Version) -> Vec<(usize, usize)> {
+        let runs = v.levels.first().map(Vec::as_slice).unwrap_or(&[]);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < runs.len() {
+            let c = self.class(runs[i].file_size);
+            let mut j = i + 1;
+            while j < runs.len() && self.class(runs[j].file_size) == c {
+                j += 1;
+            }
+            out.push((i, j - i));
+            i = j;
+        }
+        out
+    }
+}
+
+impl CompactionPicker for TieredPicker {
+    fn scores(&self, v: &Version) -> Vec<f64> {
+        let mut scores = vec![0.0; v.num_levels()];
+        let longest = self
+            .longest_windows(v)
+            .iter()
+            .map(|w| w.1)
+            .max()
+            .unwrap_or(0);
+        if let Some(s) = scores.first_mut() {
+            *s = longest as f64 / self.runs as f64;
+        }
+        scores
+    }
+
+    fn pick(&self, v: &Version) -> Option<Compaction> {
+        let runs = v.levels.first()?;
+        let (start, len) = self
+            .longest_windows(v)
+            .into_iter()
+            .find(|w| w.1 >= self.runs)?;
+        Some(Compaction::tiered(runs.get(start..start + len)?.to_vec()))
+    }
+
+    /// The runs of the fullest tier: writes slow down and stop when merges
+    /// fall behind, not when the tree simply holds many tiers.
+    fn l0_pressure(&self, v: &Version) -> usize {
+        self.longest_windows(v)
+            .iter()
+            .map(|w| w.1)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The leveled policy described in the module documentation.
@@ -329,14 +454,18 @@ fn add_output(
     current: &mut Option<(u64, TableBuilder)>,
     edit: &mut VersionEdit,
     bytes_written: &mut u64,
-    (out_level, source): (usize, &TableSource<'_>),
+    (out_level, source, single_output): (usize, &TableSource<'_>, bool),
     first_of_key: bool,
     ikey: &[u8],
     value: &[u8],
 ) -> Result<()> {
     // Cut outputs only between user keys.
     if first_of_key {
-        let target = env.opts.target_file_size;
+        let target = if single_output {
+            u64::MAX
+        } else {
+            env.opts.target_file_size
+        };
         if let Some((n, b)) = current.take_if(|(_, b)| b.file_size() >= target) {
             let meta = finish_table(n, b)?;
             *bytes_written += meta.file_size;
@@ -414,8 +543,21 @@ pub fn run(
         scratch: &scratch,
         tables,
     };
-    let deeper_overlap = (out_level + 1..version.num_levels())
-        .any(|l| !version.overlapping(l, Some(&lo), Some(&hi)).is_empty());
+    // A merge into level 0 (tiered) has level-0 runs outside its inputs
+    // that may hold older versions: they count as deeper.
+    let inputs: std::collections::HashSet<u64> = c.input_files().map(|f| f.number).collect();
+    let other_l0: Vec<Arc<FileMetaData>> = if out_level == 0 {
+        version
+            .overlapping(0, Some(&lo), Some(&hi))
+            .into_iter()
+            .filter(|f| !inputs.contains(&f.number))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let deeper_overlap = !other_l0.is_empty()
+        || (out_level + 1..version.num_levels())
+            .any(|l| !version.overlapping(l, Some(&lo), Some(&hi)).is_empty());
     let ctx = CompactionContext {
         level: c.level,
         input_files: c.input_files().map(|f| f.number).collect(),
@@ -429,8 +571,10 @@ pub fn run(
     // True if no level below the output can hold `user_key`.
     let is_base_level_for = |user_key: &[u8]| -> bool {
         !deeper_overlap
-            || (out_level + 1..version.num_levels())
-                .all(|l| version.find_file(l, user_key).is_none())
+            || (other_l0.iter().all(|f| {
+                user_key < key::user_key(&f.smallest) || user_key > key::user_key(&f.largest)
+            }) && (out_level + 1..version.num_levels())
+                .all(|l| version.find_file(l, user_key).is_none()))
     };
 
     let mut current: Option<(u64, TableBuilder)> = None;
@@ -505,7 +649,7 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (out_level, &source),
+                (out_level, &source, c.single_output),
                 first_of_key,
                 &ikey,
                 &value,
@@ -517,7 +661,7 @@ pub fn run(
                 &mut current,
                 &mut edit,
                 &mut bytes_written,
-                (out_level, &source),
+                (out_level, &source, c.single_output),
                 first_of_key,
                 ikey,
                 input.value(),

@@ -32,7 +32,7 @@ use std::thread::JoinHandle;
 
 use crate::batch::WriteBatch;
 use crate::cache::{BlockCache, TableCache};
-use crate::compaction::{key_range, Compaction, CompactionPicker, LeveledPicker};
+use crate::compaction::{key_range, Compaction, CompactionPicker};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::hooks::{EngineHandle, EngineHooks, InstallReason};
@@ -281,7 +281,7 @@ impl Db {
 
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
-            picker: Box::new(LeveledPicker::new(&opts)),
+            picker: crate::compaction::picker_for(&opts),
             opts,
             counters,
             block_cache,
@@ -584,6 +584,7 @@ impl Db {
                         output_level: level,
                         inputs: [inputs0, Vec::new()],
                         allow_trivial_move: false,
+                        single_output: false,
                     }
                 };
                 c.allow_trivial_move = false;
@@ -649,6 +650,31 @@ impl Db {
     /// number, `None` if absent or deleted, in the order of `keys`.
     pub fn multi_get_at_seq(&self, keys: &[&[u8]], seq: SeqNo) -> Result<Vec<Option<Versioned>>> {
         self.inner.multi_get_found(keys, seq)
+    }
+
+    /// The exact versions `(key, seq)` of `reqs` (PERSEID §4.4), each
+    /// looked up only in the components whose sequence-number zone map
+    /// holds `seq`; a version no longer there (compacted away) falls back
+    /// to a normal lookup at `snapshot`, which the caller keeps readable
+    /// (a live [`Snapshot`]). `threads` workers share one queue of
+    /// requests. Results in the order of `reqs`; the caller compares each
+    /// returned sequence number with the requested one.
+    pub fn get_versions(
+        &self,
+        reqs: &[(&[u8], SeqNo)],
+        snapshot: SeqNo,
+        threads: usize,
+    ) -> Result<(Vec<Option<Versioned>>, crate::read::ZoneLookupStats)> {
+        let (mems, version) = self.read_view();
+        crate::read::get_versions_components(
+            &self.inner.tables,
+            self.inner.opts.merge_operator.as_ref(),
+            &mems,
+            &version,
+            reqs,
+            snapshot,
+            threads,
+        )
     }
 
     /// Data blocks fetched so far (cache hits and disk reads).

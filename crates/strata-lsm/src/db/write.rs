@@ -338,7 +338,7 @@ impl DbInner {
             if st.shutting_down {
                 return Err(Error::Closed);
             }
-            let l0 = st.current.levels[0].len();
+            let l0 = self.picker.l0_pressure(&st.current);
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger && self.opts.background_work {
                 drop(st);
                 let t = Instant::now();

@@ -12,7 +12,7 @@
 //! WAL can rebuild it.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
@@ -114,6 +114,10 @@ pub struct MemTable {
     /// Side structure fed every insert (the secondary indexes' in-memory
     /// component), so index queries never scan the memtable.
     side: Option<Arc<dyn MemSide>>,
+    /// Sequence-number zone map (PERSEID §4.4): the smallest and largest
+    /// sequence number inserted (`u64::MAX` and 0 while empty).
+    min_seq: AtomicU64,
+    max_seq: AtomicU64,
 }
 
 /// A structure maintained alongside a memtable: sees every insert, after
@@ -153,6 +157,8 @@ impl MemTable {
             approximate_bytes: AtomicUsize::new(0),
             log_number,
             side,
+            min_seq: AtomicU64::new(u64::MAX),
+            max_seq: AtomicU64::new(0),
         }
     }
 
@@ -174,6 +180,11 @@ impl MemTable {
             Ordering::Relaxed,
         );
         self.map.insert(ikey, value.to_vec());
+        // Before the entry's sequence number is published (the write path
+        // publishes after the insert), so a reader that may see `seq`
+        // also sees it inside the range.
+        self.min_seq.fetch_min(seq, Ordering::SeqCst);
+        self.max_seq.fetch_max(seq, Ordering::SeqCst);
         if let Some(side) = &self.side {
             side.on_add(seq, kind, user_key, value);
         }
@@ -189,6 +200,17 @@ impl MemTable {
     /// Bytes used by the side structure (0 without one).
     pub fn side_bytes(&self) -> usize {
         self.side.as_ref().map_or(0, |s| s.approximate_bytes())
+    }
+
+    /// The sequence-number zone map: smallest and largest sequence number
+    /// inserted, `None` while empty. Every entry a reader at a published
+    /// sequence number may see lies inside it.
+    pub fn seq_range(&self) -> Option<(SeqNo, SeqNo)> {
+        let (lo, hi) = (
+            self.min_seq.load(Ordering::SeqCst),
+            self.max_seq.load(Ordering::SeqCst),
+        );
+        (lo <= hi).then_some((lo, hi))
     }
 
     /// True if no entry was inserted.

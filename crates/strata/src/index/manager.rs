@@ -618,6 +618,7 @@ impl IndexManager {
             tables: view.tables,
             pin_latest: &pin,
             fetch: view.fetch,
+            fetch_versions: view.fetch_versions,
             data_blocks_read: view.data_blocks_read,
             pause: view.pause,
         };

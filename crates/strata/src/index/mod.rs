@@ -217,6 +217,26 @@ pub struct IndexStats {
     /// for a build that scans the data).
     #[serde(default)]
     pub build: Option<BuildProgress>,
+    /// `perseid`: its page cache (`None` for other strategies).
+    #[serde(default)]
+    pub page_cache: Option<PageCacheStats>,
+}
+
+/// The page cache of a `perseid` index: pages of its page file held in
+/// RAM (exact counters since open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCacheStats {
+    /// Page accesses that found the page in RAM.
+    pub hits: u64,
+    /// Page accesses that read it back from the file.
+    pub misses: u64,
+    /// Pages evicted.
+    pub evictions: u64,
+    /// Bytes of the pages in RAM (their capacities).
+    pub resident_bytes: u64,
+    /// The cache's budget (`page_cache_mb`); dirty pages may exceed it
+    /// until the next flush.
+    pub budget_bytes: u64,
 }
 
 /// Progress of an online build that gives every existing table the
@@ -255,7 +275,16 @@ pub struct QueryOptions {
     pub limit: Option<usize>,
     /// Return keys without values.
     pub keys_only: bool,
+    /// Threads that fetch the records of a non-index-only query from one
+    /// shared queue (strategies that look records up one by one:
+    /// `perseid`, PERSEID §4.4). `None`: [`QueryOptions::lookup_threads`]'s
+    /// default.
+    pub parallelism: Option<usize>,
 }
+
+/// Below this many records a query fetches them on its own thread:
+/// starting workers costs more than the lookups.
+pub const PARALLEL_MIN_RECORDS: usize = 32;
 
 impl QueryOptions {
     /// Returns only the `k` most recent matches.
@@ -268,6 +297,24 @@ impl QueryOptions {
     pub fn keys_only(mut self, v: bool) -> Self {
         self.keys_only = v;
         self
+    }
+
+    /// Fetches records with `n` threads (1: on the querying thread).
+    pub fn parallelism(mut self, n: usize) -> Self {
+        self.parallelism = Some(n.max(1));
+        self
+    }
+
+    /// Threads to fetch `records` records with: the set parallelism, else
+    /// `min(available_parallelism, 4)`, and 1 below
+    /// [`PARALLEL_MIN_RECORDS`] records (unless set explicitly).
+    pub fn lookup_threads(&self, records: usize) -> usize {
+        let n = match self.parallelism {
+            Some(n) => n,
+            None if records < PARALLEL_MIN_RECORDS => 1,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        };
+        n.clamp(1, records.max(1))
     }
 }
 
@@ -289,6 +336,8 @@ pub struct QueryProfile {
     pub tables_skipped: u64,
     /// Range filters (`filter`): components (memtables and tables at the
     /// snapshot) whose filter intersects the predicate, scanned.
+    /// `perseid`: components probed by the zone-map record lookups (one
+    /// per record when the components' sequence ranges are disjoint).
     #[serde(default)]
     pub components_scanned: u64,
     /// Range filters: components whose filter excludes the predicate (not
@@ -320,6 +369,11 @@ pub(crate) type Fetched = Vec<Option<strata_lsm::Versioned>>;
 /// A batched point lookup at a snapshot.
 pub(crate) type FetchFn<'a> = dyn Fn(&[&[u8]], SeqNo) -> Result<Fetched> + 'a;
 
+/// Exact versions `(key, seq)` at a snapshot through the sequence-number
+/// zone maps (`strata_lsm::Db::get_versions`), with a number of threads.
+pub(crate) type FetchVersionsFn<'a> = dyn Fn(&[(&[u8], SeqNo)], SeqNo, usize) -> Result<(Fetched, strata_lsm::read::ZoneLookupStats)>
+    + 'a;
+
 /// One operation of a write batch: sequence number, key, and the value of a
 /// put (`None` for a delete).
 pub(crate) type OpRef<'a> = (SeqNo, &'a [u8], Option<&'a [u8]>);
@@ -344,6 +398,8 @@ pub(crate) struct QueryView<'a> {
     /// snapshot: each key's value and sequence number, `None` if absent or
     /// deleted; results in the order of the keys.
     pub fetch: &'a FetchFn<'a>,
+    /// Exact versions through the zone maps (see [`FetchVersionsFn`]).
+    pub fetch_versions: &'a FetchVersionsFn<'a>,
     /// Data blocks fetched so far by the engine (cache hits and disk reads).
     pub data_blocks_read: &'a dyn Fn() -> u64,
     /// Test hook run once a query has pinned what it reads and before it

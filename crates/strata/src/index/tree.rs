@@ -312,6 +312,11 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         num_levels: primary.num_levels,
         target_file_size: primary.target_file_size,
         direct_io: primary.direct_io,
+        // The trees stay leveled: the tiered policy is the primary's
+        // (PERSEID §4.4), and posting-lazy's level-by-level top-K reads
+        // are tuned for leveled trees.
+        compaction_style: strata_lsm::CompactionStyle::Leveled,
+        tiered_runs: primary.tiered_runs,
         wal_recovery: primary.wal_recovery,
         background_work: primary.background_work,
         // The primary's WAL is the tree's: see the module doc.

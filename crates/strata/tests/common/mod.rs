@@ -80,6 +80,8 @@ pub const STRATEGIES: &[&str] = &[
     "filter[maintain=validation]",
     "filter[maintain=eager]",
     "perseid",
+    // Every clean page evicted at once: each access reads it back.
+    "perseid[page_cache_mb=0]",
 ];
 
 /// The index spec of a [`STRATEGIES`] entry: `name` or `name[k=v;k=v]`.

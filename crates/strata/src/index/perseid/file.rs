@@ -18,19 +18,27 @@
 //! times the live size (or after a torn tail, an error, or a rebuild), writes a
 //! full group to a new file and then removes the older ones. A new file
 //! is fsynced and its directory too before the flush returns.
+//!
+//! Pages are not read at open: a Page record yields its page's location
+//! ([`Loc`]), and [`PageReader`] reads the record back (checksum verified)
+//! when the page cache (`pkey`) needs it. The files a full group replaces
+//! are removed only after the new locations are installed
+//! ([`Store::retire`]), so a reader never looks for a page in a removed
+//! file.
 
 #![deny(clippy::indexing_slicing)]
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use strata_lsm::coding::masked_crc;
 use strata_lsm::error::{Error, Result};
-use strata_lsm::io::{Fs, WritableFile};
+use strata_lsm::io::{Fs, RandomRead, WritableFile};
 use strata_lsm::key::SeqNo;
 
-use super::pkey::{Page, PageId, PageKind, Ptr};
+use super::pkey::{Loc, Page, PageId, PageKind, PageSource, Ptr};
 use super::validation::PEntry;
 
 const MAGIC: &[u8; 8] = b"PERSEID\0";
@@ -59,6 +67,9 @@ pub(crate) struct Commit {
 /// One decoded record of a group.
 pub(crate) enum Rec {
     Page(PageId, Page),
+    /// A page read at open: its capacity and where its record is (the
+    /// contents are read when needed).
+    PageAt(PageId, usize, Loc),
     Free(PageId),
     SKey(Vec<u8>, Option<Ptr>),
     Pk(Vec<u8>, Option<PEntry>),
@@ -101,7 +112,9 @@ impl GroupWriter {
         g
     }
 
-    pub fn page(&mut self, id: PageId, page: &Page) {
+    /// Adds a page; returns the record's offset in the group and length.
+    pub fn page(&mut self, id: PageId, page: &Page) -> (u64, u32) {
+        let at = self.buf.len();
         let mut p = Vec::with_capacity(page.data.len() + 16);
         p.extend_from_slice(&id.to_le_bytes());
         p.push(page.kind as u8);
@@ -109,6 +122,7 @@ impl GroupWriter {
         put_bytes(&mut p, &page.data);
         frame(&mut self.buf, K_PAGE, &p);
         self.records += 1;
+        (at as u64, (self.buf.len() - at) as u32)
     }
 
     pub fn free(&mut self, id: PageId) {
@@ -231,6 +245,80 @@ fn decode(kind: u8, p: &[u8]) -> Option<Rec> {
     Some(rec)
 }
 
+/// A Page record's header, checked, as a location (its contents are not
+/// copied).
+fn page_at(p: &[u8], loc: Loc) -> Option<Rec> {
+    let mut c = Cur(p);
+    let id = c.u32()?;
+    PageKind::from_u8(c.u8()?).ok()?;
+    let cap = c.u32()? as usize;
+    let used = c.bytes()?.len();
+    c.end()?;
+    (used <= cap).then_some(Rec::PageAt(id, cap, loc))
+}
+
+/// Reads pages back from the files of one index (the page cache's
+/// [`PageSource`]), keeping one open handle per file.
+pub(crate) struct PageReader {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    handles: Mutex<HashMap<u64, Arc<dyn RandomRead>>>,
+}
+
+impl PageReader {
+    pub fn new(fs: Arc<dyn Fs>, dir: &Path) -> PageReader {
+        PageReader {
+            fs,
+            dir: dir.to_path_buf(),
+            handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Forgets the handles of files other than `keep` (after a full group
+    /// replaced them).
+    pub fn retain(&self, keep: &[u64]) {
+        if let Ok(mut h) = self.handles.lock() {
+            h.retain(|n, _| keep.contains(n));
+        }
+    }
+
+    fn handle(&self, file: u64) -> Result<Arc<dyn RandomRead>> {
+        let mut h = self
+            .handles
+            .lock()
+            .map_err(|_| Error::invalid("perseid: page reader lock poisoned"))?;
+        if let Some(f) = h.get(&file) {
+            return Ok(f.clone());
+        }
+        let path = self.dir.join(file_name(file));
+        let f: Arc<dyn RandomRead> = Arc::from(self.fs.open_random(&path, false)?);
+        h.insert(file, f.clone());
+        Ok(f)
+    }
+}
+
+impl PageSource for PageReader {
+    fn read(&self, id: PageId, loc: Loc) -> Result<Page> {
+        let bytes = self
+            .handle(loc.file)?
+            .read_at(loc.offset, loc.len as usize)?;
+        let bad = || {
+            Error::corruption(format!(
+                "perseid file {}: page {id} at byte {} fails its checks",
+                loc.file, loc.offset
+            ))
+        };
+        let mut at = 0;
+        let (kind, p) = next_record(&bytes, &mut at).ok_or_else(bad)?;
+        match decode(kind, p) {
+            Some(Rec::Page(pid, page)) if kind == K_PAGE && pid == id && at == bytes.len() => {
+                Ok(page)
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// How one file read back.
 pub(crate) struct FileRead {
     pub groups: Vec<GroupRead>,
@@ -271,6 +359,7 @@ pub(crate) fn read_file(b: &[u8], key_type: u8, number: u64) -> Result<FileRead>
         let full = p.first().copied().unwrap_or(0) != 0;
         let mut records = Vec::new();
         loop {
+            let start = at;
             let Some((kind, p)) = next_record(b, &mut at) else {
                 break 'groups;
             };
@@ -294,7 +383,19 @@ pub(crate) fn read_file(b: &[u8], key_type: u8, number: u64) -> Result<FileRead>
                 committed = at;
                 break;
             }
-            let rec = decode(kind, p).ok_or_else(|| {
+            let rec = if kind == K_PAGE {
+                page_at(
+                    p,
+                    Loc {
+                        file: number,
+                        offset: start as u64,
+                        len: (at - start) as u32,
+                    },
+                )
+            } else {
+                decode(kind, p)
+            };
+            let rec = rec.ok_or_else(|| {
                 Error::corruption(format!(
                     "perseid file {number}: bad record of kind {kind} at byte {at}"
                 ))
@@ -332,6 +433,8 @@ pub(crate) struct Store {
     pub needs_full: bool,
     /// Bytes of the last full group (0: none since open).
     last_full: u64,
+    /// Files a full group replaced, removed at [`Store::retire`].
+    retired: Vec<u64>,
 }
 
 /// The committed groups of an index's files, in order.
@@ -408,6 +511,7 @@ impl Store {
                 next_number,
                 needs_full: any_torn || failed.is_some(),
                 last_full: 0,
+                retired: Vec::new(),
             },
             match failed {
                 Some(e) => Err(e),
@@ -431,7 +535,9 @@ impl Store {
     /// Writes one encoded group durably (see the module doc). On error
     /// the active file is abandoned and the next flush writes a full
     /// group.
-    pub fn write_group(&mut self, group: &[u8], full: bool) -> Result<()> {
+    /// Returns the file the group went to and its offset there. After a
+    /// full group, the older files stay until [`Store::retire`].
+    pub fn write_group(&mut self, group: &[u8], full: bool) -> Result<(u64, u64)> {
         let r = self.try_write(group, full);
         if r.is_err() {
             self.active = None;
@@ -440,7 +546,15 @@ impl Store {
         r
     }
 
-    fn try_write(&mut self, group: &[u8], full: bool) -> Result<()> {
+    /// Removes the files a full group replaced; returns the live ones.
+    pub fn retire(&mut self) -> Vec<u64> {
+        for old in std::mem::take(&mut self.retired) {
+            let _ = self.fs.remove_file(&self.dir.join(file_name(old)));
+        }
+        self.files.iter().map(|(n, _)| *n).collect()
+    }
+
+    fn try_write(&mut self, group: &[u8], full: bool) -> Result<(u64, u64)> {
         if full || self.active.is_none() {
             let n = self.next_number;
             self.next_number += 1;
@@ -469,16 +583,16 @@ impl Store {
             })?;
             let size = (header.len() + group.len()) as u64;
             if full {
-                // The new file alone holds the state: the older ones go.
-                for (old, _) in std::mem::take(&mut self.files) {
-                    let _ = self.fs.remove_file(&self.dir.join(file_name(old)));
-                }
+                // The new file alone holds the state: the older ones go
+                // (at `retire`).
+                self.retired
+                    .extend(std::mem::take(&mut self.files).into_iter().map(|(n, _)| n));
                 self.last_full = size;
                 self.needs_full = false;
             }
             self.files.push((n, size));
             self.active = Some(f);
-            return Ok(());
+            return Ok((n, header.len() as u64));
         }
         let path = self
             .files
@@ -498,10 +612,12 @@ impl Store {
                     e,
                 )
             })?;
+        let mut at = (0, 0);
         if let Some(last) = self.files.last_mut() {
+            at = (last.0, last.1);
             last.1 += group.len() as u64;
         }
-        Ok(())
+        Ok(at)
     }
 }
 

@@ -41,16 +41,25 @@
 //! tables hold (the WAL that covered the gap may be gone), the index is
 //! rebuilt from the primary by a scan.
 //!
-//! RAM: without persistent memory every page, the SKey layer and the
-//! persistent table's working copy stay in RAM (the file is only their
-//! persistence), so the index's DRAM is its whole size (`memory_bytes`),
-//! not the paper's small volatile table. Evicting clean pages (they can be
-//! read back from the file) is the missing step to that target.
+//! RAM: without persistent memory, the pages of the PKey layer live in a
+//! page cache of `page_cache_mb` MiB (parameter, default
+//! [`DEFAULT_PAGE_CACHE_MB`]): clean pages are evicted (clock) and read
+//! back from the page file when needed, and a reopen reads no page
+//! (`pkey`). The SKey layer and the persistent validation table's working
+//! copy stay in RAM (the file is their persistence): the index's DRAM
+//! (`memory_bytes`) is the resident pages plus those, not the paper's
+//! small volatile table.
 //!
-//! Not built (PERSEID §4.4): sequence-number zone maps for the primary
-//! lookups of non-index-only queries, a tiered compaction policy, and
-//! parallel primary lookups; the records of a non-index-only query are
-//! fetched with the engine's batched lookup at the query's snapshot.
+//! Primary lookups of non-index-only queries (§4.4): every valid entry
+//! names the version to read (its sequence number), so its record is
+//! fetched by `strata_lsm::Db::get_versions`, which probes only the
+//! component (memtable or table) whose sequence-number zone map holds it,
+//! skipping every other component's Bloom filter and index, and falls
+//! back to a normal lookup at the snapshot when a compaction moved it
+//! away. `QueryOptions::parallelism` workers pull the lookups from one
+//! queue; results keep the newest-first order. The engine's tiered policy
+//! (`Options::compaction_style`) keeps the components' sequence ranges
+//! disjoint, as in the paper's tiered primary.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -69,16 +78,46 @@ use strata_lsm::version::FileMetaData;
 
 use super::def::Attrs;
 use super::strategy::{
-    self, BuildMethod, Current, IndexStrategy, NeedsCurrent, OpenCx, QueryCx, StrategyKind,
-    VersionSlot, WritePath,
+    BuildMethod, Current, IndexStrategy, NeedsCurrent, OpenCx, QueryCx, StrategyKind, VersionSlot,
+    WritePath,
 };
 use super::tree::{self as sortkeys, PrimaryHandle};
 use super::value::{IndexValue, KeyType};
 use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile, SyncGate};
 
-use file::{Commit, GroupWriter, Rec, Store};
-use pkey::{Entry, PsTree};
+use file::{Commit, GroupWriter, PageReader, Rec, Store};
+use pkey::{Entry, Loc, PsTree};
 use validation::{Validation, Verdict};
+
+/// Default page cache budget, MiB (parameter `page_cache_mb`).
+pub const DEFAULT_PAGE_CACHE_MB: usize = 8;
+
+/// The parameters: `page_cache_mb` (a non-negative integer, MiB).
+fn parse_params(params: &[(String, String)]) -> Result<usize> {
+    let mut mb = DEFAULT_PAGE_CACHE_MB;
+    for (k, v) in params {
+        match k.as_str() {
+            "page_cache_mb" => {
+                mb = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|m| *m <= 1 << 20)
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "page_cache_mb must be an integer from 0 to {}, not {v:?}",
+                            1 << 20
+                        ))
+                    })?
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown parameter {k:?} for strategy perseid (known: page_cache_mb)"
+                )))
+            }
+        }
+    }
+    Ok(mb << 20)
+}
 
 /// Bytes of the exact geometry stored with each entry.
 fn geom_len(ty: KeyType) -> usize {
@@ -126,13 +165,24 @@ impl State {
     fn load(&mut self, ty: KeyType, g: file::GroupRead) -> Result<()> {
         if g.full {
             *self = State::new(ty);
+            let pks = g
+                .records
+                .iter()
+                .filter(|r| matches!(r, Rec::Pk(..)))
+                .count();
+            self.valid.reserve(pks);
         }
         for r in g.records {
             match r {
-                Rec::Page(id, p) => self.tree.load_page(id, p)?,
+                Rec::PageAt(id, cap, loc) => self.tree.load_page_at(id, cap, loc),
+                Rec::Page(id, _) => {
+                    return Err(Error::corruption(format!(
+                        "perseid: page {id} decoded at open"
+                    )))
+                }
                 Rec::Free(id) => self.tree.unload_page(id),
                 Rec::SKey(k, p) => self.tree.skeys.load(k, p),
-                Rec::Pk(k, e) => self.valid.load(&k, e),
+                Rec::Pk(k, e) => self.valid.load(k, e),
             }
         }
         self.applied = g.commit.checkpoint;
@@ -145,7 +195,12 @@ impl State {
     /// the recovered state).
     fn check(&self) -> Result<()> {
         for (_, p) in self.tree.skeys.iter() {
-            self.tree.page(pkey::ptr_page(p))?;
+            if !self.tree.has_page(pkey::ptr_page(p)) {
+                return Err(Error::corruption(format!(
+                    "perseid: a secondary key points to missing page {}",
+                    pkey::ptr_page(p)
+                )));
+            }
         }
         Ok(())
     }
@@ -171,15 +226,19 @@ pub(crate) struct Perseid {
     entries: AtomicU64,
     /// Obsolete entries removed by garbage collection.
     collected: AtomicU64,
+    /// The page cache's budget and its reader of the page files.
+    cache: (usize, Arc<PageReader>),
 }
 
 impl Perseid {
     /// Opens (creating if needed) the page file in `index-<id>/` and reads
-    /// back its committed state. Takes no parameters.
+    /// back its committed state (no page is read: the page cache reads
+    /// them when needed). Parameter: `page_cache_mb`.
     pub fn open(cx: &OpenCx<'_>) -> Result<Perseid> {
-        strategy::no_params(StrategyKind::Perseid.name(), cx.params)?;
+        let budget = parse_params(cx.params)?;
         let ty = cx.spec.key_type;
         let (store, recovered) = Store::open(cx.tree_opts.fs.clone(), cx.dir, key_code(ty))?;
+        let reader = Arc::new(PageReader::new(cx.tree_opts.fs.clone(), cx.dir));
         let mut state = State::new(ty);
         let mut rebuild = false;
         match recovered {
@@ -197,6 +256,7 @@ impl Perseid {
             Err(_) => rebuild = true,
         }
         state.tree.finish_load();
+        state.tree.set_cache(budget, reader.clone());
         state.valid.rebuild_volatile();
         // Each key has n - 1 obsolete entries, plus one if its latest
         // version has an entry.
@@ -214,6 +274,7 @@ impl Perseid {
             rebuild: AtomicBool::new(rebuild),
             entries: AtomicU64::new(entries),
             collected: AtomicU64::new(0),
+            cache: (budget, reader),
         };
         if rebuild {
             lock(&p.store).needs_full = true;
@@ -290,6 +351,7 @@ impl IndexStrategy for Perseid {
             }
             *applied = (*applied).max(seq);
         }
+        tree.evict();
         drop(st);
         self.entries
             .fetch_update(Relaxed, Relaxed, |e| {
@@ -329,6 +391,7 @@ impl IndexStrategy for Perseid {
         let mut store = lock(&self.store);
         let mut st = write(&self.state);
         *st = State::new(self.ty);
+        st.tree.set_cache(self.cache.0, self.cache.1.clone());
         st.building = true;
         store.needs_full = true;
         self.entries.store(0, Relaxed);
@@ -358,6 +421,8 @@ impl IndexStrategy for Perseid {
     /// the module doc). Nothing is written while a scan build runs.
     fn flush(&self) -> Result<()> {
         let mut store = lock(&self.store);
+        // Pages written, with their record's offset in the group and size.
+        let mut pages = Vec::new();
         let (group, full) = {
             let mut st = write(&self.state);
             if st.building {
@@ -375,8 +440,10 @@ impl IndexStrategy for Perseid {
             let full = store.wants_full(st.live_bytes());
             let mut g = GroupWriter::new(full);
             if full {
-                for (id, p) in st.tree.pages() {
-                    g.page(id, p);
+                // Evicted pages are read back from the files this group
+                // replaces (removed only after it is written).
+                for id in st.tree.page_ids() {
+                    pages.push((id, g.page(id, st.tree.page(id)?)));
                 }
                 for (k, p) in st.tree.skeys.iter() {
                     g.skey(k, Some(p));
@@ -388,7 +455,7 @@ impl IndexStrategy for Perseid {
                 st.valid.mark_clean();
             } else {
                 for &id in &st.tree.dirty {
-                    g.page(id, st.tree.page(id)?);
+                    pages.push((id, g.page(id, st.tree.page(id)?)));
                 }
                 for &id in &st.tree.freed {
                     g.free(id);
@@ -412,7 +479,26 @@ impl IndexStrategy for Perseid {
         if let Some(h) = self.primary.get() {
             h.sync_wal()?;
         }
-        store.write_group(&group, full)
+        let (file, start) = store.write_group(&group, full)?;
+        {
+            // The pages written are clean now (unless changed since): the
+            // cache may evict them.
+            let mut st = write(&self.state);
+            for (id, (offset, len)) in pages {
+                st.tree.written(
+                    id,
+                    Loc {
+                        file,
+                        offset: start + offset,
+                        len,
+                    },
+                );
+            }
+            st.tree.evict();
+        }
+        let live = store.retire();
+        self.cache.1.retain(&live);
+        Ok(())
     }
 
     /// Candidates from the PS-Tree at a snapshot pinned under the sync
@@ -427,6 +513,7 @@ impl IndexStrategy for Perseid {
         let limit = opts.limit.unwrap_or(usize::MAX);
         let mut found: Vec<(Vec<u8>, SeqNo)> = Vec::new();
         let (mut validated, mut stale, mut exact) = (0u64, 0u64, 0u64);
+        let mut evict = false;
         if limit > 0 {
             let st = read(&self.state);
             let tree = &st.tree;
@@ -484,6 +571,14 @@ impl IndexStrategy for Perseid {
                     break;
                 }
             }
+            evict = tree.over_budget();
+        }
+        if evict {
+            // Pages this query read back left the cache over its budget:
+            // evict unless a writer holds the structure (it evicts then).
+            if let Ok(mut st) = self.state.try_write() {
+                st.tree.evict();
+            }
         }
         def.counters.validations.fetch_add(validated, Relaxed);
         def.counters.failed.fetch_add(stale, Relaxed);
@@ -500,10 +595,14 @@ impl IndexStrategy for Perseid {
                 })
                 .collect());
         }
-        let keys: Vec<&[u8]> = found.iter().map(|(k, _)| k.as_slice()).collect();
+        // Each validated entry names the version to read: the zone maps
+        // send each lookup to the one component holding it (§4.4), and
+        // workers pull lookups from one queue.
+        let reqs: Vec<(&[u8], SeqNo)> = found.iter().map(|(k, s)| (k.as_slice(), *s)).collect();
         let before = (view.data_blocks_read)();
-        let fetched = (view.fetch)(&keys, at)?;
+        let (fetched, zone) = (view.fetch_versions)(&reqs, at, opts.lookup_threads(reqs.len()))?;
         profile.data_blocks_read += (view.data_blocks_read)().saturating_sub(before);
+        profile.components_scanned += zone.components_probed;
         drop(snap);
         let mut hits = Vec::with_capacity(found.len());
         for ((key, seq), f) in found.into_iter().zip(fetched) {
@@ -530,7 +629,16 @@ impl IndexStrategy for Perseid {
         let st = read(&self.state);
         let (persistent, volatile) = st.valid.memory_bytes();
         s.memory_bytes =
-            (st.tree.page_bytes() + st.tree.skeys.memory_bytes() + persistent + volatile) as u64;
+            (st.tree.resident_bytes() + st.tree.skeys.memory_bytes() + persistent + volatile)
+                as u64;
+        let c = st.tree.cache_stats();
+        s.page_cache = Some(super::PageCacheStats {
+            hits: c.hits,
+            misses: c.misses,
+            evictions: c.evictions,
+            resident_bytes: c.resident_bytes,
+            budget_bytes: c.budget_bytes,
+        });
         drop(st);
         s.global_entries = self.entries.load(Relaxed);
         s.repaired = self.collected.load(Relaxed);

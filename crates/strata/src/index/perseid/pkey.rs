@@ -30,10 +30,23 @@
 //! Garbage collection removes an entry only if it is obsolete and the
 //! version that replaced it is at or below the oldest snapshot any reader
 //! may use (`horizon`), so no live snapshot loses an entry it needs.
+//!
+//! Page cache (our stand-in for the paper's PM-resident pages, which take
+//! no DRAM): a page whose current contents are in the page file (*clean*:
+//! its latest Page record's location is known, [`Loc`]) may be evicted
+//! from RAM and is read back, checksum verified, the next time it is
+//! needed ([`PageSource`]). Dirty pages (changed since the last flush)
+//! stay resident. Eviction is a clock over the pages (a referenced bit
+//! per page, set on every access), run by writers and flushes, and by a
+//! query that left the cache over its budget; resident bytes (page
+//! capacities) are counted exactly. A reopen loads no page: they are read
+//! on demand.
 
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
@@ -94,6 +107,57 @@ pub(crate) struct Page {
     pub kind: PageKind,
     pub cap: usize,
     pub data: Vec<u8>,
+}
+
+/// Where a clean page's latest record is: file number, byte offset of
+/// the record in the file, record length (frame included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub file: u64,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// Reads a page back from the page file (`file::PageReader`).
+pub(crate) trait PageSource: Send + Sync {
+    /// The page `id` whose record is at `loc`, checksum verified.
+    fn read(&self, id: PageId, loc: Loc) -> Result<Page>;
+}
+
+/// One page of the layer: its capacity (known without its contents),
+/// where its current contents are in the file (`None`: dirty, only in
+/// RAM), and the contents when resident.
+struct Slot {
+    cap: usize,
+    loc: Option<Loc>,
+    data: OnceLock<Page>,
+    referenced: AtomicBool,
+}
+
+impl Slot {
+    fn resident(page: Page) -> Slot {
+        Slot {
+            cap: page.cap,
+            loc: None,
+            data: OnceLock::from(page),
+            referenced: AtomicBool::new(true),
+        }
+    }
+}
+
+/// Counters of the page cache (exact).
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CacheStats {
+    /// Accesses that found the page resident.
+    pub hits: u64,
+    /// Accesses that read it from the file.
+    pub misses: u64,
+    /// Pages evicted.
+    pub evictions: u64,
+    /// Bytes (capacities) of the resident pages.
+    pub resident_bytes: u64,
+    /// The budget eviction keeps the clean pages within.
+    pub budget_bytes: u64,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -224,14 +288,25 @@ enum Referrer {
 /// The PS-Tree: PKey pages and the SKey layer over them.
 pub(crate) struct PsTree {
     pub geom_len: usize,
-    pages: Vec<Option<Page>>,
+    pages: Vec<Option<Slot>>,
     free: Vec<PageId>,
     pub skeys: SKeyLayer,
     /// Pages changed or created since the last flush, and pages freed.
     pub dirty: BTreeSet<PageId>,
     pub freed: BTreeSet<PageId>,
-    /// Bytes of all pages' capacities (DRAM and file).
+    /// Bytes of all pages' capacities (in the file or in RAM).
     page_bytes: usize,
+    /// Bytes of the resident pages' capacities.
+    resident: AtomicUsize,
+    /// Eviction keeps the resident bytes at or below it (dirty pages
+    /// excepted).
+    budget: usize,
+    /// Reads evicted pages back (none: nothing is evicted).
+    source: Option<Arc<dyn PageSource>>,
+    hand: usize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: u64,
 }
 
 /// What one split or reorganization did.
@@ -251,12 +326,46 @@ impl PsTree {
             dirty: BTreeSet::new(),
             freed: BTreeSet::new(),
             page_bytes: 0,
+            resident: AtomicUsize::new(0),
+            budget: usize::MAX,
+            source: None,
+            hand: 0,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: 0,
         }
     }
 
-    /// Bytes of the pages (their capacities).
+    /// Lets clean pages be evicted beyond `budget` bytes, read back by
+    /// `source`.
+    pub fn set_cache(&mut self, budget: usize, source: Arc<dyn PageSource>) {
+        self.budget = budget;
+        self.source = Some(source);
+    }
+
+    /// Bytes of the pages (their capacities), resident or not.
     pub fn page_bytes(&self) -> usize {
         self.page_bytes
+    }
+
+    /// Bytes of the resident pages' capacities (the DRAM they take).
+    pub fn resident_bytes(&self) -> usize {
+        self.resident.load(Relaxed)
+    }
+
+    /// True if resident pages exceed the budget.
+    pub fn over_budget(&self) -> bool {
+        self.source.is_some() && self.resident_bytes() > self.budget
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            evictions: self.evictions,
+            resident_bytes: self.resident_bytes() as u64,
+            budget_bytes: self.budget.min(u64::MAX as usize) as u64,
+        }
     }
 
     #[cfg(test)]
@@ -264,38 +373,75 @@ impl PsTree {
         self.pages.iter().filter(|p| p.is_some()).count()
     }
 
-    pub fn page(&self, id: PageId) -> Result<&Page> {
-        self.pages
-            .get(id as usize)
-            .and_then(|p| p.as_ref())
-            .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))
+    /// True if page `id` exists (resident or not).
+    pub fn has_page(&self, id: PageId) -> bool {
+        matches!(self.pages.get(id as usize), Some(Some(_)))
     }
 
-    /// Every live page, by id.
-    pub fn pages(&self) -> impl Iterator<Item = (PageId, &Page)> {
+    /// The page `id`, read back from the file if it was evicted.
+    pub fn page(&self, id: PageId) -> Result<&Page> {
+        let slot = self
+            .pages
+            .get(id as usize)
+            .and_then(|p| p.as_ref())
+            .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))?;
+        slot.referenced.store(true, Relaxed);
+        if let Some(p) = slot.data.get() {
+            self.hits.fetch_add(1, Relaxed);
+            return Ok(p);
+        }
+        let (Some(loc), Some(source)) = (slot.loc, self.source.as_ref()) else {
+            return Err(corrupt(&format!(
+                "page {id} is neither in RAM nor in the file"
+            )));
+        };
+        let page = source.read(id, loc)?;
+        if page.cap != slot.cap || page.data.len() > page.cap {
+            return Err(corrupt(&format!(
+                "page {id} read back with capacity {} (expected {})",
+                page.cap, slot.cap
+            )));
+        }
+        self.misses.fetch_add(1, Relaxed);
+        // Two readers may load it at once: one copy wins, counted once.
+        if slot.data.set(page).is_ok() {
+            self.resident.fetch_add(slot.cap, Relaxed);
+        }
+        slot.data
+            .get()
+            .ok_or_else(|| corrupt(&format!("page {id} vanished while loading")))
+    }
+
+    /// The ids of every live page.
+    pub fn page_ids(&self) -> Vec<PageId> {
         self.pages
             .iter()
             .enumerate()
-            .filter_map(|(i, p)| p.as_ref().map(|p| (i as PageId, p)))
+            .filter_map(|(i, p)| p.as_ref().map(|_| i as PageId))
+            .collect()
     }
 
-    /// Installs a page read from the file (recovery).
-    pub fn load_page(&mut self, id: PageId, page: Page) -> Result<()> {
-        if page.data.len() > page.cap {
-            return Err(corrupt(&format!("page {id} holds more than its capacity")));
-        }
+    fn slot_for(&mut self, id: PageId) -> Option<&mut Option<Slot>> {
         let i = id as usize;
         if self.pages.len() <= i {
-            self.pages.resize(i + 1, None);
+            self.pages.resize_with(i + 1, || None);
         }
-        if let Some(slot) = self.pages.get_mut(i) {
-            if let Some(old) = slot.as_ref() {
-                self.page_bytes -= old.cap;
-            }
-            self.page_bytes += page.cap;
-            *slot = Some(page);
+        self.pages.get_mut(i)
+    }
+
+    /// Installs a page whose contents stay in the file at `loc` until
+    /// needed (recovery).
+    pub fn load_page_at(&mut self, id: PageId, cap: usize, loc: Loc) {
+        self.unload_page(id);
+        if let Some(slot) = self.slot_for(id) {
+            *slot = Some(Slot {
+                cap,
+                loc: Some(loc),
+                data: OnceLock::new(),
+                referenced: AtomicBool::new(false),
+            });
         }
-        Ok(())
+        self.page_bytes += cap;
     }
 
     /// Drops a page (recovery of a free record).
@@ -303,8 +449,52 @@ impl PsTree {
         if let Some(slot) = self.pages.get_mut(id as usize) {
             if let Some(old) = slot.take() {
                 self.page_bytes -= old.cap;
+                if old.data.get().is_some() {
+                    self.resident.fetch_sub(old.cap, Relaxed);
+                }
             }
         }
+    }
+
+    /// Records where a flush wrote page `id` (which is clean from then on,
+    /// unless it changed since the group was encoded).
+    pub fn written(&mut self, id: PageId, loc: Loc) {
+        if self.dirty.contains(&id) {
+            return;
+        }
+        if let Some(Some(slot)) = self.pages.get_mut(id as usize) {
+            slot.loc = Some(loc);
+        }
+    }
+
+    /// Evicts clean pages, clock order, until the resident bytes are
+    /// within the budget (or every clean page was tried twice).
+    pub fn evict(&mut self) {
+        if !self.over_budget() || self.pages.is_empty() {
+            return;
+        }
+        let n = self.pages.len();
+        let mut resident = self.resident.load(Relaxed);
+        for _ in 0..2 * n {
+            if resident <= self.budget {
+                break;
+            }
+            self.hand = (self.hand + 1) % n;
+            let Some(Some(slot)) = self.pages.get_mut(self.hand) else {
+                continue;
+            };
+            if slot.loc.is_none() || slot.data.get().is_none() {
+                continue;
+            }
+            if slot.referenced.swap(false, Relaxed) {
+                continue;
+            }
+            if slot.data.take().is_some() {
+                resident -= slot.cap;
+                self.evictions += 1;
+            }
+        }
+        self.resident.store(resident, Relaxed);
     }
 
     /// Rebuilds the free list after recovery.
@@ -326,15 +516,16 @@ impl PsTree {
             data: Vec::with_capacity(cap.min(PAGE_SIZE)),
         };
         self.page_bytes += cap;
+        self.resident.fetch_add(cap, Relaxed);
         let id = match self.free.pop() {
             Some(id) => {
                 if let Some(slot) = self.pages.get_mut(id as usize) {
-                    *slot = Some(page);
+                    *slot = Some(Slot::resident(page));
                 }
                 id
             }
             None => {
-                self.pages.push(Some(page));
+                self.pages.push(Some(Slot::resident(page)));
                 (self.pages.len() - 1) as PageId
             }
         };
@@ -347,6 +538,9 @@ impl PsTree {
         if let Some(slot) = self.pages.get_mut(id as usize) {
             if let Some(old) = slot.take() {
                 self.page_bytes -= old.cap;
+                if old.data.get().is_some() {
+                    self.resident.fetch_sub(old.cap, Relaxed);
+                }
                 self.free.push(id);
                 self.dirty.remove(&id);
                 self.freed.insert(id);
@@ -355,11 +549,19 @@ impl PsTree {
     }
 
     fn page_mut(&mut self, id: PageId) -> Result<&mut Page> {
+        // Resident first (read back if evicted); its file copy is stale
+        // from now on.
+        self.page(id)?;
         self.dirty.insert(id);
-        self.pages
+        let slot = self
+            .pages
             .get_mut(id as usize)
             .and_then(|p| p.as_mut())
-            .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))
+            .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))?;
+        slot.loc = None;
+        slot.data
+            .get_mut()
+            .ok_or_else(|| corrupt(&format!("page {id} not resident")))
     }
 
     /// The normal page a new group of `skey` (whose newest group is
@@ -698,8 +900,7 @@ impl PsTree {
             }
             sections.push((sk.to_vec(), Referrer::Head, entries, NULL));
         }
-        let ids: Vec<PageId> = self.pages().map(|(id, _)| id).collect();
-        for id in ids {
+        for id in self.page_ids() {
             self.release(id);
         }
         self.layout(sections)

@@ -121,10 +121,12 @@ impl SKeyLayer {
     pub fn load(&mut self, skey: Vec<u8>, p: Option<Ptr>) {
         match p {
             Some(p) => {
-                if !self.map.contains_key(&skey) {
+                if let Some(v) = self.map.get_mut(&skey) {
+                    *v = (p, false);
+                } else {
                     self.key_bytes += skey.len();
+                    self.map.insert(skey, (p, false));
                 }
-                self.map.insert(skey, (p, false));
             }
             None => {
                 if self.map.remove(&skey).is_some() {

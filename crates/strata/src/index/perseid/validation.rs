@@ -265,19 +265,35 @@ impl Validation {
     }
 
     /// Loads one persistent-table record from the file (recovery).
-    pub fn load(&mut self, pk: &[u8], e: Option<PEntry>) {
+    /// Applies one record of the file (recovery): the key's entry, or its
+    /// removal. Takes the decoded key to avoid copying it again; one hash
+    /// per record.
+    pub fn load(&mut self, pk: Vec<u8>, e: Option<PEntry>) {
         match e {
             Some(e) => {
-                if self.persistent.insert(pk.into(), (e, false)).is_none() {
-                    self.persistent_key_bytes += pk.len();
+                let len = pk.len();
+                match self.persistent.entry(pk.into_boxed_slice()) {
+                    std::collections::hash_map::Entry::Occupied(mut o) => {
+                        o.insert((e, false));
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        self.persistent_key_bytes += len;
+                        v.insert((e, false));
+                    }
                 }
             }
             None => {
-                if self.persistent.remove(pk).is_some() {
+                if self.persistent.remove(pk.as_slice()).is_some() {
                     self.persistent_key_bytes -= pk.len();
                 }
             }
         }
+    }
+
+    /// Room for `n` more keys in the persistent table (recovery of a full
+    /// group).
+    pub fn reserve(&mut self, n: usize) {
+        self.persistent.reserve(n);
     }
 
     /// Rebuilds the volatile table from the persistent one (§4.3

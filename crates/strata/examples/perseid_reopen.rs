@@ -1,0 +1,125 @@
+//! Measures what a reopen of a database with a `perseid` index costs: the
+//! close (drop) and the open, and whether the open rebuilt the index.
+//! Records as PERSEID §5.1 (random 64-bit primary and secondary keys,
+//! about 25 records per secondary key), upsert-uniform (half the writes
+//! update a random live key).
+//!
+//! `cargo run --release -p strata --example perseid_reopen -- DIR N VALUE_BYTES`
+//! (then again with `open-only` as a fourth argument to time only an open,
+//! for example under `valgrind --tool=callgrind`). `STRATEGY=memory` uses
+//! another strategy, `TIERED=1` the tiered primary, `MEMTABLE_MB=n` a
+//! smaller memtable (more components); after the reopen, 200
+//! top-10 lookups (records fetched) report their block and Bloom counts,
+//! and those of the same records fetched by a plain batched lookup.
+
+use std::time::Instant;
+
+use strata::{CompactionStyle, Db, IndexSpec, IndexValue, KeyType, Options, QueryOptions};
+
+/// Secondary keys in the pool: about 25 live records each.
+fn skey_count(n: u64) -> u64 {
+    (n / 2 / 25).max(1)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = std::path::PathBuf::from(args.get(1).ok_or("DIR")?);
+    let n: u64 = args.get(2).map_or(Ok(200_000), |s| s.parse())?;
+    let value_bytes: usize = args.get(3).map_or(Ok(100), |s| s.parse())?;
+    let open_only = args.get(4).is_some_and(|a| a == "open-only");
+    let strategy = std::env::var("STRATEGY").unwrap_or_else(|_| "perseid".into());
+    let mut opts = Options::paper();
+    if let Some(mb) = std::env::var("MEMTABLE_MB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        opts = opts.memtable_size(mb << 20);
+    }
+    if std::env::var("TIERED").is_ok_and(|v| v == "1") {
+        opts = opts.compaction_style(CompactionStyle::Tiered);
+    }
+    if !open_only {
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = Db::open(&dir, opts.clone())?;
+        db.create_index(IndexSpec::field("by_s", "s", KeyType::I64).strategy(&strategy))?;
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut keys: Vec<u64> = Vec::new();
+        let pad = "x".repeat(value_bytes);
+        let skeys = skey_count(n);
+        let t = Instant::now();
+        for _ in 0..n {
+            let pk = if keys.len() > 16 && rnd() % 2 == 0 {
+                keys[(rnd() % keys.len() as u64) as usize]
+            } else {
+                let k = rnd();
+                keys.push(k);
+                k
+            };
+            // Secondary keys: `skeys` random 64-bit values.
+            let s = (rnd() % skeys).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
+            let v = format!(r#"{{"s": {s}, "pad": "{pad}"}}"#);
+            db.put(format!("{pk:016x}").as_bytes(), v.as_bytes())?;
+        }
+        db.flush()?;
+        db.engine().wait_for_compactions()?;
+        eprintln!("load: {:?}", t.elapsed());
+        let t = Instant::now();
+        drop(db);
+        eprintln!("close: {:?}", t.elapsed());
+    }
+    let t = Instant::now();
+    let db = Db::open(&dir, opts)?;
+    let open = t.elapsed();
+    let s = db.indexes()[0].stats.clone();
+    eprintln!(
+        "open: {open:?}; index RAM {} B, file {} B, entries {}, page cache {:?}",
+        s.memory_bytes, s.disk_bytes, s.global_entries, s.page_cache
+    );
+    let (mut hits, mut comps, mut blocks) = (0u64, 0u64, 0u64);
+    let (probes0, data0) = {
+        let io = db.engine().stats().io;
+        (io.bloom_probes, io.data_blocks.disk + io.data_blocks.cache)
+    };
+    let mut found = Vec::new();
+    for i in 0..200u64 {
+        let sk = ((i * 7919) % skey_count(n)).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
+        let pred = strata::Predicate::Eq(IndexValue::I64(sk as i64));
+        let (h, p) = db.query_profiled("by_s", &pred, QueryOptions::default().limit(10))?;
+        hits += h.len() as u64;
+        comps += p.components_scanned;
+        blocks += p.data_blocks_read;
+        found.extend(h.into_iter().map(|h| h.key));
+    }
+    let io = db.engine().stats().io;
+    eprintln!(
+        "200 top-10 lookups: {hits} records, {comps} components probed, {blocks} data blocks, {} Bloom probes",
+        io.bloom_probes - probes0
+    );
+    let (probes1, data1) = (io.bloom_probes, io.data_blocks.disk + io.data_blocks.cache);
+    let keys: Vec<&[u8]> = found.iter().map(|k| k.as_slice()).collect();
+    for k in keys.chunks(10) {
+        db.engine().multi_get_with_seq(k)?;
+    }
+    let io = db.engine().stats().io;
+    eprintln!(
+        "the same records by batched lookups (10 a batch): {} data blocks, {} Bloom probes (queries' data blocks {})",
+        io.data_blocks.disk + io.data_blocks.cache - data1,
+        io.bloom_probes - probes1,
+        data1 - data0
+    );
+    eprintln!(
+        "after the lookups: index RAM {} B, page cache {:?}",
+        db.indexes()[0].stats.memory_bytes,
+        db.indexes()[0].stats.page_cache
+    );
+    let t = Instant::now();
+    drop(db);
+    eprintln!("close: {:?}", t.elapsed());
+    Ok(())
+}
