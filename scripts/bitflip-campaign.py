@@ -10,7 +10,9 @@ index against a full scan.
 
 Each flip is classified by the verify run:
   clean     exit 0: the data and every index are exactly right (the bit
-            was not read, or its damage was repaired exactly)
+            was not read, or its damage was harmless)
+  repaired  exit 0 with a warning: an index whose files failed their
+            checks was rebuilt from the data at open (exact, and said)
   reported  exit 2: an error (corruption detected and reported)
   WRONG     exit 1: verify found wrong or missing data or a wrong index
             answer while no error was reported (a silent loss)
@@ -81,6 +83,8 @@ def campaign(binary, strategy, args, work):
                 f.write(bytes([b ^ (1 << (bit % 8))]))
             r = run([binary, "--db", copy, "verify", "--acked", acked] + common, timeout=120)
             kind = {0: "clean", 2: "reported", 1: "WRONG"}.get(r.returncode, "PANIC")
+            if kind == "clean" and "rebuilt from the data at open" in r.stdout:
+                kind = "repaired"
             counts[kind] += 1
             if kind in ("WRONG", "PANIC"):
                 bad.append((rel, bit, r.returncode, (r.stdout + r.stderr)[-400:]))
@@ -100,16 +104,19 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="strata-bitflip-")
     total = collections.Counter()
     failures = []
-    print(f"{'strategy':<14} {'files':>5} {'flips':>6} {'clean':>6} {'reported':>8} {'WRONG':>6} {'PANIC':>6}")
+    print(f"{'strategy':<14} {'files':>5} {'flips':>6} {'clean':>6} {'repaired':>8} {'reported':>8} "
+          f"{'WRONG':>6} {'PANIC':>6}")
     for s in args.strategies.split(","):
         files, counts, bad = campaign(args.binary, s, args, work)
         total.update(counts)
         failures += [(s,) + b for b in bad]
         n = sum(counts.values())
-        print(f"{s:<14} {len(files):>5} {n:>6} {counts['clean']:>6} {counts['reported']:>8} "
+        print(f"{s:<14} {len(files):>5} {n:>6} {counts['clean']:>6} {counts['repaired']:>8} "
+              f"{counts['reported']:>8} "
               f"{counts['WRONG']:>6} {counts['PANIC']:>6}", flush=True)
     n = sum(total.values())
-    print(f"{'total':<14} {'':>5} {n:>6} {total['clean']:>6} {total['reported']:>8} "
+    print(f"{'total':<14} {'':>5} {n:>6} {total['clean']:>6} {total['repaired']:>8} "
+          f"{total['reported']:>8} "
           f"{total['WRONG']:>6} {total['PANIC']:>6}")
     for s, rel, bit, rc, tail in failures:
         print(f"\n{s}: {rel} bit {bit}: exit {rc}\n{tail}")

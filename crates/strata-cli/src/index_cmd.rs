@@ -166,6 +166,11 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                         i.stats.validations_failed,
                         i.stats.repaired
                     ))?;
+                    if let Some(why) = &i.stats.rebuilt_at_open {
+                        out(format_args!(
+                            "  warning: rebuilt from the data at open: {why}\n"
+                        ))?;
+                    }
                 }
             }
         }
@@ -293,6 +298,11 @@ pub fn run_check(db: &Db) -> Result<(), CliError> {
             c.extra.len(),
             if c.ok() { "ok" } else { "MISMATCH" }
         ))?;
+        if let Some(why) = &i.stats.rebuilt_at_open {
+            out(format_args!(
+                "  warning: rebuilt from the data at open (exact now): {why}\n"
+            ))?;
+        }
         if !c.ok() {
             for k in c.missing.iter().take(10) {
                 out(format_args!("  missing {k}\n"))?;

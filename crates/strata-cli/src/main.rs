@@ -640,6 +640,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             if v.partial_line {
                 s.push_str("(a partial last line was ignored)\n");
             }
+            for (name, why) in &v.rebuilt_at_open {
+                s.push_str(&format!(
+                    "warning: index {name} was rebuilt from the data at open: {why}\n"
+                ));
+            }
             out(format_args!("{s}"))?;
         }
     }

@@ -55,6 +55,10 @@ pub struct Verdict {
     pub applied: u64,
     /// The acknowledgement file ended in a line without newline (ignored).
     pub partial_line: bool,
+    /// Indexes rebuilt from the primary at open because their own files
+    /// failed their checks (name, reason): exact, but the files were
+    /// damaged.
+    pub rebuilt_at_open: Vec<(String, String)>,
 }
 
 fn read_text(path: &Path) -> Result<String, Error> {
@@ -188,6 +192,11 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
     let db = Db::open(db_path, Options::default())?;
     let actual = read_actual(&db, &keys)?;
     let indexes_checked = check_indexes(&db, w, !acked.is_empty() || !base.is_empty())?;
+    let rebuilt_at_open = db
+        .indexes()
+        .into_iter()
+        .filter_map(|i| Some((i.spec.name, i.stats.rebuilt_at_open?)))
+        .collect();
     drop(db);
     keys.extend(actual.keys().cloned());
 
@@ -286,5 +295,6 @@ pub fn run(db_path: &Path, args: &VerifyArgs) -> Result<Verdict, Error> {
         acked: m,
         applied,
         partial_line,
+        rebuilt_at_open,
     })
 }

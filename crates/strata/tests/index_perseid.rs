@@ -110,6 +110,7 @@ fn reopen_reads_the_page_file_without_a_rebuild() {
     eprintln!("reopen: {:?}", t.elapsed());
     // No rebuild: a rebuild writes a full group to a new file at open.
     assert_eq!(page_files(dir.path()), files);
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
     check(&db, &model);
     // Writes after the reopen (some not flushed), then a crash: the WAL
     // replay restores them on top of the file.
@@ -141,6 +142,17 @@ fn a_page_file_that_fails_its_checks_is_rebuilt() {
     let db = open(dir.path());
     assert_ne!(page_files(dir.path()), files, "rebuilt into a new file");
     check(&db, &model);
+    // The rebuild is reported with the check that failed.
+    let why = db.indexes()[0].stats.rebuilt_at_open.clone();
+    assert!(
+        why.as_deref().is_some_and(|w| w.contains("perseid")),
+        "rebuild not reported: {why:?}"
+    );
+    drop(db);
+    // The rebuilt file is whole: the next open uses it and reports nothing.
+    let db = open(dir.path());
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    check(&db, &model);
     drop(db);
 
     // Files lost entirely while the tables hold data: the checkpoint (0)
@@ -150,6 +162,11 @@ fn a_page_file_that_fails_its_checks_is_rebuilt() {
     }
     let db = open(dir.path());
     check(&db, &model);
+    let why = db.indexes()[0].stats.rebuilt_at_open.clone();
+    assert!(
+        why.as_deref().is_some_and(|w| w.contains("behind")),
+        "rebuild not reported: {why:?}"
+    );
 }
 
 #[test]

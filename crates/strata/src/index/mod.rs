@@ -220,6 +220,14 @@ pub struct IndexStats {
     /// `perseid`: its page cache (`None` for other strategies).
     #[serde(default)]
     pub page_cache: Option<PageCacheStats>,
+    /// Why the index's own files were not used at the last open and the
+    /// index was rebuilt from the primary instead: the check its files
+    /// failed, or that they were behind the tables (`perseid`; `None`
+    /// otherwise — `memory` indexes are built at every open by design).
+    /// The rebuilt index is exact; this says that its files were damaged
+    /// or lost, which a user wants to know.
+    #[serde(default)]
+    pub rebuilt_at_open: Option<String>,
 }
 
 /// The page cache of a `perseid` index: pages of its page file held in

@@ -222,6 +222,8 @@ pub(crate) struct Perseid {
     /// The file failed its checks or is behind the tables: the framework
     /// rebuilds the index by a scan at open.
     rebuild: AtomicBool,
+    /// Why the index was rebuilt at open (reported by `stats`).
+    rebuild_reason: Mutex<Option<String>>,
     /// Entries in the PKey layer.
     entries: AtomicU64,
     /// Obsolete entries removed by garbage collection.
@@ -240,7 +242,7 @@ impl Perseid {
         let (store, recovered) = Store::open(cx.tree_opts.fs.clone(), cx.dir, key_code(ty))?;
         let reader = Arc::new(PageReader::new(cx.tree_opts.fs.clone(), cx.dir));
         let mut state = State::new(ty);
-        let mut rebuild = false;
+        let mut reason = None;
         match recovered {
             Ok(r) => {
                 let loaded = r
@@ -248,13 +250,14 @@ impl Perseid {
                     .into_iter()
                     .try_for_each(|g| state.load(ty, g))
                     .and_then(|_| state.check());
-                if loaded.is_err() {
-                    rebuild = true;
+                if let Err(e) = loaded {
+                    reason = Some(e.to_string());
                     state = State::new(ty);
                 }
             }
-            Err(_) => rebuild = true,
+            Err(e) => reason = Some(e.to_string()),
         }
+        let rebuild = reason.is_some();
         state.tree.finish_load();
         state.tree.set_cache(budget, reader.clone());
         state.valid.rebuild_volatile();
@@ -272,6 +275,7 @@ impl Perseid {
             gate: cx.gate.clone(),
             primary: cx.primary.clone(),
             rebuild: AtomicBool::new(rebuild),
+            rebuild_reason: Mutex::new(reason),
             entries: AtomicU64::new(entries),
             collected: AtomicU64::new(0),
             cache: (budget, reader),
@@ -371,8 +375,15 @@ impl IndexStrategy for Perseid {
         ready: bool,
     ) -> Result<Option<VersionSlot>> {
         let newest = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
-        if ready && read(&self.state).applied < newest {
+        let applied = read(&self.state).applied;
+        if ready && applied < newest {
             self.rebuild.store(true, Relaxed);
+            lock(&self.rebuild_reason).get_or_insert_with(|| {
+                format!(
+                    "perseid: the page file's checkpoint (sequence {applied}) is behind \
+                     the tables (sequence {newest})"
+                )
+            });
         }
         Ok(None)
     }
@@ -643,5 +654,6 @@ impl IndexStrategy for Perseid {
         s.global_entries = self.entries.load(Relaxed);
         s.repaired = self.collected.load(Relaxed);
         s.disk_bytes = lock(&self.store).file_bytes();
+        s.rebuilt_at_open = lock(&self.rebuild_reason).clone();
     }
 }
