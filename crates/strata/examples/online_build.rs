@@ -2,7 +2,7 @@
 //! #14 item 1), on the same data.
 //!
 //! ```sh
-//! cargo run --release -p strata --example online_build -- [RECORDS] [DIR]
+//! cargo run --release -p strata --example online_build -- [RECORDS] [DIR] [SHARE]
 //! ```
 //!
 //! Loads RECORDS (default 200000) JSON records (~150 B, 20% of them
@@ -112,6 +112,13 @@ fn main() -> Res<()> {
         .get(2)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| tmp.path().to_path_buf());
+    // The build's pacing share (`Db::set_build_pacing`); default the
+    // library's.
+    let share: f64 = args
+        .get(3)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(strata::DEFAULT_BUILD_SHARE);
     let main_dir = base.join("online");
     let _ = Db::destroy(&main_dir);
     let spec = IndexSpec::field("by_user", "user_id", KeyType::I64);
@@ -146,6 +153,7 @@ fn main() -> Res<()> {
 
     // 1 and 2: the writer alone, then during the online build.
     let db = Db::open(&main_dir, Options::default())?;
+    db.set_build_pacing(share)?;
     let data = data_bytes(&db);
     let (stop, ops) = (AtomicBool::new(false), AtomicU64::new(0));
     let alone = std::thread::scope(|s| -> Res<f64> {
@@ -189,7 +197,7 @@ fn main() -> Res<()> {
     // At least what the last poll saw; the files left if more.
     let sides = side_written.load(Relaxed).max(side_bytes(&main_dir)?);
     println!(
-        "online build with the writer: {build_s:.2} s; writer {during:.0} puts/s ({:.0}% of alone); \
+        "online build (pacing share {share}) with the writer: {build_s:.2} s; writer {during:.0} puts/s ({:.0}% of alone); \
          side files written {:.2} MiB = {:.1}% of the data ({:.1} MiB); engine table bytes written meanwhile \
          (the writer's flushes and compactions) {:.1} MiB",
         100.0 * during / alone,
@@ -219,6 +227,7 @@ fn main() -> Res<()> {
     // 3: both builds on the same data, no writer.
     for (dir, rewrite) in [(&copy_online, false), (&copy_rewrite, true)] {
         let db = Db::open(dir, Options::default())?;
+        db.set_build_pacing(share)?;
         let before = table_bytes_written(&db);
         let t = Instant::now();
         if rewrite {

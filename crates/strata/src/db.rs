@@ -22,6 +22,10 @@ use crate::index::{
 /// Records an online scan build applies per hold of the sync guard.
 const SCAN_CHUNK: usize = 128;
 
+/// Default of [`Db::set_build_pacing`]: while writes run, an online build
+/// sleeps as long as it works (half a core at most).
+pub const DEFAULT_BUILD_SHARE: f64 = 1.0;
+
 /// A test hook run in the middle of every index query.
 type QueryPause = Arc<dyn Fn() + Send + Sync>;
 
@@ -39,6 +43,8 @@ pub struct Db {
     query_pause: Mutex<Option<QueryPause>>,
     /// See [`Db::set_build_pause_hook`].
     build_pause: Mutex<Option<BuildPause>>,
+    /// [`Db::set_build_pacing`]'s share, as `f64` bits.
+    build_share: std::sync::atomic::AtomicU64,
 }
 
 /// What [`Db::check_index`] found.
@@ -106,6 +112,7 @@ impl Db {
             index,
             query_pause: Mutex::new(None),
             build_pause: Mutex::new(None),
+            build_share: std::sync::atomic::AtomicU64::new(DEFAULT_BUILD_SHARE.to_bits()),
         };
         // `memory` indexes live only in RAM: rebuild them from the recovered
         // data before the first write or query (none can run yet).
@@ -427,6 +434,7 @@ impl Db {
             .store(done, std::sync::atomic::Ordering::Relaxed);
         p.bytes_done
             .store(bytes, std::sync::atomic::Ordering::Relaxed);
+        let mut pacer = self.pacer();
         loop {
             if !self
                 .index
@@ -469,7 +477,7 @@ impl Db {
                     .all_files()
                     .any(|(_, g)| g.number == f.number);
                 if live {
-                    if let Some(payload) = self.index.build_side(def, f)? {
+                    if let Some(payload) = self.index.build_side(def, f, &mut || pacer.step())? {
                         self.log_index_payload(payload)?;
                         p.tables_done
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -527,7 +535,9 @@ impl Db {
         let mut it = snap.iter(None, None)?;
         let none = std::collections::HashMap::new();
         let mut chunks = 0u64;
+        let mut pacer = self.pacer();
         loop {
+            pacer.step();
             let hook = lock(&self.build_pause).clone();
             if let Some(h) = hook {
                 if !h(&def.spec.name, chunks) {
@@ -562,6 +572,28 @@ impl Db {
             b.cursor = Some(cursor);
             chunks += 1;
         }
+    }
+
+    /// Sets how much an online index build yields to foreground writes:
+    /// while writes run, the build sleeps `share` times the time it worked
+    /// (it uses at most `1 / (1 + share)` of a core); with no writes it runs
+    /// at full speed. `0` turns pacing off; default
+    /// [`DEFAULT_BUILD_SHARE`]. Takes effect at the build's next step;
+    /// not persisted (a build resumed at open uses the default).
+    pub fn set_build_pacing(&self, share: f64) -> Result<()> {
+        if !share.is_finite() || share < 0.0 {
+            return Err(Error::invalid(format!(
+                "build pacing share must be a finite number >= 0, not {share}"
+            )));
+        }
+        self.build_share
+            .store(share.to_bits(), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn pacer(&self) -> index::pacing::Pacer<impl Fn() -> SeqNo + '_> {
+        let share = f64::from_bits(self.build_share.load(std::sync::atomic::Ordering::Relaxed));
+        index::pacing::Pacer::new(share, || self.engine.last_sequence())
     }
 
     /// Installs (or with `None` removes) a hook that an online index build

@@ -19,7 +19,7 @@ mod index;
 pub mod inspect;
 pub mod load;
 
-pub use db::{Db, Extractors, IndexCheck};
+pub use db::{Db, Extractors, IndexCheck, DEFAULT_BUILD_SHARE};
 pub use index::{
     BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
     IndexValue, KeyType, PageCacheStats, Predicate, QueryOptions, QueryProfile, StrategyKind,

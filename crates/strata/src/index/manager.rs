@@ -751,8 +751,13 @@ impl IndexManager {
     /// table's side file (synced) and returns the `covered` payload whose
     /// logging installs them; `None` if the strategy has no side builder.
     /// The table must stay readable meanwhile (the caller holds a version
-    /// with it).
-    pub fn build_side(&self, def: &IndexDef, f: &FileMetaData) -> Result<Option<Vec<u8>>> {
+    /// with it). `pace` runs after each data block (see `index::pacing`).
+    pub fn build_side(
+        &self,
+        def: &IndexDef,
+        f: &FileMetaData,
+        pace: &mut dyn FnMut(),
+    ) -> Result<Option<Vec<u8>>> {
         let Some(mut b) = def.strategy.side_builder(f.number) else {
             return Ok(None);
         };
@@ -766,6 +771,7 @@ impl IndexManager {
                     .flatten();
                 b.add(key, seq, h, attr);
             })?;
+            pace();
         }
         let blocks = b.finish()?;
         let fs = &self.tree_opts.fs;

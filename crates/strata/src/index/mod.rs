@@ -42,6 +42,7 @@ pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;
 pub mod next;
+pub(crate) mod pacing;
 pub(crate) mod perseid;
 pub(crate) mod posting;
 pub(crate) mod registry;
