@@ -213,7 +213,9 @@ pub fn encode_block(entries: &[(Vec<u8>, MemoEntry)]) -> Vec<u8> {
 pub fn decode_block(mut src: &[u8]) -> Result<Vec<(Vec<u8>, SeqNo, u64)>> {
     let bad = || Error::corruption("bad next.memo block");
     let n = get_varint64(&mut src).ok_or_else(bad)?;
-    let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+    // An entry takes at least 3 bytes: a corrupt count cannot make a
+    // reservation larger than the block.
+    let mut out = Vec::with_capacity(n.min(src.len() as u64 / 3) as usize);
     for _ in 0..n {
         let k = get_length_prefixed(&mut src).ok_or_else(bad)?;
         let latest = get_varint64(&mut src).ok_or_else(bad)?;

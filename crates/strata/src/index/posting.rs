@@ -74,7 +74,9 @@ fn encode_list(l: &List) -> Vec<u8> {
 pub(crate) fn decode_list(mut b: &[u8]) -> Result<List> {
     let bad = || Error::corruption("posting list is malformed");
     let n = get_varint64(&mut b).ok_or_else(bad)?;
-    let mut l = Vec::with_capacity(n.min(1 << 16) as usize);
+    // An entry takes at least 9 bytes (length, seq): a corrupt count cannot
+    // make a reservation larger than the list.
+    let mut l = Vec::with_capacity(n.min(b.len() as u64 / 9) as usize);
     for _ in 0..n {
         let len = get_varint64(&mut b).ok_or_else(bad)? as usize;
         let (pk, rest) = b.split_at_checked(len).ok_or_else(bad)?;

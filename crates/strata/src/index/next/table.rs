@@ -831,13 +831,15 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
     src = rest;
     let v = |src: &mut &[u8]| get_varint64(src).ok_or_else(|| bad("truncated"));
     let nh = v(&mut src)?;
-    let mut handles = Vec::with_capacity(nh.min(1 << 20) as usize);
+    // Reservations bounded by the bytes left (a handle takes at least 2, an
+    // entry at least 3): a corrupt count cannot allocate more than the block.
+    let mut handles = Vec::with_capacity(nh.min(src.len() as u64 / 2) as usize);
     for _ in 0..nh {
         handles.push(BlockHandle::new(v(&mut src)?, v(&mut src)?));
     }
     let sec_blocks = u32::try_from(v(&mut src)?).map_err(|_| bad("block count"))?;
     let ne = v(&mut src)?;
-    let mut entries = Vec::with_capacity(ne.min(1 << 20) as usize);
+    let mut entries = Vec::with_capacity(ne.min(src.len() as u64 / 3) as usize);
     for _ in 0..ne {
         let sec_block = u32::try_from(v(&mut src)?).map_err(|_| bad("block number"))?;
         let start = u32::try_from(v(&mut src)?).map_err(|_| bad("start"))?;
