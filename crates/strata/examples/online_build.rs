@@ -167,6 +167,7 @@ fn main() -> Res<()> {
     db.wait_for_compactions()?;
     let (stop, ops) = (AtomicBool::new(false), AtomicU64::new(0));
     let before = table_bytes_written(&db);
+    let stalls_before = db.stats().io.write_stall_micros;
     // Side-file bytes the build wrote, polled from its progress (a side
     // file goes with its table when a compaction removes it).
     let side_written = AtomicU64::new(0);
@@ -199,12 +200,13 @@ fn main() -> Res<()> {
     println!(
         "online build (pacing share {share}) with the writer: {build_s:.2} s; writer {during:.0} puts/s ({:.0}% of alone); \
          side files written {:.2} MiB = {:.1}% of the data ({:.1} MiB); engine table bytes written meanwhile \
-         (the writer's flushes and compactions) {:.1} MiB",
+         (the writer's flushes and compactions) {:.1} MiB; writer stalled by level-0 back-pressure {:.2} s",
         100.0 * during / alone,
         sides as f64 / (1 << 20) as f64,
         100.0 * sides as f64 / data as f64,
         data as f64 / (1 << 20) as f64,
-        (table_bytes_written(&db) - before) as f64 / (1 << 20) as f64
+        (table_bytes_written(&db) - before) as f64 / (1 << 20) as f64,
+        (db.stats().io.write_stall_micros - stalls_before) as f64 / 1e6
     );
     if !db.check_index("by_user")?.ok() {
         return Err("the index built online does not match a scan".into());
