@@ -201,6 +201,18 @@ impl Db {
         self.engine.write(batch, opts)
     }
 
+    /// The index layer (for the loader's readings, `index::preread`).
+    pub(crate) fn index_manager(&self) -> &IndexManager {
+        &self.index
+    }
+
+    /// Records whose reading by a load the memtable side structure took
+    /// instead of reading them again (`index::preread`), since open.
+    #[cfg(feature = "testing")]
+    pub fn pre_read_hits(&self) -> usize {
+        self.index.pre_reads().hits()
+    }
+
     /// The current value of `key`, `None` if absent or deleted. Errors:
     /// I/O or corruption of the tables read.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -16,9 +16,11 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::index::def::Read;
 use crate::index::fields::Fields;
 use crate::{Db, Error, Result, WriteBatch, WriteOptions};
 
@@ -162,16 +164,24 @@ fn key_text(v: &Value) -> Option<String> {
 /// as is (JSONL).
 enum Record {
     Fields(Map<String, Value>),
-    Line { key: String, raw: String },
+    /// `read`: the line's reading for the key and the indexed paths,
+    /// handed to the memtable side structure (`index::preread`).
+    Line {
+        key: String,
+        raw: String,
+        read: Read,
+    },
 }
 
 /// One JSONL line (without its line break) as a record keyed by the field
-/// `key` reads (the one path of `key`). The line is read once by the
-/// targeted reader (`index::fields`), which accepts exactly the documents
-/// a full parse accepts; a bad line is parsed again, only to say why.
+/// of path `key_path` in `key` (which may read other paths too: the
+/// indexed ones). The line is read once by the targeted reader
+/// (`index::fields`), which accepts exactly the documents a full parse
+/// accepts; a bad line is parsed again, only to say why.
 fn jsonl_record(
     line: Vec<u8>,
     key: &Fields,
+    key_path: &[String],
     key_field: &str,
 ) -> std::result::Result<Record, String> {
     let line = String::from_utf8(line).map_err(|_| "not UTF-8 text".to_string())?;
@@ -185,12 +195,14 @@ fn jsonl_record(
     if !raw.starts_with('{') {
         return Err("not a JSON object".into());
     }
-    let key = got
-        .key_text(0)
+    let key = key
+        .slot(key_path)
+        .and_then(|s| got.key_text(s))
         .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
     Ok(Record::Line {
         key,
         raw: raw.to_string(),
+        read: Ok(got),
     })
 }
 
@@ -227,17 +239,20 @@ fn csv_object(
     ))
 }
 
-/// (key, JSON bytes) of a record.
-fn keyed(rec: Record, key_field: &str) -> std::result::Result<(String, Vec<u8>), String> {
+/// (key, JSON bytes, the bytes' reading if the loader made one) of a
+/// record.
+type Keyed = (String, Vec<u8>, Option<Read>);
+
+fn keyed(rec: Record, key_field: &str) -> std::result::Result<Keyed, String> {
     match rec {
-        Record::Line { key, raw } => Ok((key, raw.into_bytes())),
+        Record::Line { key, raw, read } => Ok((key, raw.into_bytes(), Some(read))),
         Record::Fields(obj) => {
             let key = obj
                 .get(key_field)
                 .and_then(key_text)
                 .ok_or_else(|| format!("no string or number field {key_field:?}"))?;
             let bytes = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
-            Ok((key, bytes))
+            Ok((key, bytes, None))
         }
     }
 }
@@ -262,6 +277,17 @@ pub fn load_file(
     let reader = BufReader::with_capacity(1 << 20, file);
     let read_cell = std::cell::Cell::new(0u64);
     let read = &read_cell;
+    // One reading of each JSONL line for its key and for the paths of the
+    // indexes the memtable side structure maintains, which takes that
+    // reading instead of reading the record again (`index::preread`).
+    let side_paths = db.index_manager().side_paths();
+    let line_reader = {
+        let key_path = [opts.key_field.clone()];
+        Arc::new(Fields::new(
+            std::iter::once(key_path.as_slice()).chain(side_paths.iter().map(Vec::as_slice)),
+        ))
+    };
+    let pre_read = !side_paths.is_empty();
     let mut next: Next<'_> = match format {
         Format::Jsonl => {
             // Lines as bytes: text that is not UTF-8 is a bad record, not
@@ -269,7 +295,7 @@ pub fn load_file(
             let mut lines = reader.split(b'\n').enumerate();
             // The key field is a top-level name, dots and all.
             let key_path = [opts.key_field.clone()];
-            let key_reader = Fields::new([key_path.as_slice()]);
+            let line_reader = line_reader.clone();
             Box::new(move || loop {
                 let Some((i, line)) = lines.next() else {
                     return Ok(None);
@@ -286,7 +312,7 @@ pub fn load_file(
                 }
                 return Ok(Some((
                     line_no,
-                    jsonl_record(line, &key_reader, &opts.key_field),
+                    jsonl_record(line, &line_reader, &key_path, &opts.key_field),
                 )));
             })
         }
@@ -333,12 +359,25 @@ pub fn load_file(
     };
 
     let mut batch = WriteBatch::new();
+    // The batch's records' readings, in batch order.
+    let mut reads: Vec<(Vec<u8>, Read)> = Vec::new();
+    let write = |batch: WriteBatch, reads: &mut Vec<(Vec<u8>, Read)>| -> Result<()> {
+        let _registered = (!reads.is_empty()).then(|| {
+            db.index_manager()
+                .pre_reads()
+                .register(line_reader.clone(), std::mem::take(reads))
+        });
+        db.write(batch, WriteOptions::default())
+    };
     let (mut records, mut bytes, mut skipped) = (0u64, 0u64, 0u64);
     while let Some((line_no, obj)) = next()? {
         match obj.and_then(|o| keyed(o, &opts.key_field)) {
-            Ok((key, value)) => {
+            Ok((key, value, read)) => {
                 bytes += (key.len() + value.len()) as u64;
                 batch.put(key.as_bytes(), &value);
+                if let (true, Some(r)) = (pre_read, read) {
+                    reads.push((value, r));
+                }
                 records += 1;
             }
             Err(e) if opts.skip_bad => {
@@ -350,7 +389,7 @@ pub fn load_file(
             }
             Err(e) => {
                 // Everything before the bad record is written; it is not.
-                db.write(std::mem::take(&mut batch), WriteOptions::default())?;
+                write(std::mem::take(&mut batch), &mut reads)?;
                 return Err(Error::invalid(format!(
                     "{}: line {line_no}: {e} ({records} records before it were loaded)",
                     path.display()
@@ -358,14 +397,14 @@ pub fn load_file(
             }
         }
         if batch.len() as u64 >= opts.batch.max(1) as u64 {
-            db.write(std::mem::take(&mut batch), WriteOptions::default())?;
+            write(std::mem::take(&mut batch), &mut reads)?;
         }
         events(LoadEvent::Progress {
             read: read.get(),
             total,
         });
     }
-    db.write(batch, WriteOptions::default())?;
+    write(batch, &mut reads)?;
     db.flush()?;
     Ok(Loaded {
         records,
@@ -414,13 +453,14 @@ mod tests {
                 Ok(_) => Err("not a JSON object".to_string()),
                 Err(e) => Err(format!("bad JSON: {e}")),
             };
-            let got = jsonl_record(line.as_bytes().to_vec(), &reader, "id").and_then(|r| match r {
-                Record::Line { key, raw } => {
-                    assert_eq!(raw, line.trim());
-                    Ok(key)
-                }
-                Record::Fields(_) => Err("a JSONL line read as fields".to_string()),
-            });
+            let got = jsonl_record(line.as_bytes().to_vec(), &reader, &["id".to_string()], "id")
+                .and_then(|r| match r {
+                    Record::Line { key, raw, .. } => {
+                        assert_eq!(raw, line.trim());
+                        Ok(key)
+                    }
+                    Record::Fields(_) => Err("a JSONL line read as fields".to_string()),
+                });
             assert_eq!(got, full, "{line}");
         }
     }

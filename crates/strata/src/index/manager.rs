@@ -234,6 +234,8 @@ pub(crate) struct IndexManager {
     /// id, table); the install of that payload hands them to their
     /// strategies.
     side_pending: Mutex<Vec<(u32, u64)>>,
+    /// Readings registered by loads in progress (see `index::preread`).
+    pre_reads: Arc<super::preread::PreReads>,
 }
 
 impl IndexManager {
@@ -263,6 +265,7 @@ impl IndexManager {
             sides: Arc::default(),
             live: Mutex::new(BTreeMap::new()),
             side_pending: Mutex::new(Vec::new()),
+            pre_reads: Arc::default(),
         })
     }
 
@@ -418,9 +421,25 @@ impl IndexManager {
         def.ready.store(true, Relaxed);
     }
 
+    /// The registry where a loader leaves its readings of the records it
+    /// is about to write (see `index::preread`).
+    pub fn pre_reads(&self) -> &super::preread::PreReads {
+        &self.pre_reads
+    }
+
+    /// The JSON field paths of the indexes maintained by the memtable side
+    /// structure (those a loader's readings can serve).
+    pub fn side_paths(&self) -> Vec<Vec<String>> {
+        self.defs()
+            .iter()
+            .filter(|d| d.strategy.write_path() == WritePath::Tables && d.meta.needs_json())
+            .map(|d| d.meta.path.clone())
+            .collect()
+    }
+
     /// The side structure for a new memtable (`None` without indexes).
     pub fn new_side(&self) -> Option<Arc<dyn MemSide>> {
-        let side = IndexSide::new();
+        let side = IndexSide::new(self.pre_reads.clone());
         for d in self.defs() {
             if d.strategy.write_path() == WritePath::Tables {
                 side.attach(d.meta.clone());

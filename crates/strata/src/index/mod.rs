@@ -45,6 +45,7 @@ pub mod next;
 pub(crate) mod pacing;
 pub(crate) mod perseid;
 pub(crate) mod posting;
+pub(crate) mod preread;
 pub(crate) mod registry;
 pub(crate) mod repair;
 pub(crate) mod results;

@@ -13,6 +13,7 @@ use strata_lsm::memtable::MemSide;
 
 use super::def::{fields_of, read_doc, Doc, IndexMeta};
 use super::fields::Fields;
+use super::preread::PreReads;
 use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
@@ -161,11 +162,14 @@ pub(crate) struct IndexSide {
     /// The smallest sequence number added to the memtable (`u64::MAX`
     /// while empty).
     min_seq: AtomicU64,
+    /// Readings made by a loader before the write (see `index::preread`).
+    pre: Arc<PreReads>,
 }
 
 impl IndexSide {
-    pub fn new() -> IndexSide {
+    pub fn new(pre: Arc<PreReads>) -> IndexSide {
         IndexSide {
+            pre,
             attached: RwLock::new(Arc::new(Attached {
                 indexes: Vec::new(),
                 fields: Fields::new([]),
@@ -289,8 +293,17 @@ impl MemSide for IndexSide {
         if att.indexes.is_empty() {
             return;
         }
-        let read = read_doc(value, &att.fields);
-        let doc = Doc::of(&att.fields, &read);
+        // The loader's reading of these bytes if it registered one, else
+        // one reading for every attached index.
+        let pre = self.pre.take(value);
+        let own;
+        let doc = match &pre {
+            Some((fields, read)) => Some(Doc { fields, read }),
+            None => {
+                own = read_doc(value, &att.fields);
+                Doc::of(&att.fields, &own)
+            }
+        };
         for (d, side) in att.indexes.iter() {
             match d.extract(value, doc) {
                 Ok(v) => {
