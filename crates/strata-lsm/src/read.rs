@@ -185,6 +185,10 @@ struct Components<'a> {
     mems: &'a [Arc<MemTable>],
 }
 
+/// A request of [`get_versions_components`] sent to a table: key,
+/// sequence number, index in the caller's requests.
+type Request<'a> = (&'a [u8], SeqNo, usize);
+
 /// Where a request of [`get_versions_components`] stands.
 #[derive(Debug, Clone)]
 enum Step {
@@ -345,34 +349,39 @@ pub(crate) fn get_versions_components(
 
     // 2. Rounds of grouped table passes.
     loop {
-        let mut pending: Vec<(usize, usize)> = steps
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| match s {
-                Step::Table(t) => Some((*t, i)),
-                _ => None,
-            })
-            .collect();
-        if pending.is_empty() {
+        // Per table (bucketed by position), internal-key order: key
+        // ascending, sequence number descending (request index last, so the
+        // order is total and does not depend on anything else).
+        let mut by_table: Vec<Vec<Request<'_>>> = vec![Vec::new(); files.len()];
+        let mut pending = 0;
+        for (i, step) in steps.iter().enumerate() {
+            if let (Step::Table(t), Some(&(key, seq))) = (step, reqs.get(i)) {
+                if let Some(group) = by_table.get_mut(*t) {
+                    group.push((key, seq, i));
+                    pending += 1;
+                }
+            }
+        }
+        if pending == 0 {
             break;
         }
-        // Per table, internal-key order (key ascending, seq descending).
-        pending.sort_unstable_by(|&(ta, a), &(tb, b)| {
-            let ((ka, sa), (kb, sb)) = (reqs[a], reqs[b]);
-            ta.cmp(&tb)
-                .then_with(|| ka.cmp(kb))
-                .then_with(|| sb.cmp(&sa))
-                .then_with(|| a.cmp(&b))
-        });
-        // Units: runs of one table, cut to at most `size` requests.
-        let size = unit_size(pending.len(), threads);
-        let mut units: Vec<&[(usize, usize)]> = Vec::new();
-        for group in pending.chunk_by(|a, b| a.0 == b.0) {
-            units.extend(group.chunks(size));
+        for group in &mut by_table {
+            group.sort_unstable_by(|a, b| {
+                a.0.cmp(b.0)
+                    .then_with(|| b.1.cmp(&a.1))
+                    .then_with(|| a.2.cmp(&b.2))
+            });
         }
+        // Units: one table's group, cut to at most `size` requests.
+        let size = unit_size(pending, threads);
+        let units: Vec<(usize, &[Request<'_>])> = by_table
+            .iter()
+            .enumerate()
+            .flat_map(|(t, group)| group.chunks(size).map(move |c| (t, c)))
+            .collect();
         let (moved, s) = parallel_units(threads, units.len(), |u, stats| {
-            let unit = units.get(u).copied().unwrap_or_default();
-            table_pass(&c, &files, reqs, unit, stats)
+            let (t, unit) = units.get(u).copied().unwrap_or_default();
+            table_pass(&c, &files, t, unit, stats)
         })?;
         stats.add(s);
         for (i, step) in moved.into_iter().flatten() {
@@ -444,24 +453,25 @@ fn first_step(
 }
 
 /// Step 2 of [`get_versions_components`] for one unit: requests `unit`
-/// (table position, request index), all for one table and in internal-key
-/// order, looked up in one pass of that table. Each request's new step:
-/// done if the table has exactly its version as a value, else the next
-/// table that may hold it, else the fallback.
+/// (key, sequence number, request index), all for the table at position
+/// `pos` of `files` and in internal-key order, looked up in one pass of
+/// that table. Each request's new step: done if the table has exactly its
+/// version as a value, else the next table that may hold it, else the
+/// fallback.
 fn table_pass(
     c: &Components<'_>,
     files: &[&Arc<FileMetaData>],
-    reqs: &[(&[u8], SeqNo)],
-    unit: &[(usize, usize)],
+    pos: usize,
+    unit: &[Request<'_>],
     stats: &mut ZoneLookupStats,
 ) -> Result<Vec<(usize, Step)>> {
-    let Some(&(pos, _)) = unit.first() else {
+    if unit.is_empty() {
         return Ok(Vec::new());
-    };
+    }
     let f = files.get(pos).ok_or_else(|| {
         crate::error::Error::invalid(format!("zone lookup: no table at position {pos}"))
     })?;
-    let batch: Vec<(&[u8], SeqNo)> = unit.iter().map(|&(_, i)| reqs[i]).collect();
+    let batch: Vec<(&[u8], SeqNo)> = unit.iter().map(|&(k, s, _)| (k, s)).collect();
     let mut out: Vec<Option<Found>> = vec![None; batch.len()];
     let t = c.tables.get(f.number, f.file_size)?;
     let counts = t.multi_get_versions(&batch, &mut out)?;
@@ -471,9 +481,8 @@ fn table_pass(
     stats.data_blocks += counts.data_blocks;
     Ok(unit
         .iter()
-        .zip(batch)
         .zip(out)
-        .map(|((&(pos, i), (key, seq)), found)| {
+        .map(|(&(key, seq, i), found)| {
             let step = match found {
                 Some(f) if f.seq == seq && f.kind == ValueKind::Value => {
                     Step::Done((f.seq, f.value))

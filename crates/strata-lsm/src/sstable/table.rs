@@ -192,6 +192,11 @@ pub struct Table {
     obsolete: Option<ObsoleteMap>,
 }
 
+/// Index entries a batched lookup steps over, for a target past the
+/// cursor's block, before it seeks instead (a step parses one entry; a
+/// seek binary-searches the whole index).
+const INDEX_STEPS: usize = 8;
+
 /// What a batched table lookup did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LookupCounts {
@@ -377,7 +382,8 @@ impl Table {
         // entries, is at least the target; a block is stepped over only
         // when all its entries are smaller than the target). So a target
         // at least `last` and at most the cursor's separator lies in the
-        // cursor's block, exactly where a seek would go.
+        // cursor's block, exactly where a seek would go; and a target
+        // above the cursor's separator lies in a later block.
         let mut last: Option<Vec<u8>> = None;
         for ((user_key, snapshot), slot) in reqs.zip(out.iter_mut()) {
             if self.filter.is_some() {
@@ -387,12 +393,28 @@ impl Table {
                 continue;
             }
             let target = seek_key(user_key, snapshot);
-            let in_cursor_block = index.valid()
-                && last
-                    .as_deref()
-                    .is_some_and(|l| compare_internal(l, &target).is_le())
-                && compare_internal(&target, index.key()).is_le();
-            if !in_cursor_block {
+            let ascending = last
+                .as_deref()
+                .is_some_and(|l| compare_internal(l, &target).is_le());
+            let mut positioned =
+                ascending && index.valid() && compare_internal(&target, index.key()).is_le();
+            if ascending && !positioned {
+                // The target is past the cursor's block: step the index
+                // forward a few entries (each passed over has a separator
+                // below the target, so the invariant holds) before paying
+                // for a binary-search seek of the whole index.
+                for _ in 0..INDEX_STEPS {
+                    if !index.valid() {
+                        break;
+                    }
+                    index.next().map_err(|e| self.wrap(e))?;
+                    if index.valid() && compare_internal(&target, index.key()).is_le() {
+                        positioned = true;
+                        break;
+                    }
+                }
+            }
+            if !positioned {
                 index.seek(&target).map_err(|e| self.wrap(e))?;
             }
             while index.valid() {
