@@ -194,7 +194,8 @@ pub struct Table {
 
 /// Index entries a batched lookup steps over, for a target past the
 /// cursor's block, before it seeks instead (a step parses one entry; a
-/// seek binary-searches the whole index).
+/// seek binary-searches the whole index); only when there are at least
+/// one request per `INDEX_STEPS` data blocks.
 const INDEX_STEPS: usize = 8;
 
 /// What a batched table lookup did.
@@ -373,6 +374,15 @@ impl Table {
         out: &mut [Option<Found>],
     ) -> Result<LookupCounts> {
         let mut counts = LookupCounts::default();
+        // Step the index only if requests are dense enough for the next
+        // target to be a few blocks on, on average.
+        let steps = if (reqs.size_hint().0 as u64).saturating_mul(INDEX_STEPS as u64)
+            >= self.props.num_data_blocks
+        {
+            INDEX_STEPS
+        } else {
+            0
+        };
         let mut index = self.index.iter(compare_internal);
         // The data block under the index cursor, once read.
         let mut current: Option<(BlockHandle, Arc<Block>)> = None;
@@ -403,7 +413,7 @@ impl Table {
                 // forward a few entries (each passed over has a separator
                 // below the target, so the invariant holds) before paying
                 // for a binary-search seek of the whole index.
-                for _ in 0..INDEX_STEPS {
+                for _ in 0..steps {
                     if !index.valid() {
                         break;
                     }
