@@ -347,8 +347,9 @@ pub(crate) fn get_versions_components(
     stats.add(s);
     let mut steps: Vec<Step> = steps.into_iter().flatten().collect();
 
-    // 2. Rounds of grouped table passes.
-    loop {
+    // 2. Rounds of grouped table passes. A request's table position only
+    // grows from round to round, so there are at most `files.len()`.
+    for round in 0..=files.len() {
         // Per table (bucketed by position), internal-key order: key
         // ascending, sequence number descending (request index last, so the
         // order is total and does not depend on anything else).
@@ -356,14 +357,20 @@ pub(crate) fn get_versions_components(
         let mut pending = 0;
         for (i, step) in steps.iter().enumerate() {
             if let (Step::Table(t), Some(&(key, seq))) = (step, reqs.get(i)) {
-                if let Some(group) = by_table.get_mut(*t) {
-                    group.push((key, seq, i));
-                    pending += 1;
-                }
+                let group = by_table.get_mut(*t).ok_or_else(|| {
+                    crate::error::Error::invalid(format!("zone lookup: no table at position {t}"))
+                })?;
+                group.push((key, seq, i));
+                pending += 1;
             }
         }
         if pending == 0 {
             break;
+        }
+        if round == files.len() {
+            return Err(crate::error::Error::invalid(
+                "zone lookup: requests still pending after a round per table",
+            ));
         }
         for group in &mut by_table {
             group.sort_unstable_by(|a, b| {
