@@ -15,7 +15,7 @@ use crate::memtable::{MemGet, MemTable};
 use crate::merge::{self, MergeOperator};
 use crate::sstable::Found;
 use crate::sync::lock;
-use crate::version::Version;
+use crate::version::{FileMetaData, Version};
 
 /// A record with the sequence number of the write that stored it.
 pub type Versioned = (SeqNo, Vec<u8>);
@@ -139,130 +139,110 @@ pub(crate) fn oldest_readable(snaps: &Mutex<BTreeMap<SeqNo, usize>>, last: &Atom
         .unwrap_or_else(|| last.load(Ordering::SeqCst))
 }
 
-/// What [`get_versions_components`] did, for profiles and tests.
+/// What [`get_versions_components`] did, for profiles and tests. The
+/// component, table and fallback counts do not depend on the number of
+/// threads; the block and Bloom counts may grow slightly with threads
+/// (a table's requests split between workers may read a boundary block
+/// once in each).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ZoneLookupStats {
     /// Components (memtables and tables) probed for a requested version:
     /// only those whose sequence-number zone map (and, for tables, key
-    /// range) contains it.
+    /// range) contains it. A request probing one table counts one here
+    /// whether or not it shared that table's pass with others.
     pub components_probed: u64,
     /// Requests whose version was not in any such component (compacted
     /// away, or never there) and that took the normal lookup at the
     /// snapshot.
     pub fallbacks: u64,
+    /// Grouped table passes: each is one table reading a key-sorted group
+    /// of requests in one walk of its index and data blocks.
+    pub table_passes: u64,
+    /// Bloom filter probes of the zone-mapped table passes (one per
+    /// request sent to a table with a filter; the fallback lookups' are
+    /// not counted here).
+    pub bloom_probes: u64,
+    /// Data blocks fetched by the zone-mapped table passes (cache hits and
+    /// disk reads; not the fallback lookups').
+    pub data_blocks: u64,
 }
 
 impl ZoneLookupStats {
     fn add(&mut self, o: ZoneLookupStats) {
         self.components_probed += o.components_probed;
         self.fallbacks += o.fallbacks;
+        self.table_passes += o.table_passes;
+        self.bloom_probes += o.bloom_probes;
+        self.data_blocks += o.data_blocks;
     }
 }
 
-/// The version `seq` of `key` (PERSEID §4.4, sequence-number zone maps):
-/// only the components whose sequence range holds `seq` are probed,
-/// newest first (memtables, then tables whose key range also holds `key`),
-/// each by a lookup at `seq` that must return exactly that version. If no
-/// such component has it (a compaction dropped it since the caller saw
-/// it), the key is looked up normally at `snapshot`. The caller must keep
-/// `snapshot` readable and pass components taken after it was pinned;
-/// it compares the returned sequence number with `seq`.
-fn get_version_components(
-    c: &Components<'_>,
-    key: &[u8],
-    seq: SeqNo,
-    snapshot: SeqNo,
-    stats: &mut ZoneLookupStats,
-) -> Result<Option<Versioned>> {
-    let Components {
-        tables,
-        merge_operator,
-        mems,
-        version,
-    } = *c;
-    if seq <= snapshot {
-        for m in mems {
-            if !m.seq_range().is_some_and(|(lo, hi)| lo <= seq && seq <= hi) {
-                continue;
-            }
-            stats.components_probed += 1;
-            if let Some(MemGet::Value(s, v)) = m.get(key, seq) {
-                if s == seq {
-                    return Ok(Some((s, v)));
-                }
-            }
-        }
-        for (_, f) in version.all_files() {
-            if f.smallest_seq > seq
-                || seq > f.largest_seq
-                || key < crate::key::user_key(&f.smallest)
-                || key > crate::key::user_key(&f.largest)
-            {
-                continue;
-            }
-            stats.components_probed += 1;
-            let t = tables.get(f.number, f.file_size)?;
-            if let Some(found) = t.get(key, seq)? {
-                if found.seq == seq && found.kind == ValueKind::Value {
-                    return Ok(Some((found.seq, found.value)));
-                }
-            }
-        }
-    }
-    stats.fallbacks += 1;
-    let mut r = multi_get_components(tables, merge_operator, mems, version, &[key], snapshot)?;
-    Ok(r.pop().flatten())
-}
-
-/// The components a read looks in: memtables newest first, then a
-/// version's tables.
+/// What the zone-mapped steps read: the memtables (newest first) and the
+/// cache of the version's tables.
 #[derive(Clone, Copy)]
 struct Components<'a> {
     tables: &'a TableCache,
-    merge_operator: Option<&'a Arc<dyn MergeOperator>>,
     mems: &'a [Arc<MemTable>],
-    version: &'a Version,
 }
 
-/// What one worker of [`get_versions_components`] found: (request index,
-/// result) pairs and its counts.
-type WorkerOutput = (Vec<(usize, Option<Versioned>)>, ZoneLookupStats);
+/// A request of [`get_versions_components`] sent to a table: key,
+/// sequence number, index in the caller's requests.
+type Request<'a> = (&'a [u8], SeqNo, usize);
 
-/// [`get_version_components`] for every `(key, seq)` of `reqs`, by
-/// `threads` workers pulling the next request from one shared queue (an
-/// atomic cursor; PERSEID §4.4 parallel lookups). Results in the order of
-/// `reqs`, whatever the number of threads.
-pub(crate) fn get_versions_components(
-    tables: &TableCache,
-    merge_operator: Option<&Arc<dyn MergeOperator>>,
-    mems: &[Arc<MemTable>],
-    version: &Version,
-    reqs: &[(&[u8], SeqNo)],
-    snapshot: SeqNo,
+/// Where a request of [`get_versions_components`] stands.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Found: exactly the requested version.
+    Done(Versioned),
+    /// To be probed in the table at this position of the version's file
+    /// list (`Version::all_files` order).
+    Table(usize),
+    /// Not in any zone-mapped component: the normal lookup at the
+    /// snapshot answers it.
+    Fallback,
+}
+
+/// The first table at or after position `from` of `files` whose
+/// sequence-number zone map holds `seq` and whose key range holds `key`.
+fn next_table(files: &[&Arc<FileMetaData>], key: &[u8], seq: SeqNo, from: usize) -> Step {
+    files
+        .iter()
+        .enumerate()
+        .skip(from)
+        .find(|(_, f)| {
+            f.smallest_seq <= seq
+                && seq <= f.largest_seq
+                && crate::key::user_key(&f.smallest) <= key
+                && key <= crate::key::user_key(&f.largest)
+        })
+        .map_or(Step::Fallback, |(i, _)| Step::Table(i))
+}
+
+/// Runs `f(unit, stats)` for every unit in `0..units` on `threads` workers
+/// that pull the next unit from one shared atomic cursor (PERSEID §4.4
+/// parallel lookups); on the calling thread if one worker suffices. Results
+/// in unit order, with the workers' stats summed. The first error stops
+/// the other workers and is returned.
+fn parallel_units<T: Send>(
     threads: usize,
-) -> Result<(Vec<Option<Versioned>>, ZoneLookupStats)> {
-    let threads = threads.clamp(1, reqs.len().max(1));
+    units: usize,
+    f: impl Fn(usize, &mut ZoneLookupStats) -> Result<T> + Sync,
+) -> Result<(Vec<T>, ZoneLookupStats)> {
+    let threads = threads.clamp(1, units.max(1));
     let next = AtomicUsize::new(0);
-    let c = Components {
-        tables,
-        merge_operator,
-        mems,
-        version,
-    };
-    let work = || -> Result<WorkerOutput> {
+    let work = || -> Result<(Vec<(usize, T)>, ZoneLookupStats)> {
         let mut out = Vec::new();
         let mut stats = ZoneLookupStats::default();
         loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(key, seq)) = reqs.get(i) else {
+            let u = next.fetch_add(1, Ordering::Relaxed);
+            if u >= units {
                 return Ok((out, stats));
-            };
-            let r = get_version_components(&c, key, seq, snapshot, &mut stats);
-            match r {
-                Ok(r) => out.push((i, r)),
+            }
+            match f(u, &mut stats) {
+                Ok(r) => out.push((u, r)),
                 Err(e) => {
                     // Stop the other workers too.
-                    next.store(reqs.len(), Ordering::Relaxed);
+                    next.store(units, Ordering::Relaxed);
                     return Err(e);
                 }
             }
@@ -285,16 +265,238 @@ pub(crate) fn get_versions_components(
                 .collect()
         })
     };
-    let mut result = vec![None; reqs.len()];
     let mut stats = ZoneLookupStats::default();
+    let mut all: Vec<(usize, T)> = Vec::with_capacity(units);
     for part in parts {
         let (found, s) = part?;
         stats.add(s);
-        for (i, r) in found {
+        all.extend(found);
+    }
+    all.sort_unstable_by_key(|(u, _)| *u);
+    if all.len() != units {
+        return Err(crate::error::Error::invalid(format!(
+            "parallel lookups: {} of {units} units answered",
+            all.len()
+        )));
+    }
+    Ok((all.into_iter().map(|(_, r)| r).collect(), stats))
+}
+
+/// Requests per unit of parallel work: one unit for everything with one
+/// thread, else about four units per thread, at least `MIN_UNIT` requests
+/// each (smaller units cost more in hand-offs than they save).
+fn unit_size(n: usize, threads: usize) -> usize {
+    const MIN_UNIT: usize = 16;
+    if threads <= 1 {
+        return n.max(1);
+    }
+    n.div_ceil(threads * 4).max(MIN_UNIT)
+}
+
+/// The exact versions `(key, seq)` of `reqs` (PERSEID §4.4,
+/// sequence-number zone maps), grouped: results in the order of `reqs`,
+/// each either exactly the requested version or, if no zone-mapped
+/// component holds it (a compaction dropped it since the caller saw it,
+/// or `seq > snapshot`), what a normal lookup at `snapshot` returns; the
+/// caller compares the returned sequence number with `seq`. The caller
+/// must keep `snapshot` readable and pass components taken after it was
+/// pinned.
+///
+/// 1. Each request probes, newest first, the memtables whose sequence
+///    range holds `seq` (one lookup each); if none has exactly that
+///    version, the request goes to the first table (in
+///    `Version::all_files` order) whose sequence range holds `seq` and
+///    whose key range holds `key`.
+/// 2. Requests are grouped per table and sorted in internal-key order;
+///    each group is read by one `Table::multi_get_versions` pass, which
+///    locates and fetches each data block once for all the keys in it.
+///    A request matches only the entry with its user key, exactly its
+///    sequence number and a value (not a tombstone or merge operand);
+///    otherwise it moves on to the next table that qualifies, in a next
+///    round, until none is left.
+/// 3. The requests left take the normal batched lookup at `snapshot`.
+///
+/// Which components each request probes, and so `components_probed` and
+/// `fallbacks`, is what the one-request-at-a-time walk would do. `threads`
+/// workers share each phase's units (chunks of requests, or of a table's
+/// sorted group) through one atomic cursor; the results do not depend on
+/// the number of threads.
+pub(crate) fn get_versions_components(
+    tables: &TableCache,
+    merge_operator: Option<&Arc<dyn MergeOperator>>,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    reqs: &[(&[u8], SeqNo)],
+    snapshot: SeqNo,
+    threads: usize,
+) -> Result<(Vec<Option<Versioned>>, ZoneLookupStats)> {
+    let c = Components { tables, mems };
+    let files: Vec<&Arc<FileMetaData>> = version.all_files().map(|(_, f)| f).collect();
+    let mut stats = ZoneLookupStats::default();
+
+    // 1. Memtables, and each remaining request's first table.
+    let size = unit_size(reqs.len(), threads);
+    let (steps, s) = parallel_units(threads, reqs.len().div_ceil(size), |u, stats| {
+        let chunk = reqs.get(u * size..).unwrap_or_default();
+        let chunk = chunk.get(..size).unwrap_or(chunk);
+        Ok(chunk
+            .iter()
+            .map(|&(key, seq)| first_step(&c, &files, key, seq, snapshot, stats))
+            .collect::<Vec<Step>>())
+    })?;
+    stats.add(s);
+    let mut steps: Vec<Step> = steps.into_iter().flatten().collect();
+
+    // 2. Rounds of grouped table passes. A request's table position only
+    // grows from round to round, so there are at most `files.len()`.
+    for round in 0..=files.len() {
+        // Per table (bucketed by position), internal-key order: key
+        // ascending, sequence number descending (request index last, so the
+        // order is total and does not depend on anything else).
+        let mut by_table: Vec<Vec<Request<'_>>> = vec![Vec::new(); files.len()];
+        let mut pending = 0;
+        for (i, step) in steps.iter().enumerate() {
+            if let (Step::Table(t), Some(&(key, seq))) = (step, reqs.get(i)) {
+                let group = by_table.get_mut(*t).ok_or_else(|| {
+                    crate::error::Error::invalid(format!("zone lookup: no table at position {t}"))
+                })?;
+                group.push((key, seq, i));
+                pending += 1;
+            }
+        }
+        if pending == 0 {
+            break;
+        }
+        if round == files.len() {
+            return Err(crate::error::Error::invalid(
+                "zone lookup: requests still pending after a round per table",
+            ));
+        }
+        for group in &mut by_table {
+            group.sort_unstable_by(|a, b| {
+                a.0.cmp(b.0)
+                    .then_with(|| b.1.cmp(&a.1))
+                    .then_with(|| a.2.cmp(&b.2))
+            });
+        }
+        // Units: one table's group, cut to at most `size` requests.
+        let size = unit_size(pending, threads);
+        let units: Vec<(usize, &[Request<'_>])> = by_table
+            .iter()
+            .enumerate()
+            .flat_map(|(t, group)| group.chunks(size).map(move |c| (t, c)))
+            .collect();
+        let (moved, s) = parallel_units(threads, units.len(), |u, stats| {
+            let (t, unit) = units.get(u).copied().unwrap_or_default();
+            table_pass(&c, &files, t, unit, stats)
+        })?;
+        stats.add(s);
+        for (i, step) in moved.into_iter().flatten() {
+            if let Some(slot) = steps.get_mut(i) {
+                *slot = step;
+            }
+        }
+    }
+
+    // 3. The normal lookup at the snapshot for the rest.
+    let rest: Vec<usize> = (0..reqs.len())
+        .filter(|&i| matches!(steps[i], Step::Fallback))
+        .collect();
+    stats.fallbacks += rest.len() as u64;
+    let mut result: Vec<Option<Versioned>> = steps
+        .into_iter()
+        .map(|s| match s {
+            Step::Done(v) => Some(v),
+            _ => None,
+        })
+        .collect();
+    if !rest.is_empty() {
+        let size = unit_size(rest.len(), threads);
+        let units: Vec<&[usize]> = rest.chunks(size).collect();
+        let (found, _) = parallel_units(threads, units.len(), |u, _| {
+            let unit = units.get(u).copied().unwrap_or_default();
+            let keys: Vec<&[u8]> = unit.iter().map(|&i| reqs[i].0).collect();
+            let found =
+                multi_get_components(tables, merge_operator, mems, version, &keys, snapshot)?;
+            Ok(unit.iter().copied().zip(found).collect::<Vec<_>>())
+        })?;
+        for (i, r) in found.into_iter().flatten() {
             if let Some(slot) = result.get_mut(i) {
                 *slot = r;
             }
         }
     }
     Ok((result, stats))
+}
+
+/// Step 1 of [`get_versions_components`] for one request: the memtables
+/// whose sequence range holds `seq`, newest first, each looked up at
+/// `seq` and accepted only if it returns exactly that version; else the
+/// first table that may hold it; else the fallback (always when
+/// `seq > snapshot`).
+fn first_step(
+    c: &Components<'_>,
+    files: &[&Arc<FileMetaData>],
+    key: &[u8],
+    seq: SeqNo,
+    snapshot: SeqNo,
+    stats: &mut ZoneLookupStats,
+) -> Step {
+    if seq > snapshot {
+        return Step::Fallback;
+    }
+    for m in c.mems {
+        if !m.seq_range().is_some_and(|(lo, hi)| lo <= seq && seq <= hi) {
+            continue;
+        }
+        stats.components_probed += 1;
+        if let Some(MemGet::Value(s, v)) = m.get(key, seq) {
+            if s == seq {
+                return Step::Done((s, v));
+            }
+        }
+    }
+    next_table(files, key, seq, 0)
+}
+
+/// Step 2 of [`get_versions_components`] for one unit: requests `unit`
+/// (key, sequence number, request index), all for the table at position
+/// `pos` of `files` and in internal-key order, looked up in one pass of
+/// that table. Each request's new step: done if the table has exactly its
+/// version as a value, else the next table that may hold it, else the
+/// fallback.
+fn table_pass(
+    c: &Components<'_>,
+    files: &[&Arc<FileMetaData>],
+    pos: usize,
+    unit: &[Request<'_>],
+    stats: &mut ZoneLookupStats,
+) -> Result<Vec<(usize, Step)>> {
+    if unit.is_empty() {
+        return Ok(Vec::new());
+    }
+    let f = files.get(pos).ok_or_else(|| {
+        crate::error::Error::invalid(format!("zone lookup: no table at position {pos}"))
+    })?;
+    let batch: Vec<(&[u8], SeqNo)> = unit.iter().map(|&(k, s, _)| (k, s)).collect();
+    let mut out: Vec<Option<Found>> = vec![None; batch.len()];
+    let t = c.tables.get(f.number, f.file_size)?;
+    let counts = t.multi_get_versions(&batch, &mut out)?;
+    stats.table_passes += 1;
+    stats.components_probed += batch.len() as u64;
+    stats.bloom_probes += counts.bloom_probes;
+    stats.data_blocks += counts.data_blocks;
+    Ok(unit
+        .iter()
+        .zip(out)
+        .map(|(&(key, seq, i), found)| {
+            let step = match found {
+                Some(f) if f.seq == seq && f.kind == ValueKind::Value => {
+                    Step::Done((f.seq, f.value))
+                }
+                _ => next_table(files, key, seq, pos + 1),
+            };
+            (i, step)
+        })
+        .collect())
 }

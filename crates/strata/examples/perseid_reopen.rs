@@ -11,6 +11,10 @@
 //! smaller memtable (more components); after the reopen, 200
 //! top-10 lookups (records fetched) report their block and Bloom counts,
 //! and those of the same records fetched by a plain batched lookup.
+//! `RANGE_QUERIES=q` then runs `q` full (no limit) range queries over
+//! about `RANGE_SKEYS` (default 20) consecutive secondary keys each (~25
+//! records a key, fetched), with `THREADS=t` fetch workers (default 1),
+//! twice (cold, then warm block cache), and reports their counts.
 
 use std::time::Instant;
 
@@ -113,6 +117,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         io.bloom_probes - probes1,
         data1 - data0
     );
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let range_queries = env("RANGE_QUERIES", 0);
+    if range_queries > 0 {
+        let r = RangeRun {
+            n,
+            queries: range_queries,
+            skeys: env("RANGE_SKEYS", 20),
+            threads: env("THREADS", 1) as usize,
+        };
+        // The first pass reads the records' blocks from disk into the
+        // block cache; the second finds them there.
+        range_pass_cold(&db, &r)?;
+        range_pass_warm(&db, &r)?;
+    }
     eprintln!(
         "after the lookups: index RAM {} B, page cache {:?}",
         db.indexes()[0].stats.memory_bytes,
@@ -121,5 +144,60 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     drop(db);
     eprintln!("close: {:?}", t.elapsed());
+    Ok(())
+}
+
+/// `queries` full (no limit) range queries over about `skeys` consecutive
+/// secondary keys each, records fetched by `threads` workers.
+struct RangeRun {
+    n: u64,
+    queries: u64,
+    skeys: u64,
+    threads: usize,
+}
+
+/// The range queries on a cold block cache (a separate symbol, for
+/// `valgrind --toggle-collect`).
+#[inline(never)]
+fn range_pass_cold(db: &Db, r: &RangeRun) -> Result<(), Box<dyn std::error::Error>> {
+    range_queries(db, r, "cold")
+}
+
+/// The same queries again, their blocks in the block cache.
+#[inline(never)]
+fn range_pass_warm(db: &Db, r: &RangeRun) -> Result<(), Box<dyn std::error::Error>> {
+    range_queries(db, r, "warm")
+}
+
+fn range_queries(db: &Db, r: &RangeRun, label: &str) -> Result<(), Box<dyn std::error::Error>> {
+    // Secondary keys are spread uniformly over [0, 2^63): a width of `skeys`
+    // key spacings covers about `skeys` keys.
+    let width = (u64::MAX >> 1) / skey_count(r.n) * r.skeys;
+    let (mut hits, mut comps, mut blocks) = (0u64, 0u64, 0u64);
+    let probes0 = db.engine().stats().io.bloom_probes;
+    let t = Instant::now();
+    for i in 0..r.queries {
+        let lo = ((i * 7919) % skey_count(r.n)).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
+        let hi = lo.saturating_add(width).min(u64::MAX >> 1);
+        let pred = strata::Predicate::Range(IndexValue::I64(lo as i64), IndexValue::I64(hi as i64));
+        let (h, p) = db.query_profiled(
+            "by_s",
+            &pred,
+            QueryOptions::default().parallelism(r.threads),
+        )?;
+        hits += h.len() as u64;
+        comps += p.components_scanned;
+        blocks += p.data_blocks_read;
+    }
+    let el = t.elapsed();
+    eprintln!(
+        "{} full range queries over ~{} keys ({label}, {} threads): {hits} records, {comps} components probed, {blocks} data blocks, {} Bloom probes, {:?} ({:?} per query)",
+        r.queries,
+        r.skeys,
+        r.threads,
+        db.engine().stats().io.bloom_probes - probes0,
+        el,
+        el / r.queries as u32
+    );
     Ok(())
 }

@@ -192,6 +192,21 @@ pub struct Table {
     obsolete: Option<ObsoleteMap>,
 }
 
+/// Index entries a batched lookup steps over, for a target past the
+/// cursor's block, before it seeks instead (a step parses one entry; a
+/// seek binary-searches the whole index); only when there are at least
+/// one request per `INDEX_STEPS` data blocks.
+const INDEX_STEPS: usize = 8;
+
+/// What a batched table lookup did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LookupCounts {
+    /// Bloom filter probes (one per request when the table has a filter).
+    pub bloom_probes: u64,
+    /// Data blocks fetched (block cache hits and disk reads).
+    pub data_blocks: u64,
+}
+
 /// Outcome of searching one data block for a key.
 enum BlockSearch {
     Found(Found),
@@ -320,38 +335,121 @@ impl Table {
                 keys.len()
             )));
         }
+        self.lookup_sorted(keys.iter().map(|&k| (k, snapshot)), out)?;
+        Ok(())
+    }
+
+    /// Batched lookup of one version per request: `out[i]` is set to what
+    /// `get(reqs[i].0, reqs[i].1)` returns, the newest entry of that key
+    /// with a sequence number at most `reqs[i].1` (left untouched if the
+    /// table has none). A caller wanting the exact version `(key, seq)`
+    /// compares the returned sequence number with `seq`. Requests in
+    /// internal-key order (key ascending, sequence number descending) read
+    /// each needed data block once; any order gives the same results.
+    /// Returns what the lookup did (Bloom probes, data blocks fetched).
+    pub fn multi_get_versions(
+        &self,
+        reqs: &[(&[u8], SeqNo)],
+        out: &mut [Option<Found>],
+    ) -> Result<LookupCounts> {
+        if out.len() < reqs.len() {
+            return Err(Error::invalid(format!(
+                "multi_get_versions: {} output slots for {} requests",
+                out.len(),
+                reqs.len()
+            )));
+        }
+        self.lookup_sorted(reqs.iter().copied(), out)
+    }
+
+    /// The block walker behind [`Table::multi_get`] and
+    /// [`Table::multi_get_versions`]: for each `(key, snapshot)` (zipped
+    /// with `out`), the Bloom probe, then the newest entry of `key` at or
+    /// below `snapshot`. One index cursor and the last data block read are
+    /// kept across requests, so ascending requests that fall in one block
+    /// locate and fetch it once.
+    fn lookup_sorted<'k>(
+        &self,
+        reqs: impl Iterator<Item = (&'k [u8], SeqNo)>,
+        out: &mut [Option<Found>],
+    ) -> Result<LookupCounts> {
+        let mut counts = LookupCounts::default();
+        // Step the index only if requests are dense enough for the next
+        // target to be a few blocks on, on average.
+        let steps = if (reqs.size_hint().0 as u64).saturating_mul(INDEX_STEPS as u64)
+            >= self.props.num_data_blocks
+        {
+            INDEX_STEPS
+        } else {
+            0
+        };
         let mut index = self.index.iter(compare_internal);
+        // The data block under the index cursor, once read.
         let mut current: Option<(BlockHandle, Arc<Block>)> = None;
-        for (&user_key, slot) in keys.iter().zip(out.iter_mut()) {
+        // Invariant: every data entry in the blocks before the index
+        // cursor's is smaller than `last`, the last target searched (a seek
+        // stops at the first block whose separator, an upper bound of its
+        // entries, is at least the target; a block is stepped over only
+        // when all its entries are smaller than the target). So a target
+        // at least `last` and at most the cursor's separator lies in the
+        // cursor's block, exactly where a seek would go; and a target
+        // above the cursor's separator lies in a later block.
+        let mut last: Option<Vec<u8>> = None;
+        for ((user_key, snapshot), slot) in reqs.zip(out.iter_mut()) {
+            if self.filter.is_some() {
+                counts.bloom_probes += 1;
+            }
             if !self.key_may_match(user_key) {
                 continue;
             }
             let target = seek_key(user_key, snapshot);
-            index.seek(&target).map_err(|e| self.wrap(e))?;
-            if !index.valid() {
-                continue;
-            }
-            let handle = self.index_handle(&index)?;
-            let block = match &current {
-                Some((h, b)) if *h == handle => Arc::clone(b),
-                _ => {
-                    let b = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
-                    current = Some((handle, Arc::clone(&b)));
-                    b
-                }
-            };
-            match self.search_block(handle, &block, &target, user_key, snapshot)? {
-                BlockSearch::Found(f) => *slot = Some(f),
-                BlockSearch::Absent => {}
-                BlockSearch::Exhausted => {
+            let ascending = last
+                .as_deref()
+                .is_some_and(|l| compare_internal(l, &target).is_le());
+            let mut positioned =
+                ascending && index.valid() && compare_internal(&target, index.key()).is_le();
+            if ascending && !positioned {
+                // The target is past the cursor's block: step the index
+                // forward a few entries (each passed over has a separator
+                // below the target, so the invariant holds) before paying
+                // for a binary-search seek of the whole index.
+                for _ in 0..steps {
+                    if !index.valid() {
+                        break;
+                    }
                     index.next().map_err(|e| self.wrap(e))?;
-                    if let Some(f) = self.search_from(&mut index, &target, user_key, snapshot)? {
-                        *slot = Some(f);
+                    if index.valid() && compare_internal(&target, index.key()).is_le() {
+                        positioned = true;
+                        break;
                     }
                 }
             }
+            if !positioned {
+                index.seek(&target).map_err(|e| self.wrap(e))?;
+            }
+            while index.valid() {
+                let handle = self.index_handle(&index)?;
+                let block = match &current {
+                    Some((h, b)) if *h == handle => Arc::clone(b),
+                    _ => {
+                        let b = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
+                        counts.data_blocks += 1;
+                        current = Some((handle, Arc::clone(&b)));
+                        b
+                    }
+                };
+                match self.search_block(handle, &block, &target, user_key, snapshot)? {
+                    BlockSearch::Found(f) => {
+                        *slot = Some(f);
+                        break;
+                    }
+                    BlockSearch::Absent => break,
+                    BlockSearch::Exhausted => index.next().map_err(|e| self.wrap(e))?,
+                }
+            }
+            last = Some(target);
         }
-        Ok(())
+        Ok(counts)
     }
 
     /// A cursor over every entry in internal-key order; block reads are
@@ -1137,6 +1235,68 @@ mod tests {
             assert_eq!(o, &model_get(&entries, k, 900), "{k:?}");
         }
         assert!(t2.multi_get(&refs, 1, &mut [None]).is_err());
+    }
+
+    #[test]
+    fn multi_get_versions_matches_get_in_any_order_and_reads_each_block_once() {
+        let entries = dataset(600);
+        for bloom in [0, 10] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("000001.sst");
+            let size = build(&path, &entries, opts(Compression::Lz4, bloom), Vec::new());
+            let t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+            let nblocks = t.data_block_handles().unwrap().len() as u64;
+            // Every stored version, a sequence number just above and just
+            // below each, and keys the table does not have.
+            let mut reqs: Vec<(Vec<u8>, SeqNo)> = Vec::new();
+            for (k, _) in &entries {
+                let p = parse_internal_key(k).unwrap();
+                for seq in [p.seq, p.seq + 1, p.seq.saturating_sub(1)] {
+                    reqs.push((p.user_key.to_vec(), seq));
+                }
+            }
+            for i in 0..50 {
+                reqs.push((format!("user{:05}x", i * 13).into_bytes(), MAX_SEQ));
+            }
+            reqs.push((b"a".to_vec(), MAX_SEQ));
+            reqs.push((b"zzz".to_vec(), MAX_SEQ));
+            reqs.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            reqs.dedup();
+            let check = |reqs: &[(Vec<u8>, SeqNo)]| -> (LookupCounts, IoStats) {
+                let refs: Vec<(&[u8], SeqNo)> = reqs.iter().map(|(k, s)| (&k[..], *s)).collect();
+                let mut out = vec![None; refs.len()];
+                let before = stats(&t);
+                let counts = t.multi_get_versions(&refs, &mut out).unwrap();
+                let d = stats(&t).delta(&before);
+                for ((k, seq), o) in refs.iter().zip(&out) {
+                    assert_eq!(o, &model_get(&entries, k, *seq), "{k:?} at {seq}");
+                    assert_eq!(o, &t.get(k, *seq).unwrap(), "{k:?} at {seq}");
+                }
+                (counts, d)
+            };
+            // Internal-key order: each data block fetched once at most.
+            let (counts, d) = check(&reqs);
+            assert!(counts.data_blocks <= nblocks, "{counts:?} of {nblocks}");
+            assert_eq!(counts.data_blocks, d.data_blocks.disk + d.data_blocks.cache);
+            assert_eq!(
+                counts.bloom_probes,
+                if bloom > 0 { reqs.len() as u64 } else { 0 }
+            );
+            // Any other order: the same answers.
+            let mut shuffled = reqs.clone();
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            for i in (1..shuffled.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            check(&shuffled);
+            let mut reversed = reqs.clone();
+            reversed.reverse();
+            check(&reversed);
+            assert!(t.multi_get_versions(&[(b"a", 1)], &mut []).is_err());
+        }
     }
 
     #[test]

@@ -56,8 +56,10 @@
 //! component (memtable or table) whose sequence-number zone map holds it,
 //! skipping every other component's Bloom filter and index, and falls
 //! back to a normal lookup at the snapshot when a compaction moved it
-//! away. `QueryOptions::parallelism` workers pull the lookups from one
-//! queue; results keep the newest-first order. The engine's tiered policy
+//! away. The lookups are grouped per table and read in key order, one
+//! pass per table, so a data block holding several records is read once.
+//! `QueryOptions::parallelism` workers share the work through one queue;
+//! results keep the newest-first order. The engine's tiered policy
 //! (`Options::compaction_style`) keeps the components' sequence ranges
 //! disjoint, as in the paper's tiered primary.
 
@@ -607,8 +609,9 @@ impl IndexStrategy for Perseid {
                 .collect());
         }
         // Each validated entry names the version to read: the zone maps
-        // send each lookup to the one component holding it (§4.4), and
-        // workers pull lookups from one queue.
+        // send each lookup to the one component holding it (§4.4); each
+        // table reads its lookups in one key-sorted pass, and workers pull
+        // the work from one queue.
         let reqs: Vec<(&[u8], SeqNo)> = found.iter().map(|(k, s)| (k.as_slice(), *s)).collect();
         let before = (view.data_blocks_read)();
         let (fetched, zone) = (view.fetch_versions)(&reqs, at, opts.lookup_threads(reqs.len()))?;
