@@ -277,10 +277,10 @@ pub fn load_file(
     let reader = BufReader::with_capacity(1 << 20, file);
     let read_cell = std::cell::Cell::new(0u64);
     let read = &read_cell;
-    // One reading of each JSONL line for its key and for the paths of the
-    // indexes the memtable side structure maintains, which takes that
-    // reading instead of reading the record again (`index::preread`).
-    let side_paths = db.index_manager().side_paths();
+    // One reading of each JSONL line for its key and for the indexes'
+    // paths, which the index maintenance takes instead of reading the
+    // record again (`index::preread`).
+    let side_paths = db.index_manager().json_paths();
     let line_reader = {
         let key_path = [opts.key_field.clone()];
         Arc::new(Fields::new(

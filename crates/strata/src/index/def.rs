@@ -5,7 +5,10 @@
 use std::cell::OnceCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use std::sync::Arc;
+
 use super::fields::{Extracted, Fields};
+use super::preread::PreReads;
 use super::value::{IndexValue, Skip};
 use super::{ExtractorFn, IndexSpec};
 
@@ -152,31 +155,44 @@ pub(crate) fn read_doc(raw: &[u8], fields: &Fields) -> Option<Read> {
 pub(crate) struct DocCache {
     fields: Fields,
     /// Sorted by key.
-    slots: Vec<((usize, usize), OnceCell<Read>)>,
+    slots: Vec<DocSlot>,
 }
+
+/// A record's address and length, its reading once made, and the fields
+/// it was made with when not the cache's (a loader's, `index::preread`).
+type DocSlot = ((usize, usize), OnceCell<Read>, Option<Arc<Fields>>);
 
 fn addr(raw: &[u8]) -> (usize, usize) {
     (raw.as_ptr() as usize, raw.len())
 }
 
 impl DocCache {
-    /// Slots for `records`, read for `fields`.
-    pub fn new<'a>(fields: Fields, records: impl Iterator<Item = &'a [u8]>) -> DocCache {
-        let mut slots: Vec<((usize, usize), OnceCell<Read>)> =
-            records.map(|r| (addr(r), OnceCell::new())).collect();
-        slots.sort_unstable_by_key(|(k, _)| *k);
-        slots.dedup_by_key(|(k, _)| *k);
+    /// Slots for `records`, read for `fields`; those a loader read before
+    /// its write (`pre`, asked in record order) hold that reading.
+    pub fn new<'a>(
+        fields: Fields,
+        records: impl Iterator<Item = &'a [u8]>,
+        pre: Option<&PreReads>,
+    ) -> DocCache {
+        let mut slots: Vec<DocSlot> = records
+            .map(|r| match pre.and_then(|p| p.copy(r)) {
+                Some((f, read)) => (addr(r), OnceCell::from(read), Some(f)),
+                None => (addr(r), OnceCell::new(), None),
+            })
+            .collect();
+        slots.sort_unstable_by_key(|(k, _, _)| *k);
+        slots.dedup_by_key(|(k, _, _)| *k);
         DocCache { fields, slots }
     }
 
     /// The reading of `raw`, if it is one of the cache's records.
     fn get(&self, raw: &[u8]) -> Option<Doc<'_>> {
         let key = addr(raw);
-        let i = self.slots.binary_search_by_key(&key, |(k, _)| *k).ok()?;
-        let (_, cell) = self.slots.get(i)?;
+        let i = self.slots.binary_search_by_key(&key, |(k, _, _)| *k).ok()?;
+        let (_, cell, own) = self.slots.get(i)?;
         let read = cell.get_or_init(|| self.fields.extract(raw));
         Some(Doc {
-            fields: &self.fields,
+            fields: own.as_deref().unwrap_or(&self.fields),
             read,
         })
     }

@@ -427,12 +427,12 @@ impl IndexManager {
         &self.pre_reads
     }
 
-    /// The JSON field paths of the indexes maintained by the memtable side
-    /// structure (those a loader's readings can serve).
-    pub fn side_paths(&self) -> Vec<Vec<String>> {
+    /// The JSON field paths of the indexes (those a loader's readings can
+    /// serve).
+    pub fn json_paths(&self) -> Vec<Vec<String>> {
         self.defs()
             .iter()
-            .filter(|d| d.strategy.write_path() == WritePath::Tables && d.meta.needs_json())
+            .filter(|d| d.meta.needs_json())
             .map(|d| d.meta.path.clone())
             .collect()
     }
@@ -515,11 +515,13 @@ impl IndexManager {
         current: &HashMap<&[u8], Option<strata_lsm::Versioned>>,
         count: bool,
     ) -> Result<()> {
+        // A batch's records may have been read by a loader (not a build's).
         let docs = DocCache::new(
             fields_of(defs.iter().map(|d| &*d.meta)),
             ops.iter()
                 .filter_map(|(_, _, new)| *new)
                 .chain(current.values().flatten().map(|(_, raw)| raw.as_slice())),
+            count.then_some(&*self.pre_reads),
         );
         for d in defs {
             let attrs = Attrs {

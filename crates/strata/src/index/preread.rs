@@ -6,8 +6,12 @@
 //! physical-limit issue's "parse a record once in its life"). The loader
 //! now reads each line once for its key *and* every indexed path, and
 //! registers the readings here, in batch order, for the duration of its
-//! write; `IndexSide::on_add` takes the reading of a record whose bytes
-//! equal the next registered one instead of reading it again.
+//! write. Both consumers of a batch's records take the reading of a record
+//! whose bytes equal the next registered one instead of reading it again:
+//! the synchronous maintenance before the memtable insert
+//! (`IndexManager::sync_apply`, a copy, [`PreReads::copy`]) and then the
+//! memtable side structure (`IndexSide::on_add`, the reading itself,
+//! [`PreReads::take`]), each with its own cursor.
 //!
 //! Contract: a reading is a pure function of the record's bytes and the
 //! `Fields` it was made with (`Fields::extract`), and it is used only for
@@ -26,14 +30,23 @@ use super::def::Read;
 use super::fields::Fields;
 use super::lock;
 
-/// (record bytes, its reading; `None` once taken), and the cursor: the
-/// next record to match.
-type Items = (Vec<(Vec<u8>, Option<Read>)>, usize);
+/// Record bytes and their readings (`None` once taken), in batch order.
+type Items = Vec<(Vec<u8>, Option<Read>)>;
+
+/// Which consumer asks (each has its cursor: the next record to match).
+#[derive(Clone, Copy)]
+enum Consumer {
+    /// `sync_apply`: gets a copy.
+    Batch = 0,
+    /// The memtable side structure, after the batch's maintenance: takes
+    /// the reading.
+    Side = 1,
+}
 
 /// One loader batch's readings, in batch order.
 pub(crate) struct PreReadSet {
     fields: Arc<Fields>,
-    items: Mutex<Items>,
+    items: Mutex<(Items, [usize; 2])>,
 }
 
 /// The registrations of the loads in progress (shared by the index manager
@@ -68,7 +81,10 @@ impl PreReads {
     pub fn register(&self, fields: Arc<Fields>, items: Vec<(Vec<u8>, Read)>) -> Registration<'_> {
         let set = Arc::new(PreReadSet {
             fields,
-            items: Mutex::new((items.into_iter().map(|(b, r)| (b, Some(r))).collect(), 0)),
+            items: Mutex::new((
+                items.into_iter().map(|(b, r)| (b, Some(r))).collect(),
+                [0, 0],
+            )),
         });
         let mut sets = lock(&self.sets);
         sets.push(set.clone());
@@ -76,22 +92,40 @@ impl PreReads {
         Registration { reads: self, set }
     }
 
-    /// The registered reading of a record with bytes `value`, if it is the
-    /// next one of a registration (which then moves past it).
+    /// The memtable side structure's turn: the registered reading of a
+    /// record with bytes `value`, if it is the next one of a registration
+    /// for this consumer (whose cursor then moves past it).
     pub fn take(&self, value: &[u8]) -> Option<(Arc<Fields>, Read)> {
+        self.next(value, Consumer::Side)
+    }
+
+    /// The synchronous maintenance's turn: as [`PreReads::take`], a copy
+    /// (the side structure takes the reading afterwards).
+    pub fn copy(&self, value: &[u8]) -> Option<(Arc<Fields>, Read)> {
+        self.next(value, Consumer::Batch)
+    }
+
+    fn next(&self, value: &[u8], who: Consumer) -> Option<(Arc<Fields>, Read)> {
         if self.active.load(Relaxed) == 0 {
             return None;
         }
         let sets = lock(&self.sets);
         for s in sets.iter() {
             let mut g = lock(&s.items);
-            let (items, cursor) = &mut *g;
+            let (items, cursors) = &mut *g;
+            let Some(cursor) = cursors.get_mut(who as usize) else {
+                continue;
+            };
             let Some((bytes, read)) = items.get_mut(*cursor) else {
                 continue;
             };
             if bytes.as_slice() == value {
                 *cursor += 1;
-                if let Some(r) = read.take() {
+                let got = match who {
+                    Consumer::Batch => read.clone(),
+                    Consumer::Side => read.take(),
+                };
+                if let Some(r) = got {
                     self.hits.fetch_add(1, Relaxed);
                     return Some((s.fields.clone(), r));
                 }
@@ -135,8 +169,29 @@ mod tests {
         // Each reading is taken once.
         assert!(reads.take(&b).is_none());
         assert_eq!(reads.hits(), 2);
+        // The batch consumer has its own cursor, but a reading the side
+        // took is gone (the batch consumer asks first in a write).
+        assert!(reads.copy(&b).is_none());
+        assert!(reads.copy(&a).is_none());
+        assert_eq!(reads.hits(), 2);
         drop(reg);
         assert!(reads.take(&a).is_none());
         assert_eq!(reads.active.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn the_batch_consumer_copies_and_the_side_still_takes() {
+        let reads = PreReads::default();
+        let f = fields();
+        let a = br#"{"u":1}"#.to_vec();
+        let _reg = reads.register(f.clone(), vec![(a.clone(), f.extract(&a))]);
+        let (_, copied) = reads.copy(&a).expect("a copy");
+        let (_, taken) = reads.take(&a).expect("the reading");
+        let slot = f.slot(&["u".to_string()]).expect("slot");
+        let ty = crate::KeyType::I64;
+        assert_eq!(
+            copied.expect("read").value(slot, ty).ok(),
+            taken.expect("read").value(slot, ty).ok()
+        );
     }
 }
