@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use std::sync::Arc;
 
-use super::fields::{Extracted, Fields};
+use super::fields::Fields;
 use super::preread::PreReads;
 use super::value::{IndexValue, Skip};
 use super::{ExtractorFn, IndexSpec};
@@ -37,9 +37,7 @@ pub(crate) struct IndexMeta {
     pub counters: DefCounters,
 }
 
-/// One reading of a record for a [`Fields`] (see [`Fields::extract`]):
-/// `Err` for a malformed document.
-pub(crate) type Read = std::result::Result<Extracted, ()>;
+pub(crate) use super::fields::Read;
 
 /// A record's reading together with the fields it was read for.
 #[derive(Clone, Copy)]

@@ -54,6 +54,10 @@ enum Leaf {
     Other,
 }
 
+/// One reading of a record for a [`Fields`] (see [`Fields::extract`]):
+/// `Err` for a malformed document.
+pub(crate) type Read = std::result::Result<Extracted, ()>;
+
 /// The values one record holds at a [`Fields`]' paths.
 #[derive(Debug, Clone)]
 pub(crate) struct Extracted {

@@ -26,8 +26,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use super::def::Read;
-use super::fields::Fields;
+use super::fields::{Fields, Read};
 use super::lock;
 
 /// Record bytes and their readings (`None` once taken), in batch order.
