@@ -206,8 +206,10 @@ impl Db {
         &self.index
     }
 
-    /// Records whose reading by a load the memtable side structure took
-    /// instead of reading them again (`index::preread`), since open.
+    /// Readings made by a load that the index maintenance took instead of
+    /// reading the records again (`index::preread`; one per consumer: the
+    /// synchronous maintenance and the memtable side structure), since
+    /// open.
     #[cfg(feature = "testing")]
     pub fn pre_read_hits(&self) -> usize {
         self.index.pre_reads().hits()

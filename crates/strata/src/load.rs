@@ -165,7 +165,7 @@ fn key_text(v: &Value) -> Option<String> {
 enum Record {
     Fields(Map<String, Value>),
     /// `read`: the line's reading for the key and the indexed paths,
-    /// handed to the memtable side structure (`index::preread`).
+    /// handed to the index maintenance (`index::preread`).
     Line {
         key: String,
         raw: String,
@@ -277,25 +277,22 @@ pub fn load_file(
     let reader = BufReader::with_capacity(1 << 20, file);
     let read_cell = std::cell::Cell::new(0u64);
     let read = &read_cell;
-    // One reading of each JSONL line for its key and for the indexes'
-    // paths, which the index maintenance takes instead of reading the
-    // record again (`index::preread`).
-    let side_paths = db.index_manager().json_paths();
-    let line_reader = {
-        let key_path = [opts.key_field.clone()];
-        Arc::new(Fields::new(
-            std::iter::once(key_path.as_slice()).chain(side_paths.iter().map(Vec::as_slice)),
-        ))
-    };
-    let pre_read = !side_paths.is_empty();
+    // The key field is a top-level name, dots and all. One reading of each
+    // JSONL line for its key and for the indexes' paths, which the index
+    // maintenance takes instead of reading the record again
+    // (`index::preread`).
+    let key_path = [opts.key_field.clone()];
+    let index_paths = db.index_manager().json_paths();
+    let line_reader = Arc::new(Fields::new(
+        std::iter::once(key_path.as_slice()).chain(index_paths.iter().map(Vec::as_slice)),
+    ));
+    let pre_read = !index_paths.is_empty();
     let mut next: Next<'_> = match format {
         Format::Jsonl => {
             // Lines as bytes: text that is not UTF-8 is a bad record, not
             // a failure of the load.
             let mut lines = reader.split(b'\n').enumerate();
-            // The key field is a top-level name, dots and all.
-            let key_path = [opts.key_field.clone()];
-            let line_reader = line_reader.clone();
+            let (key_path, line_reader) = (&key_path, &line_reader);
             Box::new(move || loop {
                 let Some((i, line)) = lines.next() else {
                     return Ok(None);
@@ -312,7 +309,7 @@ pub fn load_file(
                 }
                 return Ok(Some((
                     line_no,
-                    jsonl_record(line, &line_reader, &key_path, &opts.key_field),
+                    jsonl_record(line, line_reader, key_path, &opts.key_field),
                 )));
             })
         }

@@ -165,18 +165,21 @@ fn addr(raw: &[u8]) -> (usize, usize) {
 }
 
 impl DocCache {
-    /// Slots for `records`, read for `fields`; those a loader read before
-    /// its write (`pre`, asked in record order) hold that reading.
+    /// Slots for a batch's `written` records and the `old` records they
+    /// replace, read for `fields`; written records a loader read before
+    /// its write (`pre`, asked in batch order) hold that reading.
     pub fn new<'a>(
         fields: Fields,
-        records: impl Iterator<Item = &'a [u8]>,
+        written: impl Iterator<Item = &'a [u8]>,
+        old: impl Iterator<Item = &'a [u8]>,
         pre: Option<&PreReads>,
     ) -> DocCache {
-        let mut slots: Vec<DocSlot> = records
+        let mut slots: Vec<DocSlot> = written
             .map(|r| match pre.and_then(|p| p.copy(r)) {
                 Some((f, read)) => (addr(r), OnceCell::from(read), Some(f)),
                 None => (addr(r), OnceCell::new(), None),
             })
+            .chain(old.map(|r| (addr(r), OnceCell::new(), None)))
             .collect();
         slots.sort_unstable_by_key(|(k, _, _)| *k);
         slots.dedup_by_key(|(k, _, _)| *k);

@@ -518,9 +518,8 @@ impl IndexManager {
         // A batch's records may have been read by a loader (not a build's).
         let docs = DocCache::new(
             fields_of(defs.iter().map(|d| &*d.meta)),
-            ops.iter()
-                .filter_map(|(_, _, new)| *new)
-                .chain(current.values().flatten().map(|(_, raw)| raw.as_slice())),
+            ops.iter().filter_map(|(_, _, new)| *new),
+            current.values().flatten().map(|(_, raw)| raw.as_slice()),
             count.then_some(&*self.pre_reads),
         );
         for d in defs {
