@@ -91,11 +91,12 @@ impl DbIterator {
                 self.inner.next()?;
                 continue;
             }
-            // Newest visible entry of this user key.
+            // Newest visible entry of this user key (one copy of the key,
+            // moved into the result).
             let user_key = parsed.user_key.to_vec();
-            let result = match parsed.kind {
+            let found = match parsed.kind {
                 ValueKind::Value => {
-                    let r = Some((user_key.clone(), parsed.seq, self.inner.value().to_vec()));
+                    let r = Some((parsed.seq, self.inner.value().to_vec()));
                     self.inner.next()?;
                     r
                 }
@@ -105,15 +106,15 @@ impl DbIterator {
                 }
                 ValueKind::Merge => {
                     let seq = parsed.seq;
-                    self.merged(&user_key)?.map(|v| (user_key.clone(), seq, v))
+                    self.merged(&user_key)?.map(|v| (seq, v))
                 }
             };
             // Skip the older versions of the same key.
             while self.inner.valid() && key::user_key(self.inner.key()) == user_key.as_slice() {
                 self.inner.next()?;
             }
-            if result.is_some() {
-                return Ok(result);
+            if let Some((seq, value)) = found {
+                return Ok(Some((user_key, seq, value)));
             }
         }
         Ok(None)
