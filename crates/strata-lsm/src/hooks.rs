@@ -325,6 +325,11 @@ impl BatchContext<'_> {
     }
 }
 
+/// Names the host of a hosted engine (see [`crate::host`]): the handle
+/// its host gives its extensions, set when the host attaches them, before
+/// any hosted engine opens. See [`crate::Options::host`].
+pub type HostRef = Arc<std::sync::OnceLock<EngineHandle>>;
+
 /// The engine's shared parts an extension may keep (see
 /// [`EngineHooks::attach`]). Holds no reference to the database itself, so
 /// an extension keeping it never keeps the database open.
@@ -334,6 +339,8 @@ pub struct EngineHandle {
     pub(crate) snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     pub(crate) last_sequence: Arc<AtomicU64>,
     pub(crate) log: Arc<Mutex<Option<crate::wal::LogWriter>>>,
+    /// The engines this one hosts (see [`crate::host`]).
+    pub(crate) hosted: Arc<crate::host::HostedSet>,
 }
 
 impl EngineHandle {

@@ -8,7 +8,7 @@
 //! batches, memtables, tables, compactions and version installs through
 //! [`hooks`]. Layers depend downward only: `coding`/`key`/`error` →
 //! `wal`/`memtable`/`sstable`/`cache` → `iter`/`merge` → `version` →
-//! `compaction` → `hooks` → `db`.
+//! `compaction` → `host` → `hooks` → `db`.
 
 #![warn(missing_docs)]
 
@@ -23,6 +23,7 @@ pub mod filename;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hooks;
+pub mod host;
 pub mod io;
 pub mod iter;
 pub mod key;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::hooks::EngineHooks;
+use crate::hooks::{EngineHooks, HostRef};
 use crate::io::{Fs, RealFs};
 use crate::merge::MergeOperator;
 
@@ -109,6 +109,11 @@ pub struct Options {
     /// [`RealFs`], the operating system's; tests pass a fault-injecting one
     /// (see [`crate::io`]).
     pub fs: Arc<dyn Fs>,
+    /// Open as a *hosted* engine of the engine behind this handle (a
+    /// column family of it, see [`crate::host`]): its host switches,
+    /// flushes and compacts it, writes go straight into its memtable.
+    /// Needs `wal` and `background_work` off. Default `None`.
+    pub host: Option<HostRef>,
 }
 
 impl Default for Options {
@@ -137,6 +142,7 @@ impl Default for Options {
             wal_recovery: WalRecovery::TolerateTornTail,
             background_work: true,
             wal: true,
+            host: None,
             hooks: Vec::new(),
             merge_operator: None,
             fs: Arc::new(RealFs),
@@ -157,6 +163,7 @@ impl std::fmt::Debug for Options {
             .field("target_file_size", &self.target_file_size)
             .field("direct_io", &self.direct_io)
             .field("hooks", &self.hooks.len())
+            .field("hosted", &self.host.is_some())
             .field("fs", &self.fs)
             .field(
                 "merge_operator",
@@ -243,9 +250,21 @@ impl Options {
         self
     }
 
+    /// Opens the database as a hosted engine of `host`'s (see the
+    /// [`Options::host`] field); turns `wal` and `background_work` off.
+    pub fn hosted_by(mut self, host: HostRef) -> Self {
+        self.host = Some(host);
+        self.wal = false;
+        self.background_work = false;
+        self
+    }
+
     /// Rejects option combinations the engine cannot run with.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::invalid(m.to_string()));
+        if self.host.is_some() && (self.wal || self.background_work) {
+            return bad("a hosted engine (host set) runs without a WAL and without background threads: set wal and background_work to false");
+        }
         if self.memtable_size < 1024 {
             return bad("memtable_size must be at least 1 KiB");
         }

@@ -102,6 +102,13 @@ impl DbInner {
         after(&mut st);
         self.compact_cv.notify_one();
         self.bg_done.notify_all();
+        drop(st);
+        drop(vs);
+        if let Some(host) = &self.host {
+            self.l0_now
+                .store(self.picker.l0_pressure(&v), Ordering::SeqCst);
+            host.refresh_l0();
+        }
         Ok(v)
     }
 
@@ -144,6 +151,9 @@ impl DbInner {
     /// WAL.
     pub(crate) fn notify_flush(&self) -> Result<()> {
         self.sync_wal_for_tables()?;
+        // The hosted engines' frozen memtables hold the writes of the
+        // WALs this flush may retire (see `crate::host`).
+        self.hosted.flush_all()?;
         if !self.hooks.iter().any(|h| h.wants_flush_notice()) {
             return Ok(());
         }
@@ -324,22 +334,51 @@ impl DbInner {
         }
     }
 
-    /// Body of the compaction thread.
+    /// Body of the compaction thread: the engine's own compactions, then
+    /// one round of its hosted engines' (see `crate::host`), until neither
+    /// has work; then it waits for the next install.
     pub(crate) fn compaction_loop(self: Arc<Self>) {
+        // A hosted round ran: look again before waiting (hosted engines'
+        // installs do not signal `compact_cv`).
+        let mut hosted_busy = false;
         loop {
             {
                 let mut st = lock(&self.state);
-                while !st.shutting_down && (st.bg_error.is_some() || !self.needs_compaction(&st)) {
+                while !st.shutting_down
+                    && (st.bg_error.is_some() || (!hosted_busy && !self.needs_compaction(&st)))
+                {
                     st = crate::sync::wait(&self.compact_cv, st);
+                    // Woken by an install (the flushes of hosted engines
+                    // run inside this engine's): they may need work too.
+                    hosted_busy = true;
                 }
                 if st.shutting_down {
                     return;
+                }
+                if st.bg_error.is_some() {
+                    continue;
                 }
             }
             let _g = lock(&self.compaction_lock);
             if let Err(e) = self.compact_one() {
                 self.set_bg_error(&e);
+                continue;
             }
+            drop(_g);
+            hosted_busy = match self.hosted.compact_round() {
+                Ok(ran) => {
+                    if ran {
+                        // Writers stalled on a hosted engine's L0 may go on.
+                        drop(lock(&self.state));
+                        self.bg_done.notify_all();
+                    }
+                    ran
+                }
+                Err(e) => {
+                    self.set_bg_error(&e);
+                    false
+                }
+            };
         }
     }
 
@@ -359,9 +398,62 @@ impl DbInner {
         while self.flush_one()? {}
         let _g = lock(&self.compaction_lock);
         while self.compact_one()? {}
+        drop(_g);
+        while self.hosted.compact_round()? {}
         if self.released.take() {
             self.delete_obsolete_files();
         }
         Ok(())
+    }
+
+    /// Hosted engine: freezes the memtable if it holds anything.
+    pub(crate) fn freeze(&self) {
+        let _w = lock(&self.hosted_write);
+        let mut st = lock(&self.state);
+        if st.shutting_down || st.mem.is_empty() {
+            return;
+        }
+        // No WAL: the new memtable keeps the log number (the WAL files of
+        // a hosted engine stay empty).
+        let log = st.mem.log_number();
+        let new_mem = Arc::new(MemTable::with_side(log, self.memtable_side()));
+        let old = std::mem::replace(&mut st.mem, new_mem);
+        st.imm.push_back(old);
+    }
+
+    /// Hosted engine: writes every frozen memtable to L0, in the calling
+    /// thread; stops once the engine is closed.
+    pub(crate) fn flush_frozen(&self) -> Result<()> {
+        while !lock(&self.state).shutting_down && self.flush_one()? {}
+        Ok(())
+    }
+}
+
+impl crate::host::HostedEngine for DbInner {
+    fn freeze(&self) {
+        DbInner::freeze(self);
+    }
+
+    fn flush_frozen(&self) -> Result<()> {
+        DbInner::flush_frozen(self)
+    }
+
+    fn compact_step(&self) -> Result<bool> {
+        let _g = lock(&self.compaction_lock);
+        {
+            let st = lock(&self.state);
+            if st.shutting_down || st.manual_compaction || st.bg_error.is_some() {
+                return Ok(false);
+            }
+        }
+        let ran = self.compact_one()?;
+        if self.released.take() {
+            self.delete_obsolete_files();
+        }
+        Ok(ran)
+    }
+
+    fn l0_pressure(&self) -> usize {
+        self.l0_now.load(Ordering::SeqCst)
     }
 }

@@ -26,7 +26,7 @@ pub use crate::read::Versioned;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -36,6 +36,7 @@ use crate::compaction::{key_range, Compaction, CompactionPicker};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::hooks::{EngineHandle, EngineHooks, InstallReason};
+use crate::host::{HostedEngine, HostedSet};
 use crate::io::{FileLock, Fs, LockError, RealFs};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
@@ -100,6 +101,15 @@ pub(crate) struct DbInner {
     pub flush_lock: Mutex<()>,
     /// The extensions (`Options::hooks`).
     pub hooks: Vec<Arc<dyn EngineHooks>>,
+    /// The engines this one hosts (see [`crate::host`]).
+    pub hosted: Arc<HostedSet>,
+    /// Hosted engine: the host's set (this engine is a member of it).
+    pub host: Option<Arc<HostedSet>>,
+    /// Hosted engine: serializes writes and memtable freezes (there is no
+    /// writer queue).
+    pub hosted_write: Mutex<()>,
+    /// Hosted engine: L0 pressure as of the last install.
+    pub l0_now: AtomicUsize,
     _lock_file: Box<dyn FileLock>,
 }
 
@@ -184,11 +194,30 @@ impl Db {
         let last_sequence = Arc::new(AtomicU64::new(0));
         // Empty until the new WAL exists (after recovery).
         let wal = Arc::new(Mutex::new(None));
+        let hosted = Arc::new(HostedSet::default());
+        let host = match &opts.host {
+            None => None,
+            Some(h) => {
+                let h = h.get().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "hosted engine {}: its host has not attached its extensions yet",
+                        dir.display()
+                    ))
+                })?;
+                if opts.hooks.iter().any(|h| h.wants_batches()) {
+                    return Err(Error::invalid(
+                        "a hosted engine cannot have extensions that see batches",
+                    ));
+                }
+                Some(h.hosted.clone())
+            }
+        };
         let handle = EngineHandle {
             tables: tables.clone(),
             snapshots: snapshots.clone(),
             last_sequence: last_sequence.clone(),
             log: wal.clone(),
+            hosted: hosted.clone(),
         };
         for h in &hooks {
             h.attach(&handle);
@@ -314,6 +343,10 @@ impl Db {
             compaction_lock: Mutex::new(()),
             flush_lock: Mutex::new(()),
             hooks,
+            hosted,
+            host,
+            hosted_write: Mutex::new(()),
+            l0_now: AtomicUsize::new(0),
             _lock_file: lock_file,
         });
 
@@ -328,6 +361,9 @@ impl Db {
                 edit.new_files.push((0, meta));
             }
         }
+        // What the replay put into hosted memtables becomes durable with
+        // the tables that retire the replayed WALs.
+        inner.hosted.freeze_all();
         inner.notify_flush()?;
         inner.install(edit, InstallReason::Flush, |_| {})?;
         inner.delete_obsolete_files();
@@ -361,6 +397,15 @@ impl Db {
             );
         } else {
             inner.run_inline_work()?;
+        }
+        if let Some(host) = &inner.host {
+            inner.l0_now.store(
+                inner.picker.l0_pressure(&lock(&inner.state).current),
+                Ordering::SeqCst,
+            );
+            let me: std::sync::Weak<dyn HostedEngine> = Arc::downgrade(&inner) as _;
+            host.register(me);
+            host.refresh_l0();
         }
         Ok(db)
     }
@@ -526,23 +571,30 @@ impl Db {
     /// memtable remains; the WAL files the flushes retired are deleted on
     /// return.
     pub fn flush(&self) -> Result<()> {
+        if self.inner.host.is_some() {
+            self.inner.freeze();
+            return self.inner.flush_frozen();
+        }
         let mut st = self.inner.force_switch_memtable()?;
         if !self.inner.opts.background_work {
             drop(st);
             while self.inner.flush_one()? {}
-            return Ok(());
-        }
-        while !st.imm.is_empty() {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Background(e.to_string()));
+        } else {
+            while !st.imm.is_empty() {
+                if let Some(e) = &st.bg_error {
+                    return Err(Error::Background(e.to_string()));
+                }
+                st = crate::sync::wait(&self.inner.bg_done, st);
             }
-            st = crate::sync::wait(&self.inner.bg_done, st);
+            drop(st);
+            // The flush thread deletes after its install, which may be
+            // after this wake-up.
+            self.inner.delete_obsolete_files();
         }
-        drop(st);
-        // The flush thread deletes after its install, which may be after
-        // this wake-up.
-        self.inner.delete_obsolete_files();
-        Ok(())
+        // Hosted writes made while this memtable stayed empty (no switch
+        // froze them); their tables install after this WAL is durable.
+        self.inner.hosted.freeze_all();
+        self.inner.hosted.flush_all()
     }
 
     /// Flushes, then compacts every level's files overlapping `[from, to]`
@@ -805,6 +857,12 @@ impl Drop for Db {
         self.inner.released.stop();
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
+        }
+        if self.inner.host.is_some() {
+            // The host may be flushing or compacting this engine on its
+            // threads: wait for that step; later ones see `shutting_down`.
+            drop(lock(&self.inner.flush_lock));
+            drop(lock(&self.inner.compaction_lock));
         }
         if let Some(log) = lock(&self.inner.log).as_mut() {
             let _ = log.sync();

@@ -137,6 +137,9 @@ impl DbInner {
                 key::MAX_SEQ
             )));
         }
+        if let Some(host) = &self.host {
+            return self.write_hosted(batch, opts, host);
+        }
         let w = Writer::new(Some(batch), opts.sync, opts.min_sequence);
         let mut st = lock(&self.state);
         st.writers.push_back(w.clone());
@@ -242,6 +245,44 @@ impl DbInner {
         result
     }
 
+    /// A hosted engine's write (see `crate::host`): straight into the
+    /// memtable under the write mutex, published at once; asks the host
+    /// to switch memtables when this one is full. No stall, no switch.
+    fn write_hosted(
+        &self,
+        mut batch: WriteBatch,
+        opts: WriteOptions,
+        host: &crate::host::HostedSet,
+    ) -> Result<()> {
+        let _w = lock(&self.hosted_write);
+        let mem = {
+            let st = lock(&self.state);
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.to_string()));
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            st.mem.clone()
+        };
+        let seq = (self.last_sequence.load(Ordering::SeqCst) + 1).max(opts.min_sequence);
+        batch.set_sequence(seq);
+        match insert_into(&mem, &batch) {
+            Ok(bytes) => Counters::add(&self.counters.user_bytes_written, bytes),
+            Err(e) => {
+                // Part of the batch may be in the memtable.
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        }
+        self.last_sequence
+            .store(seq + batch.len() as u64 - 1, Ordering::SeqCst);
+        if mem.approximate_bytes() >= self.opts.memtable_size {
+            host.request_switch();
+        }
+        Ok(())
+    }
+
     /// Runs `f` while no write is in flight and none starts: a placeholder
     /// takes the front of the writer queue (so every group queued before it
     /// has been published) and keeps it until `f` returns. Index builds use
@@ -338,7 +379,11 @@ impl DbInner {
             if st.shutting_down {
                 return Err(Error::Closed);
             }
-            let l0 = self.picker.l0_pressure(&st.current);
+            // Hosted engines' L0 counts too: this engine compacts them.
+            let l0 = self
+                .picker
+                .l0_pressure(&st.current)
+                .max(self.hosted.l0_pressure());
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger && self.opts.background_work {
                 drop(st);
                 let t = Instant::now();
@@ -351,7 +396,10 @@ impl DbInner {
                 st = lock(&self.state);
                 continue;
             }
-            if !force && st.mem.approximate_bytes() < self.opts.memtable_size {
+            if !force
+                && st.mem.approximate_bytes() < self.opts.memtable_size
+                && !self.hosted.switch_requested()
+            {
                 return Ok(st);
             }
             if force && st.mem.is_empty() {
@@ -411,6 +459,8 @@ impl DbInner {
         let new_mem = Arc::new(MemTable::with_side(number, self.memtable_side()));
         let old = std::mem::replace(&mut st.mem, new_mem);
         st.imm.push_back(old);
+        // Hosted memtables switch with this one (see `crate::host`).
+        self.hosted.freeze_all();
         // The only event the flush thread waits for.
         self.flush_cv.notify_one();
         Ok(())

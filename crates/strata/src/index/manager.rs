@@ -533,18 +533,6 @@ impl IndexManager {
         Ok(())
     }
 
-    /// True if some index keeps a structure of its own that must be flushed
-    /// with the primary (see [`IndexManager::flush_trees`]).
-    pub fn has_trees(&self) -> bool {
-        read(&self.defs).iter().any(|d| d.strategy.has_own_files())
-    }
-
-    /// Flushes every index's own structure; called before the primary
-    /// installs a flush, after it fsynced its WAL (see `tree`).
-    pub fn flush_trees(&self) -> Result<()> {
-        self.defs().iter().try_for_each(|d| d.strategy.flush())
-    }
-
     /// Compacts every index's own structure completely (a full
     /// [`crate::Db::compact_range`]).
     pub fn compact_trees(&self) -> Result<()> {
@@ -1109,11 +1097,13 @@ impl EngineHooks for IndexManager {
     }
 
     fn wants_flush_notice(&self) -> bool {
-        self.has_trees()
+        read(&self.defs).iter().any(|d| d.strategy.has_own_files())
     }
 
     fn before_flush_install(&self) -> Result<()> {
-        self.flush_trees()
+        self.defs()
+            .iter()
+            .try_for_each(|d| d.strategy.before_primary_flush())
     }
 
     fn table_observer(&self, ctx: &TableContext) -> Option<Box<dyn TableObserver>> {

@@ -345,6 +345,15 @@ pub(crate) trait IndexStrategy: Send + Sync {
         Ok(())
     }
 
+    /// Called before the primary installs a flush, which retires WAL
+    /// files, after it fsynced its WAL: what the retired WAL files held
+    /// must be durable in the structure on return. Default
+    /// [`IndexStrategy::flush`]; the stand-alone trees are hosted by the
+    /// primary, which flushes their frozen memtables itself.
+    fn before_primary_flush(&self) -> Result<()> {
+        self.flush()
+    }
+
     /// Waits until the structure has no background work pending.
     fn wait_idle(&self) -> Result<()> {
         Ok(())
@@ -649,6 +658,11 @@ macro_rules! tree_strategy_methods {
 
         fn flush(&self) -> Result<()> {
             strategy::flush_trees(&self.trees())
+        }
+
+        fn before_primary_flush(&self) -> Result<()> {
+            // Hosted trees: the primary flushes their frozen memtables.
+            Ok(())
         }
 
         fn wait_idle(&self) -> Result<()> {

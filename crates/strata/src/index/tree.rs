@@ -2,22 +2,24 @@
 //! `deli`, `posting-eager`, `posting-lazy`), and the key encodings they
 //! share.
 //!
-//! A stand-alone index is a separate LSM tree: its own memtable, tables,
-//! compaction and cache, in the subdirectory `index-<id>/tree` of the
-//! database (with, for timestamp validation, a primary-key index in
-//! `index-<id>/pk`). Each is a nested [`Db`] with no index of its own.
+//! A stand-alone index is a separate LSM tree: its own memtable, tables
+//! and cache, in the subdirectory `index-<id>/tree` of the database (with,
+//! for timestamp validation, a primary-key index in `index-<id>/pk`).
+//! Each is a nested [`Db`] with no index of its own, *hosted* by the
+//! primary (a column family of it, `strata_lsm::host`): no WAL, writer
+//! queue or threads of its own; the primary switches, flushes and
+//! compacts it.
 //!
 //! Durability contract (with the primary):
 //! * Index writes for a primary batch are applied by the primary's write
 //!   leader before the batch enters the primary memtable (see
 //!   `db::write`), so the tree is never behind a published write.
-//! * Before the primary installs a flush (which retires WAL files), the
-//!   primary fsyncs its current WAL and then flushes every tree
-//!   ([`IndexTree::flush`]): everything the retired WAL held is in durable
-//!   tree tables.
-//! * Before a tree installs the tables of any flush or compaction (its own,
-//!   whenever its memtable fills, or a compaction with merge repair), it
-//!   fsyncs the primary's WAL (the `primary-wal` hook of
+//! * The primary freezes every tree's memtable when it freezes its own;
+//!   before it installs a flush (which retires WAL files), it fsyncs its
+//!   current WAL and then flushes every tree's frozen memtables: everything
+//!   the retired WAL held is in durable tree tables.
+//! * Before a tree installs the tables of any flush or compaction (with
+//!   merge repair too), it fsyncs the primary's WAL (the `primary-wal` hook of
 //!   [`tree_options`]): nothing durable in a tree is newer than the durable
 //!   primary WAL. (Found by `tests/io_power_loss.rs`: after a power loss a
 //!   tree held entries of lost primary writes, and had dropped the entries
@@ -43,10 +45,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use strata_lsm::error::{Error, Result};
-use strata_lsm::hooks::{EngineHandle, EngineHooks};
+use strata_lsm::hooks::EngineHooks;
 use strata_lsm::key::SeqNo;
 use strata_lsm::options::{Options, WriteOptions};
 use strata_lsm::{Db, WriteBatch};
@@ -270,7 +272,7 @@ pub fn entry_matches(ty: KeyType, pred: &Predicate, geometry: &[u8]) -> Result<b
 }
 
 /// The primary's handle, set when the primary attaches the index framework.
-pub type PrimaryHandle = Arc<OnceLock<EngineHandle>>;
+pub type PrimaryHandle = strata_lsm::hooks::HostRef;
 
 /// A tree's hook: fsyncs the primary's WAL before the tree installs tables.
 struct SyncPrimaryWal(PrimaryHandle);
@@ -318,9 +320,11 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         compaction_style: strata_lsm::CompactionStyle::Leveled,
         tiered_runs: primary.tiered_runs,
         wal_recovery: primary.wal_recovery,
-        background_work: primary.background_work,
-        // The primary's WAL is the tree's: see the module doc.
+        // A column family of the primary (see the module doc): no WAL and
+        // no threads of its own.
+        background_work: false,
         wal: false,
+        host: Some(primary_handle.clone()),
         hooks: vec![Arc::new(SyncPrimaryWal(primary_handle.clone()))],
         // Set by the strategies whose tree merges (`posting-lazy`).
         merge_operator: None,
