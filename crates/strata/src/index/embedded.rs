@@ -287,11 +287,14 @@ pub struct BlockZone {
 
 impl BlockZone {
     fn may_match(&self, p: &Probe) -> bool {
-        self.zone.may_match(p)
-            && match (p.hash, &self.bloom) {
-                (Some(h), Some(f)) => f.may_contain_hash(h),
-                _ => true,
-            }
+        // The filter first: one probe with a hash computed once per query,
+        // cheaper than the zone's byte comparisons, and the test that
+        // rejects most blocks of a lookup.
+        let filtered = match (p.hash, &self.bloom) {
+            (Some(h), Some(f)) => f.may_contain_hash(h),
+            _ => true,
+        };
+        filtered && self.zone.may_match(p)
     }
 }
 
@@ -928,9 +931,12 @@ impl Search<'_, '_> {
         Ok(true)
     }
 
-    /// Scans one data block of table `f`: for each key, the newest version
-    /// visible at the snapshot; those that are puts and match are
-    /// validated.
+    /// Scans one data block of table `f` (the `pos`-th of `level`): for
+    /// each key, the newest version visible at the snapshot; those that
+    /// are puts and match are validated. The block's first key continues
+    /// the previous block if `continues` or if it equals `after` (that
+    /// block's last key); returns the block's last key (`None` if the
+    /// block yields no entry).
     #[allow(clippy::too_many_arguments)]
     fn scan_block(
         &mut self,
@@ -940,50 +946,53 @@ impl Search<'_, '_> {
         pos: usize,
         handle: BlockHandle,
         continues: bool,
-        mut entries: Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>,
-    ) -> Result<()> {
+        after: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
         let snapshot = self.view.snapshot;
+        // The current key run: its key, whether it is the block's first
+        // run, whether its visible version was seen.
+        let mut run: Option<Vec<u8>> = None;
         let mut first_run = true;
+        let mut continues = continues;
         let mut visible_seen = false;
-        for i in 0..entries.len() {
-            let prev = i.checked_sub(1).and_then(|p| entries.get(p));
-            let Some(entry) = entries.get(i) else {
-                break;
-            };
-            if prev.is_some_and(|p| p.0 != entry.0) {
-                first_run = false;
-                visible_seen = false;
+        t.for_each_data_block_entry(handle, |key, seq, kind, value| {
+            match &mut run {
+                Some(k) if k.as_slice() == key => {}
+                Some(k) => {
+                    first_run = false;
+                    visible_seen = false;
+                    k.clear();
+                    k.extend_from_slice(key);
+                }
+                None => {
+                    continues |= after == Some(key);
+                    run = Some(key.to_vec());
+                }
             }
-            let (seq, kind) = (entry.1, entry.2);
             // A version newer than the snapshot hides nothing; an older one
             // after a visible version of the same key is shadowed by it.
             if seq > snapshot || visible_seen {
-                continue;
+                return Ok(());
             }
             visible_seen = true;
             if kind != ValueKind::Value || self.acc.full_before(seq) {
-                continue;
+                return Ok(());
             }
-            let value = &entry.3;
             match self.def.extract(value, None) {
                 Ok(v) if self.pred.matches(&v) => {}
-                _ => continue,
+                _ => return Ok(()),
             }
             self.validations += 1;
-            let key = entry.0.clone();
-            if !self.valid_in_table(t, level, pos, first_run && continues, &key, seq)? {
+            if !self.valid_in_table(t, level, pos, first_run && continues, key, seq)? {
                 self.stale += 1;
-                continue;
+                return Ok(());
             }
-            let value = entries
-                .get_mut(i)
-                .map(|e| std::mem::take(&mut e.3))
-                .unwrap_or_default();
-            let value = self.keep(value);
+            let value = self.keep(value.to_vec());
             self.acc
-                .push(key, seq, value, Some((f.number, handle.offset)));
-        }
-        Ok(())
+                .push(key.to_vec(), seq, value, Some((f.number, handle.offset)));
+            Ok(())
+        })?;
+        Ok(run)
     }
 
     /// Every data block of table `f` (the `pos`-th of `level`), which has
@@ -994,10 +1003,7 @@ impl Search<'_, '_> {
         let mut last: Option<Vec<u8>> = None;
         for h in t.data_block_handles()? {
             self.blocks_read += 1;
-            let entries = t.read_data_block_entries(h)?;
-            let continues = entries.first().map(|e| &e.0) == last.as_ref();
-            last = entries.last().map(|e| e.0.clone());
-            self.scan_block(&t, f, level, pos, h, continues, entries)?;
+            last = self.scan_block(&t, f, level, pos, h, false, last.as_deref())?;
         }
         Ok(())
     }
@@ -1087,8 +1093,7 @@ impl Search<'_, '_> {
                         heap.push((bound, Reverse(wi), step));
                     }
                     self.blocks_read += 1;
-                    let entries = t.read_data_block_entries(b.handle)?;
-                    self.scan_block(&t, f, level, pos, b.handle, b.continues, entries)?;
+                    self.scan_block(&t, f, level, pos, b.handle, b.continues, None)?;
                 }
             }
         }
