@@ -581,6 +581,28 @@ impl Table {
         Ok(out)
     }
 
+    /// Calls `f(user_key, seq, kind, value)` for each entry of the data
+    /// block at `handle`, in order: the entries
+    /// [`Table::read_data_block_entries`] returns, read the same way
+    /// (through the block cache, counted as a query read, obsolete-marked
+    /// entries skipped), but borrowed from the block instead of copied.
+    /// Stops at the first error of `f` and returns it.
+    pub fn for_each_data_block_entry(
+        &self,
+        handle: BlockHandle,
+        mut f: impl FnMut(&[u8], SeqNo, ValueKind, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
+        let mut it = self.data_iter(handle, &block);
+        it.seek_to_first().map_err(|e| self.wrap(e))?;
+        while it.valid() {
+            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
+            f(p.user_key, p.seq, p.kind, it.value())?;
+            it.next().map_err(|e| self.wrap(e))?;
+        }
+        Ok(())
+    }
+
     /// The data block at `handle`, read like every query read (through the
     /// block cache, counted), for [`Table::visit_data_block_entries`].
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {

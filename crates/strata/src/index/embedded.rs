@@ -15,11 +15,17 @@
 //!
 //! A query (LOOKUP, RANGELOOKUP, and WITHIN for spatial types) walks the
 //! components newest first: the memtables through their side structure
-//! (the paper's in-memory B-tree on the MemTable), then the tables level by
-//! level — L0 newest first, then L1, L2, … — pruning a table by its zone
-//! map, then each data block by its zone map and (equality on scalars) its
-//! Bloom filter. Surviving blocks are read and every entry's attribute is
-//! re-extracted from the record and tested.
+//! (the paper's in-memory B-tree on the MemTable), newest match first,
+//! then the tables' data blocks. A table is pruned by its zone map, a data
+//! block by its zone map and (equality on scalars) its Bloom filter.
+//! Surviving blocks are read and every entry's attribute is re-extracted
+//! from the record and tested. The paper walks the tables level by level
+//! (L0 newest first, then L1, L2, …, each level in key order); here the
+//! surviving blocks of all tables are read in descending order of their
+//! `newest` sequence number (stored per block, format version 2), which
+//! for time-ordered primary keys (chirp's growing `ID`) is reverse key
+//! order within a table and crosses levels. The order changes which blocks
+//! a top-K query must read, never the answer (below).
 //!
 //! Validation is GetLite: a match `(key, seq)` found in a component is
 //! valid only if no newer component holds a newer version of `key` at the
@@ -33,18 +39,25 @@
 //! data block (flagged in the block's entry) costs one exact lookup.
 //!
 //! Top-K: the paper stops at the end of the level where K results are
-//! known, assuming each level ≥ 1 older than the one above. That is not
-//! exact in a leveled tree (a key can reach L2 while an older key still
-//! sits in L1), and the contract asks for the K most recent matches, so a
-//! table is skipped only when K valid results newer than its newest entry
-//! (`largest_seq`) are known; with time-ordered levels this stops exactly
-//! where the paper stops, and never returns an older record instead of a
-//! newer one. Candidates older than the current K-th result are not
+//! known (Algorithms 5 and 8), assuming each level ≥ 1 older than the one
+//! above. That is not exact in a leveled tree (a key can reach L2 while an
+//! older key still sits in L1), and the contract asks for the K most
+//! recent matches. Contract: a block is skipped only when K valid results
+//! newer than its `newest` bound are known (`min(newest, largest_seq)` of
+//! its table; `largest_seq` alone for a version-1 block); since blocks are
+//! visited by descending bound, the walk ends at the first such block.
+//! Every candidate is validated against the components newer than its own
+//! whatever was read before, so an older record is never returned in place
+//! of a newer one. With time-ordered levels this stops where the paper
+//! stops, and inside a level or a table too: about as many blocks as the K
+//! results need (plus, for a range that zone maps cannot prune, the blocks
+//! between them). Candidates older than the current K-th result are not
 //! validated (Algorithm 1's heap test).
 
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -75,7 +88,9 @@ use super::{lock, side, Hit, IndexStats, QueryProfile, QueryView};
 /// setting (Appendix C.1, Table 8).
 pub const DEFAULT_BITS_PER_KEY: usize = 100;
 const MAX_BITS_PER_KEY: usize = 1000;
-const FORMAT_VERSION: u8 = 1;
+/// Written version; version 1 (no per-block `newest`) is still read.
+const FORMAT_VERSION: u8 = 2;
+const FORMAT_V1: u8 = 1;
 /// Block flag: the block's first user key is the previous data block's last
 /// one (a newer version of it may sit in that block).
 const FLAG_CONTINUES: u8 = 1;
@@ -258,6 +273,9 @@ pub struct BlockZone {
     pub handle: BlockHandle,
     /// The block's first user key continues the previous block.
     pub continues: bool,
+    /// Upper bound of the sequence numbers of the block's indexed values:
+    /// their largest (version 2), `SeqNo::MAX` for a version-1 block.
+    pub newest: SeqNo,
     /// Indexed values in the block (≥ 1). Decoded and checked; read by
     /// the inspection tools (`crate::inspect`).
     pub values: u32,
@@ -269,11 +287,14 @@ pub struct BlockZone {
 
 impl BlockZone {
     fn may_match(&self, p: &Probe) -> bool {
-        self.zone.may_match(p)
-            && match (p.hash, &self.bloom) {
-                (Some(h), Some(f)) => f.may_contain_hash(h),
-                _ => true,
-            }
+        // The filter first: one probe with a hash computed once per query,
+        // cheaper than the zone's byte comparisons, and the test that
+        // rejects most blocks of a lookup.
+        let filtered = match (p.hash, &self.bloom) {
+            (Some(h), Some(f)) => f.may_contain_hash(h),
+            _ => true,
+        };
+        filtered && self.zone.may_match(p)
     }
 }
 
@@ -288,6 +309,8 @@ pub struct TableZones {
     pub zone: Option<Zone>,
     /// Data blocks holding at least one indexed value, in file order.
     pub blocks: Vec<BlockZone>,
+    /// Indexes into `blocks` by descending `newest` (ties: file order).
+    pub by_newest: Vec<u32>,
     /// Bytes of the meta block.
     pub disk_bytes: u64,
 }
@@ -312,6 +335,7 @@ impl TableZones {
                 .iter()
                 .map(|b| {
                     std::mem::size_of::<BlockZone>()
+                        + std::mem::size_of::<u32>()
                         + b.zone.heap_bytes()
                         + b.bloom.as_ref().map_or(0, BloomFilter::size)
                 })
@@ -327,6 +351,8 @@ impl TableZones {
 pub struct BuiltBlock {
     pub handle: BlockHandle,
     pub continues: bool,
+    /// Largest sequence number of the block's indexed values.
+    pub newest: SeqNo,
     pub values: u32,
     pub zone: Zone,
     /// Serialized Bloom filter.
@@ -358,6 +384,7 @@ pub fn encode(ty: KeyType, bloom: bool, zone: Option<&Zone>, blocks: &[BuiltBloc
         put_varint64(&mut out, b.handle.size);
         out.push(if b.continues { FLAG_CONTINUES } else { 0 });
         put_varint64(&mut out, u64::from(b.values));
+        put_varint64(&mut out, b.newest);
         b.zone.encode(&mut out);
         if bloom {
             put_length_prefixed(&mut out, b.bloom.as_deref().unwrap_or_default());
@@ -376,7 +403,8 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
         *src = rest;
         Ok(b)
     };
-    if byte(&mut src, "empty")? != FORMAT_VERSION {
+    let version = byte(&mut src, "empty")?;
+    if version != FORMAT_VERSION && version != FORMAT_V1 {
         return Err(bad("unknown version"));
     }
     if byte(&mut src, "truncated key type")? != key_type_byte(expect) {
@@ -418,6 +446,15 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
             .filter(|c| *c > 0)
             .ok_or_else(|| bad("block value count out of range"))?;
         sum += u64::from(count);
+        let newest = if version == FORMAT_V1 {
+            SeqNo::MAX
+        } else {
+            let n = v(&mut src, "truncated block newest sequence number")?;
+            if n > key::MAX_SEQ {
+                return Err(bad("block newest sequence number out of range"));
+            }
+            n
+        };
         let z = Zone::decode(&mut src, expect, &bad)?;
         if !zone.as_ref().is_some_and(|t| t.contains(&z)) {
             return Err(bad("block zone outside the table zone"));
@@ -431,6 +468,7 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
         blocks.push(BlockZone {
             handle: BlockHandle::new(offset, size),
             continues: flags & FLAG_CONTINUES != 0,
+            newest,
             values: count,
             zone: z,
             bloom: filter,
@@ -442,11 +480,16 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
     if sum != values {
         return Err(bad("block value counts do not add up to the table's"));
     }
+    let n_blocks = u32::try_from(blocks.len()).map_err(|_| bad("too many blocks"))?;
+    let mut by_newest: Vec<u32> = (0..n_blocks).collect();
+    // Stable: equal bounds (every block of a version-1 table) keep file order.
+    by_newest.sort_by_key(|&i| Reverse(blocks.get(i as usize).map_or(0, |b| b.newest)));
     Ok(TableZones {
         key_type: expect,
         values,
         zone,
         blocks,
+        by_newest,
         disk_bytes: 0,
     })
 }
@@ -542,6 +585,7 @@ impl Embedded {
             blocks: Vec::new(),
             cur_zone: None,
             cur_values: 0,
+            cur_newest: 0,
             cur_encoded: Vec::new(),
             block: None,
             continues: false,
@@ -561,10 +605,11 @@ struct Builder {
     bits_per_key: usize,
     zone: Option<Zone>,
     blocks: Vec<BuiltBlock>,
-    /// The current data block: its zone, value count, and encoded values
-    /// (for the filter).
+    /// The current data block: its zone, value count, largest sequence
+    /// number of its values, and encoded values (for the filter).
     cur_zone: Option<Zone>,
     cur_values: u32,
+    cur_newest: SeqNo,
     cur_encoded: Vec<Vec<u8>>,
     block: Option<BlockHandle>,
     continues: bool,
@@ -595,6 +640,7 @@ impl Builder {
         self.blocks.push(BuiltBlock {
             handle,
             continues: self.continues,
+            newest: std::mem::take(&mut self.cur_newest),
             values: std::mem::take(&mut self.cur_values),
             zone,
             bloom,
@@ -603,7 +649,7 @@ impl Builder {
 }
 
 impl TableIndexBuilder for Builder {
-    fn add(&mut self, user_key: &[u8], _seq: SeqNo, block: BlockHandle, attr: Option<IndexValue>) {
+    fn add(&mut self, user_key: &[u8], seq: SeqNo, block: BlockHandle, attr: Option<IndexValue>) {
         if self.block != Some(block) {
             self.close_block();
             self.block = Some(block);
@@ -627,6 +673,7 @@ impl TableIndexBuilder for Builder {
             None => self.cur_zone = Some(z),
         }
         self.cur_values += 1;
+        self.cur_newest = self.cur_newest.max(seq);
         if self.bits_per_key > 0 {
             self.cur_encoded.push(enc);
         }
@@ -788,7 +835,10 @@ impl Search<'_, '_> {
     fn memtables(&mut self) {
         let snapshot = self.view.snapshot;
         for (i, m) in self.view.mems.iter().enumerate() {
-            for (key, seq) in side::candidates(m, self.def.id, self.pred) {
+            // Newest first: once K are valid, the rest are not validated.
+            let mut found = side::candidates(m, self.def.id, self.pred);
+            found.sort_unstable_by_key(|c| Reverse(c.1));
+            for (key, seq) in found {
                 if seq > snapshot || self.acc.full_before(seq) {
                     continue;
                 }
@@ -881,9 +931,12 @@ impl Search<'_, '_> {
         Ok(true)
     }
 
-    /// Scans one data block of table `f`: for each key, the newest version
-    /// visible at the snapshot; those that are puts and match are
-    /// validated.
+    /// Scans one data block of table `f` (the `pos`-th of `level`): for
+    /// each key, the newest version visible at the snapshot; those that
+    /// are puts and match are validated. The block's first key continues
+    /// the previous block if `continues` or if it equals `after` (that
+    /// block's last key); returns the block's last key (`None` if the
+    /// block yields no entry).
     #[allow(clippy::too_many_arguments)]
     fn scan_block(
         &mut self,
@@ -893,50 +946,53 @@ impl Search<'_, '_> {
         pos: usize,
         handle: BlockHandle,
         continues: bool,
-        mut entries: Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>,
-    ) -> Result<()> {
+        after: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
         let snapshot = self.view.snapshot;
+        // The current key run: its key, whether it is the block's first
+        // run, whether its visible version was seen.
+        let mut run: Option<Vec<u8>> = None;
         let mut first_run = true;
+        let mut continues = continues;
         let mut visible_seen = false;
-        for i in 0..entries.len() {
-            let prev = i.checked_sub(1).and_then(|p| entries.get(p));
-            let Some(entry) = entries.get(i) else {
-                break;
-            };
-            if prev.is_some_and(|p| p.0 != entry.0) {
-                first_run = false;
-                visible_seen = false;
+        t.for_each_data_block_entry(handle, |key, seq, kind, value| {
+            match &mut run {
+                Some(k) if k.as_slice() == key => {}
+                Some(k) => {
+                    first_run = false;
+                    visible_seen = false;
+                    k.clear();
+                    k.extend_from_slice(key);
+                }
+                None => {
+                    continues |= after == Some(key);
+                    run = Some(key.to_vec());
+                }
             }
-            let (seq, kind) = (entry.1, entry.2);
             // A version newer than the snapshot hides nothing; an older one
             // after a visible version of the same key is shadowed by it.
             if seq > snapshot || visible_seen {
-                continue;
+                return Ok(());
             }
             visible_seen = true;
             if kind != ValueKind::Value || self.acc.full_before(seq) {
-                continue;
+                return Ok(());
             }
-            let value = &entry.3;
             match self.def.extract(value, None) {
                 Ok(v) if self.pred.matches(&v) => {}
-                _ => continue,
+                _ => return Ok(()),
             }
             self.validations += 1;
-            let key = entry.0.clone();
-            if !self.valid_in_table(t, level, pos, first_run && continues, &key, seq)? {
+            if !self.valid_in_table(t, level, pos, first_run && continues, key, seq)? {
                 self.stale += 1;
-                continue;
+                return Ok(());
             }
-            let value = entries
-                .get_mut(i)
-                .map(|e| std::mem::take(&mut e.3))
-                .unwrap_or_default();
-            let value = self.keep(value);
+            let value = self.keep(value.to_vec());
             self.acc
-                .push(key, seq, value, Some((f.number, handle.offset)));
-        }
-        Ok(())
+                .push(key.to_vec(), seq, value, Some((f.number, handle.offset)));
+            Ok(())
+        })?;
+        Ok(run)
     }
 
     /// Every data block of table `f` (the `pos`-th of `level`), which has
@@ -947,18 +1003,20 @@ impl Search<'_, '_> {
         let mut last: Option<Vec<u8>> = None;
         for h in t.data_block_handles()? {
             self.blocks_read += 1;
-            let entries = t.read_data_block_entries(h)?;
-            let continues = entries.first().map(|e| &e.0) == last.as_ref();
-            last = entries.last().map(|e| e.0.clone());
-            self.scan_block(&t, f, level, pos, h, continues, entries)?;
+            last = self.scan_block(&t, f, level, pos, h, false, last.as_deref())?;
         }
         Ok(())
     }
 
-    /// Tables level by level: L0 newest first, then L1, L2, …, pruning by
-    /// table zone map, then block zone maps and filters.
+    /// The tables, block by block in descending order of the blocks'
+    /// `newest` bound (across tables and levels), pruning a table by its
+    /// zone map, a block by its zone map and filter. Stops at the first
+    /// block whose bound is older than K known results: every block left
+    /// has a bound at most as new. The visiting order does not change the
+    /// answer (each match is validated against the components newer than
+    /// its own, whatever was read before), only when the walk can stop.
     /// `building`: a table without zone maps (not covered yet by the
-    /// online build) is scanned block by block.
+    /// online build) is scanned whole, at its `largest_seq`.
     fn tables(
         &mut self,
         global: &EmbeddedGlobal,
@@ -967,42 +1025,121 @@ impl Search<'_, '_> {
     ) -> Result<()> {
         let probe = Probe::new(self.pred);
         let version = Arc::clone(&self.view.version);
+        let mut walks: Vec<TableWalk<'_>> = Vec::new();
+        // (bound, walk, step): a max-heap on the bound; ties go to the
+        // earlier walk (newer level, then L0 newest first / key order).
+        let mut heap: BinaryHeap<(SeqNo, Reverse<usize>, Step)> = BinaryHeap::new();
         for (level, files) in version.levels.iter().enumerate() {
             for (pos, f) in files.iter().enumerate() {
                 if f.smallest_seq > self.view.snapshot {
                     continue;
                 }
-                // Top K: every entry here is older than K known results.
-                if self.acc.full_before(f.largest_seq) {
-                    profile.tables_skipped += 1;
-                    continue;
-                }
-                let Some(tz) = global.tables.get(&f.number) else {
-                    if building {
-                        self.scan_table(f, level, pos)?;
-                        continue;
+                let zones = match global.tables.get(&f.number) {
+                    Some(tz) if !tz.may_match(&probe) => continue,
+                    Some(tz) => Some(&**tz),
+                    None if building => None,
+                    None => {
+                        return Err(Error::corruption(format!(
+                            "embedded index {:?} has no zone maps for live table {}",
+                            self.def.spec.name, f.number
+                        )))
                     }
-                    return Err(Error::corruption(format!(
-                        "embedded index {:?} has no zone maps for live table {}",
-                        self.def.spec.name, f.number
-                    )));
                 };
-                if !tz.may_match(&probe) {
-                    continue;
-                }
-                let mut blocks = tz.blocks.iter().filter(|b| b.may_match(&probe)).peekable();
-                if blocks.peek().is_none() {
-                    continue;
-                }
-                let t = self.view.tables.get(f.number, f.file_size)?;
-                for b in blocks {
-                    self.blocks_read += 1;
-                    let entries = t.read_data_block_entries(b.handle)?;
-                    self.scan_block(&t, f, level, pos, b.handle, b.continues, entries)?;
+                let mut w = TableWalk {
+                    f,
+                    level,
+                    pos,
+                    zones,
+                    next: 0,
+                    table: None,
+                    read: false,
+                };
+                let first = match zones {
+                    Some(_) => w.next_block(&probe),
+                    None => Some((f.largest_seq, Step::Whole)),
+                };
+                if let Some((bound, step)) = first {
+                    heap.push((bound, Reverse(walks.len()), step));
+                    walks.push(w);
                 }
             }
         }
+        while let Some((bound, Reverse(wi), step)) = heap.pop() {
+            // Top K: every entry left is at most `bound`, older than K
+            // known results.
+            if self.acc.full_before(bound) {
+                break;
+            }
+            let Some(w) = walks.get_mut(wi) else {
+                continue;
+            };
+            w.read = true;
+            let (f, level, pos) = (w.f, w.level, w.pos);
+            match step {
+                Step::Whole => self.scan_table(f, level, pos)?,
+                Step::Block(i) => {
+                    let Some(b) = w.zones.and_then(|z| z.blocks.get(i as usize)) else {
+                        continue;
+                    };
+                    let t = match &w.table {
+                        Some(t) => Arc::clone(t),
+                        None => {
+                            let t = self.view.tables.get(f.number, f.file_size)?;
+                            w.table = Some(Arc::clone(&t));
+                            t
+                        }
+                    };
+                    if let Some((bound, step)) = w.next_block(&probe) {
+                        heap.push((bound, Reverse(wi), step));
+                    }
+                    self.blocks_read += 1;
+                    self.scan_block(&t, f, level, pos, b.handle, b.continues, None)?;
+                }
+            }
+        }
+        profile.tables_skipped += walks.iter().filter(|w| !w.read).count() as u64;
         Ok(())
+    }
+}
+
+/// What the walk reads next from a table.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    /// Every data block (a table without zone maps).
+    Whole,
+    /// The data block `blocks[i]` of the table's zone maps.
+    Block(u32),
+}
+
+/// One table in the newest-first walk over blocks.
+struct TableWalk<'g> {
+    f: &'g FileMetaData,
+    level: usize,
+    pos: usize,
+    /// `None`: no zone maps yet (online build).
+    zones: Option<&'g TableZones>,
+    /// Position in `zones.by_newest` of the next block to consider.
+    next: usize,
+    table: Option<Arc<Table>>,
+    /// Some block of the table was read.
+    read: bool,
+}
+
+impl TableWalk<'_> {
+    /// The next block, by descending `newest`, that may match `probe`,
+    /// with its bound (never above the table's `largest_seq`).
+    fn next_block(&mut self, probe: &Probe) -> Option<(SeqNo, Step)> {
+        let tz = self.zones?;
+        while let Some(&i) = tz.by_newest.get(self.next) {
+            self.next += 1;
+            match tz.blocks.get(i as usize) {
+                Some(b) if b.may_match(probe) => {
+                    return Some((b.newest.min(self.f.largest_seq), Step::Block(i)))
+                }
+                _ => {}
+            }
+        }
+        None
     }
 }
 
@@ -1046,6 +1183,7 @@ mod tests {
             blocks.push(BuiltBlock {
                 handle: BlockHandle::new(b * 1000, 900),
                 continues: b == 2,
+                newest: [40, 7, 90, 7][b as usize],
                 values: vals.len() as u32,
                 zone,
                 bloom: bloom.then(|| f.finish()),
@@ -1068,6 +1206,7 @@ mod tests {
                 assert_eq!(d.handle, b.handle);
                 assert_eq!(d.continues, b.continues);
                 assert_eq!(d.values, b.values);
+                assert_eq!(d.newest, b.newest);
                 assert_eq!(d.zone, b.zone);
                 assert_eq!(d.bloom.is_some(), bloom);
             }
@@ -1080,12 +1219,68 @@ mod tests {
                 assert!(t.may_match(&gap), "inside the table zone map");
                 assert!(!t.blocks[0].may_match(&gap), "outside the block zone map");
             }
+            // Newest first; equal bounds in file order.
+            assert_eq!(t.by_newest, [2, 0, 1, 3]);
             assert!(decode(&bytes, KeyType::I64, "test").is_err() || ty == KeyType::I64);
             // Empty table: no zone, no blocks.
             let empty = encode(ty, bloom, None, &[]);
             let e = decode(&empty, ty, "test").unwrap();
             assert!(e.zone.is_none() && e.blocks.is_empty() && e.values == 0);
         }
+    }
+
+    /// The version-1 layout: [`encode`] without `newest`.
+    fn encode_v1(ty: KeyType, bloom: bool, zone: Option<&Zone>, blocks: &[BuiltBlock]) -> Vec<u8> {
+        let mut out = vec![FORMAT_V1, key_type_byte(ty), u8::from(bloom)];
+        put_varint64(&mut out, blocks.iter().map(|b| u64::from(b.values)).sum());
+        put_varint64(&mut out, blocks.len() as u64);
+        if let Some(z) = zone {
+            z.encode(&mut out);
+        }
+        for b in blocks {
+            put_varint64(&mut out, b.handle.offset);
+            put_varint64(&mut out, b.handle.size);
+            out.push(u8::from(b.continues));
+            put_varint64(&mut out, u64::from(b.values));
+            b.zone.encode(&mut out);
+            if bloom {
+                put_length_prefixed(&mut out, b.bloom.as_deref().unwrap_or_default());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn codec_reads_version_1_without_newest() {
+        for ty in KeyType::ALL {
+            let bloom = !ty.is_spatial();
+            let (zone, blocks) = sample_blocks(ty, bloom);
+            let bytes = encode_v1(ty, bloom, zone.as_ref(), &blocks);
+            let t = decode(&bytes, ty, "test").unwrap();
+            assert_eq!(t.blocks.len(), blocks.len());
+            for (d, b) in t.blocks.iter().zip(&blocks) {
+                assert_eq!(d.handle, b.handle);
+                assert_eq!(d.zone, b.zone);
+                assert_eq!(d.newest, SeqNo::MAX, "unknown: the table's bound applies");
+            }
+            assert_eq!(t.by_newest, [0, 1, 2, 3], "file order");
+            for cut in 0..bytes.len() {
+                assert!(decode(&bytes[..cut], ty, "test").is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn codec_rejects_newest_beyond_max_seq() {
+        let (zone, mut blocks) = sample_blocks(KeyType::I64, true);
+        blocks[1].newest = key::MAX_SEQ;
+        let ok = encode(KeyType::I64, true, zone.as_ref(), &blocks);
+        assert_eq!(decode(&ok, KeyType::I64, "test").unwrap().by_newest[0], 1);
+        blocks[1].newest = key::MAX_SEQ + 1;
+        let bad = encode(KeyType::I64, true, zone.as_ref(), &blocks);
+        assert!(decode(&bad, KeyType::I64, "test")
+            .unwrap_err()
+            .is_corruption());
     }
 
     #[test]
@@ -1102,7 +1297,7 @@ mod tests {
             extra.push(0);
             assert!(decode(&extra, ty, "test").is_err());
             // Header: version, type, flag, value count (20), block count (4).
-            assert_eq!(&bytes[..5], &[1, key_type_byte(ty), u8::from(bloom), 20, 4]);
+            assert_eq!(&bytes[..5], &[2, key_type_byte(ty), u8::from(bloom), 20, 4]);
             for (at, v) in [
                 (3, 21u8),
                 (3, 19),
@@ -1110,7 +1305,8 @@ mod tests {
                 (4, 3),
                 (4, 0x7f),
                 (2, 7),
-                (0, 2),
+                (0, 3),
+                (0, 0),
             ] {
                 let mut b = bytes.clone();
                 b[at] = v;
