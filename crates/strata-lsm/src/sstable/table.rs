@@ -569,23 +569,18 @@ impl Table {
         &self,
         handle: BlockHandle,
     ) -> Result<Vec<(Vec<u8>, SeqNo, ValueKind, Vec<u8>)>> {
-        let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
-        let mut it = self.data_iter(handle, &block);
         let mut out = Vec::new();
-        it.seek_to_first().map_err(|e| self.wrap(e))?;
-        while it.valid() {
-            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
-            out.push((p.user_key.to_vec(), p.seq, p.kind, it.value().to_vec()));
-            it.next().map_err(|e| self.wrap(e))?;
-        }
+        self.for_each_data_block_entry(handle, |k, seq, kind, v| {
+            out.push((k.to_vec(), seq, kind, v.to_vec()));
+            Ok(())
+        })?;
         Ok(out)
     }
 
     /// Calls `f(user_key, seq, kind, value)` for each entry of the data
-    /// block at `handle`, in order: the entries
-    /// [`Table::read_data_block_entries`] returns, read the same way
-    /// (through the block cache, counted as a query read, obsolete-marked
-    /// entries skipped), but borrowed from the block instead of copied.
+    /// block at `handle`, in order, read through the block cache (counted
+    /// as a query read; obsolete-marked entries skipped), borrowed from the
+    /// block ([`Table::read_data_block_entries`] collects copies).
     /// Stops at the first error of `f` and returns it.
     pub fn for_each_data_block_entry(
         &self,
