@@ -688,18 +688,39 @@ impl IndexStrategy for Next {
         };
         let keys_only = opts.keys_only;
 
-        for m in &view.mems {
-            for (key, seq) in side::candidates(m, self.id, pred) {
-                if seq > snapshot || !validate(&key, seq)? {
-                    continue;
-                }
-                let value = match m.get(&key, seq) {
-                    Some(MemGet::Value(s, v)) if s == seq => v,
-                    _ => continue,
-                };
-                let value = (!keys_only).then_some(value);
-                acc.push(Hit { key, value, seq }, None);
+        // Memtable candidates newest first across the memtables (every
+        // one is newer than any table entry), so a top-K query stops at
+        // the K-th valid one without validating or fetching the rest; a
+        // keys-only query fetches no record.
+        let mut cands: Vec<(SeqNo, Vec<u8>, usize)> = Vec::new();
+        for (i, m) in view.mems.iter().enumerate() {
+            cands.extend(
+                side::candidates(m, self.id, pred)
+                    .into_iter()
+                    .filter(|&(_, seq)| seq <= snapshot)
+                    .map(|(key, seq)| (seq, key, i)),
+            );
+        }
+        if opts.limit.is_some() {
+            cands.sort_unstable_by_key(|c| Reverse(c.0));
+        }
+        for (seq, key, i) in cands {
+            if acc.full_before(seq) {
+                break;
             }
+            if !validate(&key, seq)? {
+                continue;
+            }
+            let value = if keys_only {
+                None
+            } else {
+                let Some(m) = view.mems.get(i) else { continue };
+                match m.get(&key, seq) {
+                    Some(MemGet::Value(s, v)) if s == seq => Some(v),
+                    _ => continue,
+                }
+            };
+            acc.push(Hit { key, value, seq }, None);
         }
 
         let empty = NextGlobal::default();
