@@ -877,8 +877,7 @@ mod tests {
                 let stored = l.stored().to_vec();
                 assert_eq!(decode_list(&stored).unwrap(), model);
                 assert_eq!(
-                    decode_list(&EagerList::from_stored(&stored).unwrap().stored().to_vec())
-                        .unwrap(),
+                    decode_list(EagerList::from_stored(&stored).unwrap().stored()).unwrap(),
                     model
                 );
                 assert!(model.windows(2).all(|w| w[0].1 >= w[1].1));
