@@ -156,8 +156,8 @@ pub(crate) fn decode_list(b: &[u8]) -> Result<List> {
 /// entries (newest first by sequence number), `count` how many. The
 /// first [`HEAD`] bytes are room for the count's varint, written in
 /// front of the entries when the list is stored, so that storing copies
-/// nothing. An edit parses the entries up to the one it changes and moves
-/// the bytes after it as they are.
+/// nothing. An insert parses the entries up to its position, a remove
+/// all of them (borrowed); the bytes after an edit move as they are.
 struct EagerList {
     count: u64,
     buf: Vec<u8>,
