@@ -9,7 +9,14 @@
 //!   `(primary key, seq)` newest first. Every write reads the lists of the
 //!   record's old and new values, edits them and writes them back (the old
 //!   record comes from the batched lookup of the write path). The index
-//!   holds exactly the live versions: no validation.
+//!   holds exactly the live versions: no validation. A write edits the
+//!   encoded lists in place ([`EagerList`]: no entry is decoded into a
+//!   value of its own) and inserts each entry before the first older one,
+//!   so lists stay newest first whatever order a build applies records
+//!   in (lists written before that rule, by a build, may be out of
+//!   order: readers select the newest rather than assume the order). A
+//!   scalar lookup reads its one list with a point read; a query with a
+//!   limit `K` copies out only the `K` newest entries of its lists.
 //! * **Lazy** (§4.1.2): each write merges a one-element fragment into
 //!   the list of its new value — an engine merge operand (`strata_lsm::merge`),
 //!   written without reading anything; a delete merges a *delete marker*
@@ -31,6 +38,7 @@
 
 #![deny(clippy::indexing_slicing)]
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -51,7 +59,8 @@ use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType, Predicate};
 use super::{Hit, IndexStats, OpRef, QueryProfile};
 
-/// A posting list: (primary key, seq), newest first.
+/// A posting list, decoded: (primary key, seq), newest first.
+#[cfg(any(test, feature = "testing"))]
 type List = Vec<(Vec<u8>, SeqNo)>;
 
 fn list_key(v: &IndexValue) -> Vec<u8> {
@@ -60,34 +69,196 @@ fn list_key(v: &IndexValue) -> Vec<u8> {
     k
 }
 
+#[cfg(test)]
 fn encode_list(l: &List) -> Vec<u8> {
     let mut out = Vec::new();
     put_varint64(&mut out, l.len() as u64);
     for (pk, seq) in l {
-        put_varint64(&mut out, pk.len() as u64);
-        out.extend_from_slice(pk);
-        out.extend_from_slice(&seq.to_le_bytes());
+        put_entry(&mut out, pk, *seq);
     }
     out
 }
 
-pub(crate) fn decode_list(mut b: &[u8]) -> Result<List> {
-    let bad = || Error::corruption("posting list is malformed");
-    let n = get_varint64(&mut b).ok_or_else(bad)?;
-    // An entry takes at least 9 bytes (length, seq): a corrupt count cannot
-    // make a reservation larger than the list.
-    let mut l = Vec::with_capacity(n.min(b.len() as u64 / 9) as usize);
-    for _ in 0..n {
-        let len = get_varint64(&mut b).ok_or_else(bad)? as usize;
-        let (pk, rest) = b.split_at_checked(len).ok_or_else(bad)?;
-        let (seq, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        b = rest;
-        l.push((pk.to_vec(), u64::from_le_bytes(*seq)));
+/// Appends one entry (`varint pk_len ‖ pk ‖ fixed64_le(trailer)`).
+fn put_entry(out: &mut Vec<u8>, pk: &[u8], trailer: u64) {
+    put_varint64(out, pk.len() as u64);
+    out.extend_from_slice(pk);
+    out.extend_from_slice(&trailer.to_le_bytes());
+}
+
+/// The entries of an encoded list, borrowed, in stored order: each
+/// primary key with its 8-byte trailer (the sequence number for Eager,
+/// `seq << 1 | marker` for Lazy). Yields an error, then stops, at a
+/// malformed entry, and after the last counted entry if bytes are left
+/// over: iterating to the end checks the whole list. A reader that stops
+/// early has checked only what it read.
+struct Entries<'a> {
+    rest: &'a [u8],
+    left: u64,
+}
+
+impl<'a> Entries<'a> {
+    fn new(mut b: &'a [u8]) -> Result<Entries<'a>> {
+        let left = get_varint64(&mut b).ok_or_else(malformed)?;
+        Ok(Entries { rest: b, left })
     }
-    if !b.is_empty() {
-        return Err(bad());
+
+    /// The bytes not read yet (the entries after the last one yielded).
+    fn rest(&self) -> &'a [u8] {
+        self.rest
     }
-    Ok(l)
+}
+
+fn malformed() -> Error {
+    Error::corruption("posting list is malformed")
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<(&'a [u8], u64)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            if self.rest.is_empty() {
+                return None;
+            }
+            self.rest = &[];
+            return Some(Err(malformed()));
+        }
+        let entry = (|| {
+            let mut b = self.rest;
+            let len = usize::try_from(get_varint64(&mut b)?).ok()?;
+            let (pk, rest) = b.split_at_checked(len)?;
+            let (trailer, rest) = rest.split_first_chunk::<8>()?;
+            Some((pk, u64::from_le_bytes(*trailer), rest))
+        })();
+        match entry {
+            Some((pk, trailer, rest)) => {
+                self.rest = rest;
+                self.left -= 1;
+                Some(Ok((pk, trailer)))
+            }
+            None => {
+                (self.left, self.rest) = (0, &[]);
+                Some(Err(malformed()))
+            }
+        }
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn decode_list(b: &[u8]) -> Result<List> {
+    Entries::new(b)?
+        .map(|e| e.map(|(pk, seq)| (pk.to_vec(), seq)))
+        .collect()
+}
+
+/// An Eager list being edited by a batch: `buf[HEAD..]` holds the
+/// entries (newest first by sequence number), `count` how many. The
+/// first [`HEAD`] bytes are room for the count's varint, written in
+/// front of the entries when the list is stored, so that storing copies
+/// nothing. An insert parses the entries up to its position, a remove
+/// all of them (borrowed); the bytes after an edit move as they are.
+struct EagerList {
+    count: u64,
+    buf: Vec<u8>,
+}
+
+/// Room for a varint count in front of an [`EagerList`]'s entries.
+const HEAD: usize = 10;
+
+impl EagerList {
+    fn empty() -> EagerList {
+        EagerList {
+            count: 0,
+            buf: vec![0; HEAD],
+        }
+    }
+
+    fn from_stored(b: &[u8]) -> Result<EagerList> {
+        let e = Entries::new(b)?;
+        let mut buf = Vec::with_capacity(HEAD + e.rest().len() + 64);
+        buf.resize(HEAD, 0);
+        buf.extend_from_slice(e.rest());
+        Ok(EagerList { count: e.left, buf })
+    }
+
+    /// The entries, borrowed.
+    fn entries(&self) -> Entries<'_> {
+        Entries {
+            rest: self.buf.get(HEAD..).unwrap_or_default(),
+            left: self.count,
+        }
+    }
+
+    /// Removes every entry of primary key `pk`; returns how many.
+    fn remove(&mut self, pk: &[u8]) -> Result<u64> {
+        let mut removed = 0;
+        let mut at = HEAD;
+        let mut it = self.entries();
+        let mut ranges = Vec::new();
+        while let Some(e) = it.next() {
+            let (k, _) = e?;
+            let end = self.buf.len() - it.rest().len();
+            if k == pk {
+                ranges.push(at..end);
+            }
+            at = end;
+        }
+        for r in ranges.into_iter().rev() {
+            self.buf.drain(r);
+            removed += 1;
+        }
+        self.count -= removed;
+        Ok(removed)
+    }
+
+    /// Inserts `(pk, seq)` before the first entry older than `seq`: a
+    /// list whose entries are newest first stays so (a write's entry goes
+    /// in front; a build's, applied in key order, where it belongs).
+    fn insert(&mut self, pk: &[u8], seq: SeqNo) -> Result<()> {
+        let mut at = HEAD;
+        let mut it = self.entries();
+        while let Some(e) = it.next() {
+            if e?.1 < seq {
+                break;
+            }
+            at = self.buf.len() - it.rest().len();
+        }
+        let mut entry = Vec::with_capacity(pk.len() + 18);
+        put_entry(&mut entry, pk, seq);
+        self.buf.splice(at..at, entry);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// The stored form: `varint count ‖ entries`.
+    fn stored(&mut self) -> &[u8] {
+        let mut count = Vec::with_capacity(HEAD);
+        put_varint64(&mut count, self.count);
+        let start = HEAD - count.len();
+        if let Some(head) = self.buf.get_mut(start..HEAD) {
+            head.copy_from_slice(&count);
+        }
+        self.buf.get(start..).unwrap_or_default()
+    }
+}
+
+/// The `k` newest of `entries` (all of them without a limit), newest
+/// first by sequence number, owned.
+fn newest_k(mut entries: Vec<(&[u8], SeqNo)>, k: Option<usize>) -> Vec<Cand> {
+    if let Some(k) = k {
+        let sorted = entries
+            .windows(2)
+            .all(|w| matches!(w, [a, b] if a.1 >= b.1));
+        if !sorted && entries.len() > k && k > 0 {
+            entries.select_nth_unstable_by(k - 1, |a, b| b.1.cmp(&a.1));
+        }
+        entries.truncate(k);
+    }
+    entries
+        .into_iter()
+        .map(|(pk, seq)| (pk.to_vec(), seq))
+        .collect()
 }
 
 /// The geometry suffix of a list or fragment key (spatial types).
@@ -110,19 +281,35 @@ fn encode_lazy(l: &[LazyEntry]) -> Vec<u8> {
     let mut out = Vec::new();
     put_varint64(&mut out, l.len() as u64);
     for (pk, seq, marker) in l {
-        put_varint64(&mut out, pk.len() as u64);
-        out.extend_from_slice(pk);
-        out.extend_from_slice(&(seq << 1 | u64::from(*marker)).to_le_bytes());
+        put_entry(&mut out, pk, seq << 1 | u64::from(*marker));
     }
     out
 }
 
+/// A one-entry Lazy list: what a write merges into its value's list.
+fn fragment(pk: &[u8], seq: SeqNo, marker: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pk.len() + 12);
+    put_varint64(&mut out, 1);
+    put_entry(&mut out, pk, seq << 1 | u64::from(marker));
+    out
+}
+
+/// A Lazy entry's trailer as (sequence number, is a delete marker).
+fn lazy_trailer(x: u64) -> (SeqNo, bool) {
+    (x >> 1, x & 1 == 1)
+}
+
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn decode_lazy(b: &[u8]) -> Result<Vec<LazyEntry>> {
-    Ok(decode_list(b)
-        .map_err(|_| Error::corruption("posting-lazy list is malformed"))?
-        .into_iter()
-        .map(|(pk, x)| (pk, x >> 1, x & 1 == 1))
-        .collect())
+    let bad = |_| Error::corruption("posting-lazy list is malformed");
+    Entries::new(b)
+        .map_err(bad)?
+        .map(|e| {
+            let (pk, x) = e.map_err(bad)?;
+            let (seq, marker) = lazy_trailer(x);
+            Ok((pk.to_vec(), seq, marker))
+        })
+        .collect()
 }
 
 /// The merge operator of `posting-lazy` trees: concatenates lists, orders
@@ -133,15 +320,29 @@ pub(crate) fn decode_lazy(b: &[u8]) -> Result<Vec<LazyEntry>> {
 pub(crate) struct PostingMerge;
 
 impl PostingMerge {
-    fn combine(base: Option<&[u8]>, operands: &[&[u8]], full: bool) -> Result<Vec<LazyEntry>> {
-        let mut all = Vec::new();
+    /// The combined list, encoded (`None` if it has no entry): entries
+    /// borrowed from `base` and `operands`, copied once into the result.
+    fn combine(base: Option<&[u8]>, operands: &[&[u8]], full: bool) -> Result<Option<Vec<u8>>> {
+        let bad = |_| Error::corruption("posting-lazy list is malformed");
+        let mut all: Vec<(&[u8], SeqNo, u64)> = Vec::new();
         for o in operands.iter().copied().chain(base) {
-            all.extend(decode_lazy(o)?);
+            for e in Entries::new(o).map_err(bad)? {
+                let (pk, x) = e.map_err(bad)?;
+                all.push((pk, lazy_trailer(x).0, x));
+            }
         }
         all.sort_by_key(|e| std::cmp::Reverse(e.1));
-        let mut seen = std::collections::HashSet::new();
-        all.retain(|(pk, _, marker)| seen.insert(pk.clone()) && !(full && *marker));
-        Ok(all)
+        let mut seen = HashSet::with_capacity(all.len());
+        all.retain(|&(pk, _, x)| seen.insert(pk) && !(full && lazy_trailer(x).1));
+        if all.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(10 + all.iter().map(|e| e.0.len() + 10).sum::<usize>());
+        put_varint64(&mut out, all.len() as u64);
+        for (pk, _, x) in all {
+            put_entry(&mut out, pk, x);
+        }
+        Ok(Some(out))
     }
 }
 
@@ -156,12 +357,12 @@ impl MergeOperator for PostingMerge {
         base: Option<&[u8]>,
         operands: &[&[u8]],
     ) -> Result<Option<Vec<u8>>> {
-        let l = Self::combine(base, operands, true)?;
-        Ok((!l.is_empty()).then(|| encode_lazy(&l)))
+        Self::combine(base, operands, true)
     }
 
     fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Result<Vec<u8>> {
-        Ok(encode_lazy(&Self::combine(None, operands, false)?))
+        // An empty list (no operand had an entry) stays an empty list.
+        Ok(Self::combine(None, operands, false)?.unwrap_or_else(|| encode_lazy(&[])))
     }
 }
 
@@ -195,6 +396,24 @@ impl Posting {
         })
     }
 
+    /// The list under `k` in `lists`, read from the tree the first time.
+    fn load_list<'m>(
+        &self,
+        lists: &'m mut HashMap<Vec<u8>, EagerList>,
+        k: Vec<u8>,
+    ) -> Result<&'m mut EagerList> {
+        Ok(match lists.entry(k) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                let l = match self.tree.db.get(v.key())? {
+                    Some(b) => EagerList::from_stored(&b)?,
+                    None => EagerList::empty(),
+                };
+                v.insert(l)
+            }
+        })
+    }
+
     fn apply_eager(
         &self,
         ops: &[OpRef<'_>],
@@ -203,19 +422,9 @@ impl Posting {
     ) -> Result<()> {
         let mut batch = WriteBatch::new();
         // Lists read or edited by this batch.
-        let mut lists: HashMap<Vec<u8>, List> = HashMap::new();
+        let mut lists: HashMap<Vec<u8>, EagerList> = HashMap::new();
         let mut latest: HashMap<&[u8], Option<Option<IndexValue>>> = HashMap::new();
         let (mut added, mut removed) = (0, 0);
-        let load = |lists: &mut HashMap<Vec<u8>, List>, k: &Vec<u8>| -> Result<()> {
-            if !lists.contains_key(k) {
-                let l = match self.tree.db.get(k)? {
-                    Some(b) => decode_list(&b)?,
-                    None => Vec::new(),
-                };
-                lists.insert(k.clone(), l);
-            }
-            Ok(())
-        };
         for &(seq, key, new) in ops {
             let old = match latest.remove(key) {
                 Some(o) => o,
@@ -225,31 +434,21 @@ impl Posting {
                 },
             };
             if let Some(Some(v)) = old {
-                let lk = list_key(&v);
-                load(&mut lists, &lk)?;
-                if let Some(l) = lists.get_mut(&lk) {
-                    let n = l.len();
-                    l.retain(|(pk, _)| pk.as_slice() != key);
-                    removed += (n - l.len()) as u64;
-                }
+                removed += self.load_list(&mut lists, list_key(&v))?.remove(key)?;
             }
             let new_attr = new.and_then(|raw| attrs.counted(raw));
             if let Some(v) = &new_attr {
                 self.tree.note_extent(v, &mut batch);
-                let lk = list_key(v);
-                load(&mut lists, &lk)?;
-                if let Some(l) = lists.get_mut(&lk) {
-                    l.insert(0, (key.to_vec(), seq));
-                    added += 1;
-                }
+                self.load_list(&mut lists, list_key(v))?.insert(key, seq)?;
+                added += 1;
             }
             latest.insert(key, new.map(|_| new_attr));
         }
-        for (k, l) in &lists {
-            if l.is_empty() {
+        for (k, l) in &mut lists {
+            if l.count == 0 {
                 batch.delete(k);
             } else {
-                batch.put(k, &encode_list(l));
+                batch.put(k, l.stored());
             }
         }
         self.tree.write(batch)?;
@@ -270,38 +469,64 @@ impl Posting {
     }
 
     /// The candidates of every (merged) posting list in the key `ranges`
-    /// of the query's predicate.
+    /// of the query's predicate. Eager, with a limit: only the limit's
+    /// number of newest (its entries are exactly the live versions, so no
+    /// other can be a result); Lazy's may be stale, all are returned.
     fn scan_lists(
         &self,
         snap: &Snapshot,
         q: &Query<'_>,
         ranges: &[(Vec<u8>, Option<Vec<u8>>)],
     ) -> Result<Vec<Cand>> {
-        let mut out = Vec::new();
+        let mut values = Vec::new();
         for (from, to) in ranges {
             for kv in snap.iter(Some(from), to.as_deref())? {
                 let (k, v) = kv?;
                 if tree::is_meta(&k) || !self.list_matches(q, &k)? {
                     continue;
                 }
-                if self.eager {
-                    out.extend(
-                        decode_list(&v)?
-                            .into_iter()
-                            .filter(|(_, s)| *s <= q.snapshot),
-                    );
-                } else {
-                    // A merged list: markers are gone.
-                    out.extend(
-                        decode_lazy(&v)?
-                            .into_iter()
-                            .filter(|(_, s, marker)| *s <= q.snapshot && !marker)
-                            .map(|(pk, s, _)| (pk, s)),
-                    );
-                }
+                values.push(v);
             }
         }
-        Ok(out)
+        let mut entries = Vec::new();
+        for v in &values {
+            self.list_entries(v, q.snapshot, &mut entries)?;
+        }
+        Ok(newest_k(entries, q.opts.limit.filter(|_| self.eager)))
+    }
+
+    /// Appends the entries of list value `v` that a query at primary
+    /// snapshot `snapshot` sees: Eager's entries, a merged Lazy list's
+    /// entries that are not markers (a merged list has none).
+    fn list_entries<'a>(
+        &self,
+        v: &'a [u8],
+        snapshot: SeqNo,
+        out: &mut Vec<(&'a [u8], SeqNo)>,
+    ) -> Result<()> {
+        for e in Entries::new(v)? {
+            let (pk, x) = e?;
+            let (seq, marker) = if self.eager {
+                (x, false)
+            } else {
+                lazy_trailer(x)
+            };
+            if seq <= snapshot && !marker {
+                out.push((pk, seq));
+            }
+        }
+        Ok(())
+    }
+
+    /// Eager, an equality lookup on a scalar: one point read of the
+    /// value's list.
+    fn eager_lookup(&self, snap: &Snapshot, q: &Query<'_>, v: &IndexValue) -> Result<Vec<Cand>> {
+        let Some(list) = snap.get(&list_key(v))? else {
+            return Ok(Vec::new());
+        };
+        let mut entries = Vec::new();
+        self.list_entries(&list, q.snapshot, &mut entries)?;
+        Ok(newest_k(entries, q.opts.limit))
     }
 
     /// Lazy, an equality lookup with limit `k`: reads the list of `v`
@@ -322,23 +547,44 @@ impl Posting {
         // Primary keys whose newest entry was seen (a newer entry or
         // marker hides older ones).
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        // Candidates not validated yet: newer than every entry left.
+        let mut cands: Vec<Cand> = Vec::new();
         snap.for_each_version(&list_key(v), &mut |_, kind, value| {
             if kind == ValueKind::Deletion {
                 return Ok(false);
             }
-            let mut cands: Vec<Cand> = Vec::new();
-            for (pk, seq, marker) in decode_lazy(value)? {
-                if seq > q.snapshot || !seen.insert(pk.clone()) || marker {
+            for e in Entries::new(value)? {
+                let (pk, x) = e?;
+                let (seq, marker) = lazy_trailer(x);
+                if seq > q.snapshot || seen.contains(pk) {
                     continue;
                 }
-                cands.push((pk, seq));
+                seen.insert(pk.to_vec());
+                if marker {
+                    continue;
+                }
+                cands.push((pk.to_vec(), seq));
+                // Validates once the candidates could complete the top K:
+                // one batched fetch for fragments from many components.
+                if cands.len() >= k - hits.len() {
+                    let sub = q.limited(k - hits.len());
+                    let batch = std::mem::take(&mut cands);
+                    let (more, _) =
+                        strategy::resolve(batch, &sub, &Check::Direct, &self.counters, profile)?;
+                    hits.extend(more);
+                    if hits.len() >= k {
+                        return Ok(false);
+                    }
+                }
             }
+            Ok(kind == ValueKind::Merge)
+        })?;
+        if hits.len() < k && !cands.is_empty() {
             let sub = q.limited(k - hits.len());
             let (more, _) =
                 strategy::resolve(cands, &sub, &Check::Direct, &self.counters, profile)?;
             hits.extend(more);
-            Ok(hits.len() < k && kind == ValueKind::Merge)
-        })?;
+        }
         Ok(hits)
     }
 
@@ -380,12 +626,14 @@ impl Posting {
                 }
                 if kind != ValueKind::Deletion {
                     let matches = self.list_matches(q, user_key)?;
-                    for (pk, seq, marker) in decode_lazy(value)? {
-                        if seq > q.snapshot || !seen.insert((user_key.to_vec(), pk.clone())) {
+                    for e in Entries::new(value)? {
+                        let (pk, x) = e?;
+                        let (seq, marker) = lazy_trailer(x);
+                        if seq > q.snapshot || !seen.insert((user_key.to_vec(), pk.to_vec())) {
                             continue;
                         }
                         if matches && !marker {
-                            cands.push((pk, seq));
+                            cands.push((pk.to_vec(), seq));
                         }
                     }
                 }
@@ -428,7 +676,7 @@ impl Posting {
                     let v = attrs.counted(raw);
                     if let Some(v) = &v {
                         self.tree.note_extent(v, &mut batch);
-                        batch.merge(&list_key(v), &encode_lazy(&[(key.to_vec(), seq, false)]));
+                        batch.merge(&list_key(v), &fragment(key, seq, false));
                         added += 1;
                     }
                     latest.insert(key, v);
@@ -442,7 +690,7 @@ impl Posting {
                         },
                     };
                     if let Some(v) = old {
-                        batch.merge(&list_key(&v), &encode_lazy(&[(key.to_vec(), seq, true)]));
+                        batch.merge(&list_key(&v), &fragment(key, seq, true));
                         removed += 1;
                     }
                     latest.insert(key, None);
@@ -499,7 +747,12 @@ impl Posting {
                 self.lazy_top_k_ranges(snap, q, &ranges, k, profile)?
             }
             _ => {
-                let cands = self.scan_lists(snap, q, &ranges)?;
+                let cands = match q.pred {
+                    Predicate::Eq(v) if self.eager && !self.ty.is_spatial() => {
+                        self.eager_lookup(snap, q, v)?
+                    }
+                    _ => self.scan_lists(snap, q, &ranges)?,
+                };
                 let check = if self.eager {
                     Check::Exact
                 } else {
@@ -585,6 +838,69 @@ mod tests {
         assert!(decode_list(&extra).is_err());
         let lazy: Vec<LazyEntry> = vec![(b"k1".to_vec(), 9, true), (b"k2".to_vec(), 1, false)];
         assert_eq!(decode_lazy(&encode_lazy(&lazy)).unwrap(), lazy);
+    }
+
+    /// Edits of an [`EagerList`] in place give the list a model of
+    /// decoded entries gives: inserts keep it newest first (also when
+    /// applied out of sequence order, as a build does), removes drop every
+    /// entry of the key, and the stored form decodes to the model.
+    #[test]
+    fn eager_list_edits_match_a_model() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..100 {
+            let mut model: List = Vec::new();
+            let mut l = EagerList::empty();
+            for step in 0..60u64 {
+                let pk = format!("k{}", next(12)).into_bytes();
+                if next(3) == 0 {
+                    let n = model.len();
+                    model.retain(|(k, _)| *k != pk);
+                    assert_eq!(l.remove(&pk).unwrap(), (n - model.len()) as u64);
+                } else {
+                    // Mostly the newest (a write), sometimes older (a build).
+                    let seq = if round % 2 == 0 {
+                        step * 100
+                    } else {
+                        next(10_000)
+                    };
+                    let at = model.iter().position(|e| e.1 < seq).unwrap_or(model.len());
+                    model.insert(at, (pk.clone(), seq));
+                    l.insert(&pk, seq).unwrap();
+                }
+                assert_eq!(l.count, model.len() as u64);
+                let stored = l.stored().to_vec();
+                assert_eq!(decode_list(&stored).unwrap(), model);
+                assert_eq!(
+                    decode_list(EagerList::from_stored(&stored).unwrap().stored()).unwrap(),
+                    model
+                );
+                assert!(model.windows(2).all(|w| w[0].1 >= w[1].1));
+            }
+        }
+    }
+
+    /// `newest_k` picks the K largest sequence numbers, sorted input or
+    /// not.
+    #[test]
+    fn newest_k_picks_the_newest() {
+        let e: Vec<(&[u8], SeqNo)> = vec![(b"a", 5), (b"b", 9), (b"c", 1), (b"d", 7), (b"e", 3)];
+        let mut got = newest_k(e.clone(), Some(2));
+        got.sort_by_key(|c| std::cmp::Reverse(c.1));
+        assert_eq!(got, vec![(b"b".to_vec(), 9), (b"d".to_vec(), 7)]);
+        assert_eq!(newest_k(e.clone(), None).len(), 5);
+        assert_eq!(newest_k(e.clone(), Some(0)).len(), 0);
+        assert_eq!(newest_k(e, Some(9)).len(), 5);
+        let sorted: Vec<(&[u8], SeqNo)> = vec![(b"a", 9), (b"b", 5), (b"c", 1)];
+        assert_eq!(
+            newest_k(sorted, Some(2)),
+            vec![(b"a".to_vec(), 9), (b"b".to_vec(), 5)]
+        );
     }
 
     /// Fragments (one entry each, sequence order = write order) combined
