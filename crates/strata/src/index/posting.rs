@@ -214,8 +214,12 @@ impl EagerList {
 
     /// Inserts `(pk, seq)` before the first entry older than `seq`: a
     /// list whose entries are newest first stays so (a write's entry goes
-    /// in front; a build's, applied in key order, where it belongs).
+    /// in front; a build's, applied in key order, where it belongs). An
+    /// entry of `pk` already in the list is replaced: a list holds each
+    /// primary key once, also when recovery applies a write again that
+    /// the tree already holds.
     fn insert(&mut self, pk: &[u8], seq: SeqNo) -> Result<()> {
+        self.remove(pk)?;
         let mut at = HEAD;
         let mut it = self.entries();
         while let Some(e) = it.next() {
@@ -245,14 +249,12 @@ impl EagerList {
 
 /// The `k` newest of `entries` (all of them without a limit), newest
 /// first by sequence number, owned.
+/// Exact duplicates (lists written before `EagerList::insert` replaced a
+/// key's entry may hold one twice after a recovery) count once.
 fn newest_k(mut entries: Vec<(&[u8], SeqNo)>, k: Option<usize>) -> Vec<Cand> {
     if let Some(k) = k {
-        let sorted = entries
-            .windows(2)
-            .all(|w| matches!(w, [a, b] if a.1 >= b.1));
-        if !sorted && entries.len() > k && k > 0 {
-            entries.select_nth_unstable_by(k - 1, |a, b| b.1.cmp(&a.1));
-        }
+        entries.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        entries.dedup();
         entries.truncate(k);
     }
     entries
@@ -869,6 +871,8 @@ mod tests {
                     } else {
                         next(10_000)
                     };
+                    // An insert replaces the key's entry.
+                    model.retain(|(k, _)| *k != pk);
                     let at = model.iter().position(|e| e.1 < seq).unwrap_or(model.len());
                     model.insert(at, (pk.clone(), seq));
                     l.insert(&pk, seq).unwrap();
@@ -901,6 +905,29 @@ mod tests {
             newest_k(sorted, Some(2)),
             vec![(b"a".to_vec(), 9), (b"b".to_vec(), 5)]
         );
+        // An entry held twice counts once (lists of older builds).
+        let dup: Vec<(&[u8], SeqNo)> = vec![(b"a", 9), (b"a", 9), (b"b", 5)];
+        assert_eq!(
+            newest_k(dup, Some(2)),
+            vec![(b"a".to_vec(), 9), (b"b".to_vec(), 5)]
+        );
+    }
+
+    /// Applying a write again (recovery) leaves one entry per key.
+    #[test]
+    fn eager_insert_replaces_the_keys_entry() {
+        let mut l = EagerList::empty();
+        l.insert(b"a", 5).unwrap();
+        l.insert(b"b", 7).unwrap();
+        l.insert(b"a", 5).unwrap();
+        l.insert(b"b", 9).unwrap();
+        let got: Vec<(Vec<u8>, SeqNo)> = l
+            .entries()
+            .map(|e| e.map(|(k, s)| (k.to_vec(), s)))
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(got, vec![(b"b".to_vec(), 9), (b"a".to_vec(), 5)]);
+        assert_eq!(l.count, 2);
     }
 
     /// Fragments (one entry each, sequence order = write order) combined
