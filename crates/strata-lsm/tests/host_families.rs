@@ -20,7 +20,8 @@ impl EngineHooks for Capture {
     }
 }
 
-fn host_opts(host: &HostRef) -> Options {
+/// Small tables and memtables, so a few hundred writes flush and compact.
+fn small() -> Options {
     Options {
         memtable_size: 64 << 10,
         block_size: 1024,
@@ -31,21 +32,14 @@ fn host_opts(host: &HostRef) -> Options {
         target_file_size: 64 << 10,
         ..Options::default()
     }
-    .hook(Arc::new(Capture(host.clone())))
+}
+
+fn host_opts(host: &HostRef) -> Options {
+    small().hook(Arc::new(Capture(host.clone())))
 }
 
 fn hosted_opts(host: &HostRef) -> Options {
-    Options {
-        memtable_size: 64 << 10,
-        block_size: 1024,
-        l0_compaction_trigger: 2,
-        l0_slowdown_trigger: 6,
-        l0_stop_trigger: 10,
-        max_bytes_for_level_base: 256 << 10,
-        target_file_size: 64 << 10,
-        ..Options::default()
-    }
-    .hosted_by(host.clone())
+    small().hosted_by(host.clone())
 }
 
 fn put(db: &Db, k: &[u8], v: &[u8]) {

@@ -8,31 +8,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
+use common::topk::{expected, open, query, record, Model};
 use common::{key, Rng};
 use strata::lsm::key::user_key;
-use strata::{Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions};
-
-fn record(u: i64, i: u64) -> Vec<u8> {
-    format!(r#"{{"u": {u}, "i": {i}, "pad": "{}"}}"#, "x".repeat(60)).into_bytes()
-}
-
-fn open(dir: &std::path::Path) -> Db {
-    // No background work: the tests decide the shape of the tree.
-    let opts = Options::small_for_tests()
-        .background_work(false)
-        .l0_compaction_trigger(100)
-        .l0_slowdown_trigger(100)
-        .l0_stop_trigger(100);
-    let db = Db::open(dir, opts).unwrap();
-    db.create_index(IndexSpec::field("by_u", "u", KeyType::I64).strategy("embedded"))
-        .unwrap();
-    db
-}
-
-/// The model: key → (write order, u) of the live record.
-type Model = BTreeMap<Vec<u8>, (u64, i64)>;
+use strata::Db;
 
 struct Writer {
     model: Model,
@@ -58,37 +37,11 @@ impl Writer {
         self.model.remove(&key(i));
     }
 
-    /// The keys of the `k` newest live records with `lo <= u <= hi`.
     fn expected(&self, lo: i64, hi: i64, k: usize) -> Vec<Vec<u8>> {
-        let mut v: Vec<(u64, &Vec<u8>)> = self
-            .model
-            .iter()
-            .filter(|(_, (_, u))| (lo..=hi).contains(u))
-            .map(|(key, (order, _))| (*order, key))
-            .collect();
-        v.sort_by_key(|x| std::cmp::Reverse(x.0));
-        v.into_iter().take(k).map(|(_, k)| k.clone()).collect()
+        expected(&self.model, lo, hi, k)
     }
 }
 
-fn query(db: &Db, lo: i64, hi: i64, k: Option<usize>) -> (Vec<Vec<u8>>, strata::QueryProfile) {
-    let pred = if lo == hi {
-        Predicate::Eq(IndexValue::I64(lo))
-    } else {
-        Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi))
-    };
-    let mut o = QueryOptions::default();
-    if let Some(k) = k {
-        o = o.limit(k);
-    }
-    let (hits, p) = db.query_profiled("by_u", &pred, o).unwrap();
-    for w in hits.windows(2) {
-        assert!(w[0].seq > w[1].seq, "newest first");
-    }
-    (hits.into_iter().map(|h| h.key).collect(), p)
-}
-
-/// The level holding key `k` in a table, the shallowest first.
 fn level_of(db: &Db, k: &[u8]) -> usize {
     let v = db.current_version();
     v.levels
@@ -108,7 +61,7 @@ fn level_of(db: &Db, k: &[u8]) -> usize {
 #[test]
 fn newer_records_in_a_deeper_level_win() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open(dir.path(), "embedded");
     let mut w = Writer::new();
     // A filler in L2, so that a manual compaction of L1 goes on to L2.
     w.put(&db, 9999, 9);
@@ -145,7 +98,7 @@ fn newer_records_in_a_deeper_level_win() {
 #[test]
 fn newest_blocks_first_within_a_table() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open(dir.path(), "embedded");
     let mut w = Writer::new();
     for i in (0..400).rev() {
         w.put(&db, i, (i % 3) as i64);
@@ -173,7 +126,7 @@ fn newest_blocks_first_within_a_table() {
 #[test]
 fn time_ordered_keys_read_about_k_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open(dir.path(), "embedded");
     let mut w = Writer::new();
     let mut rng = Rng::new(11);
     for t in 0..10u64 {
@@ -205,7 +158,7 @@ fn time_ordered_keys_read_about_k_blocks() {
 #[test]
 fn random_trees_answer_the_k_newest() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open(dir.path(), "embedded");
     let mut w = Writer::new();
     let mut rng = Rng::new(5);
     for step in 0..4000u64 {

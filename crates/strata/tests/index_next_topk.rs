@@ -6,65 +6,14 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
+use common::topk::{expected, open, query, record, Model};
 use common::{key, Rng};
-use strata::{Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions};
+use strata::Db;
 
-fn record(u: i64, i: u64) -> Vec<u8> {
-    format!(r#"{{"u": {u}, "i": {i}, "pad": "{}"}}"#, "x".repeat(60)).into_bytes()
-}
-
-fn open(dir: &std::path::Path) -> Db {
-    // No background work: the tests decide the shape of the tree.
-    let opts = Options::small_for_tests()
-        .background_work(false)
-        .l0_compaction_trigger(100)
-        .l0_slowdown_trigger(100)
-        .l0_stop_trigger(100);
-    let db = Db::open(dir, opts).unwrap();
-    db.create_index(IndexSpec::field("by_u", "u", KeyType::I64))
-        .unwrap();
-    db
-}
-
-/// The model: key → (write order, u) of the live record.
-type Model = BTreeMap<Vec<u8>, (u64, i64)>;
-
-/// The keys of the `k` newest live records with `lo <= u <= hi`.
-fn expected(model: &Model, lo: i64, hi: i64, k: usize) -> Vec<Vec<u8>> {
-    let mut v: Vec<(u64, &Vec<u8>)> = model
-        .iter()
-        .filter(|(_, (_, u))| (lo..=hi).contains(u))
-        .map(|(key, (order, _))| (*order, key))
-        .collect();
-    v.sort_by_key(|x| std::cmp::Reverse(x.0));
-    v.into_iter().take(k).map(|(_, k)| k.clone()).collect()
-}
-
-fn query(db: &Db, lo: i64, hi: i64, k: Option<usize>) -> (Vec<Vec<u8>>, strata::QueryProfile) {
-    let pred = if lo == hi {
-        Predicate::Eq(IndexValue::I64(lo))
-    } else {
-        Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi))
-    };
-    let mut o = QueryOptions::default();
-    if let Some(k) = k {
-        o = o.limit(k);
-    }
-    let (hits, p) = db.query_profiled("by_u", &pred, o).unwrap();
-    for w in hits.windows(2) {
-        assert!(w[0].seq > w[1].seq, "newest first");
-    }
-    (hits.into_iter().map(|h| h.key).collect(), p)
-}
-
-/// Inserts only (nothing stale), spread over many tables in random key
-/// order: a top-10 reads about 10 data blocks, not every matching one.
 #[test]
 fn top_k_reads_about_k_data_blocks_across_tables() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open(dir.path(), "next");
     let mut rng = Rng::new(7);
     let mut model = Model::new();
     let mut order = 0u64;
@@ -110,7 +59,7 @@ fn top_k_reads_about_k_data_blocks_across_tables() {
 #[test]
 fn top_k_skips_stale_entries_in_newer_tables() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open(dir.path(), "next");
     let mut model = Model::new();
     let mut order = 0u64;
     let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| {

@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 #![allow(dead_code)]
 
+pub mod topk;
+
 /// SplitMix64: tiny, deterministic, good enough for test workloads.
 pub struct Rng(u64);
 
