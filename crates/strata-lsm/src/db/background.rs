@@ -405,9 +405,10 @@ impl DbInner {
         }
         Ok(())
     }
+}
 
-    /// Hosted engine: freezes the memtable if it holds anything.
-    pub(crate) fn freeze(&self) {
+impl crate::host::HostedEngine for DbInner {
+    fn freeze(&self) {
         let _w = lock(&self.hosted_write);
         let mut st = lock(&self.state);
         if st.shutting_down || st.mem.is_empty() {
@@ -421,21 +422,10 @@ impl DbInner {
         st.imm.push_back(old);
     }
 
-    /// Hosted engine: writes every frozen memtable to L0, in the calling
-    /// thread; stops once the engine is closed.
-    pub(crate) fn flush_frozen(&self) -> Result<()> {
+    /// Stops once the engine is closed.
+    fn flush_frozen(&self) -> Result<()> {
         while !lock(&self.state).shutting_down && self.flush_one()? {}
         Ok(())
-    }
-}
-
-impl crate::host::HostedEngine for DbInner {
-    fn freeze(&self) {
-        DbInner::freeze(self);
-    }
-
-    fn flush_frozen(&self) -> Result<()> {
-        DbInner::flush_frozen(self)
     }
 
     fn compact_step(&self) -> Result<bool> {

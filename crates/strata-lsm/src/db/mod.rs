@@ -572,8 +572,8 @@ impl Db {
     /// return.
     pub fn flush(&self) -> Result<()> {
         if self.inner.host.is_some() {
-            self.inner.freeze();
-            return self.inner.flush_frozen();
+            HostedEngine::freeze(&*self.inner);
+            return HostedEngine::flush_frozen(&*self.inner);
         }
         let mut st = self.inner.force_switch_memtable()?;
         if !self.inner.opts.background_work {
