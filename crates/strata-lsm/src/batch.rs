@@ -11,7 +11,9 @@
 
 #![deny(clippy::indexing_slicing)]
 
-use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
+use crate::coding::{
+    decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed, varint_len,
+};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 
@@ -94,6 +96,7 @@ impl WriteBatch {
 
     /// Appends a put of `key` → `value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.reserve_op(key, Some(value));
         self.rep.push(ValueKind::Value as u8);
         put_length_prefixed(&mut self.rep, key);
         put_length_prefixed(&mut self.rep, value);
@@ -103,6 +106,7 @@ impl WriteBatch {
 
     /// Appends a deletion of `key`.
     pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.reserve_op(key, None);
         self.rep.push(ValueKind::Deletion as u8);
         put_length_prefixed(&mut self.rep, key);
         self.set_count(self.count().wrapping_add(1));
@@ -112,11 +116,21 @@ impl WriteBatch {
     /// Appends a merge operand for `key`, combined with the key's value by
     /// the database's merge operator (see [`crate::merge`]).
     pub fn merge(&mut self, key: &[u8], operand: &[u8]) -> &mut Self {
+        self.reserve_op(key, Some(operand));
         self.rep.push(ValueKind::Merge as u8);
         put_length_prefixed(&mut self.rep, key);
         put_length_prefixed(&mut self.rep, operand);
         self.set_count(self.count().wrapping_add(1));
         self
+    }
+
+    /// Grows `rep` once for one operation's record (tag, key and optional
+    /// value, each length-prefixed), so appending it reallocates at most
+    /// once (a single put into a fresh batch grew it twice: ~1 k
+    /// instructions of a no-index put).
+    fn reserve_op(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let field = |b: &[u8]| varint_len(b.len() as u64) + b.len();
+        self.rep.reserve(1 + field(key) + value.map_or(0, field));
     }
 
     /// True if some operation is a merge operand.
