@@ -53,6 +53,10 @@ pub struct Options {
     pub memtable_size: usize,
     /// Frozen memtables waiting for flush before writers stall.
     pub max_immutable_memtables: usize,
+    /// Keep a Bloom filter of each memtable's user keys (1 byte per 64
+    /// bytes of [`Options::memtable_size`]: 1 MiB for 64 MiB), so lookups
+    /// of keys a memtable does not hold skip its search. Default true.
+    pub memtable_key_filter: bool,
     /// Target uncompressed size of a data block.
     pub block_size: usize,
     /// Keys between restart points in a block.
@@ -123,6 +127,7 @@ impl Default for Options {
             error_if_exists: false,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
+            memtable_key_filter: true,
             block_size: 4096,
             block_restart_interval: 16,
             compression: Compression::None,
@@ -174,6 +179,16 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
+    /// Bytes of each memtable's key filter (0 for none; see
+    /// [`Options::memtable_key_filter`]).
+    pub fn memtable_filter_bytes(&self) -> usize {
+        if self.memtable_key_filter {
+            self.memtable_size / 64
+        } else {
+            0
+        }
+    }
+
     /// The papers' setup (NEXT §6.1, LevelDB++ §5): 64 MiB memtable, 64 MiB
     /// block cache, 4 KiB blocks, no compression, 10 Bloom bits per key,
     /// 64 MiB tables, 256 MiB L1, size ratio 10.

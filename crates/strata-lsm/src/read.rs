@@ -103,10 +103,7 @@ pub(crate) fn may_exist(
     mems: &[Arc<MemTable>],
     version: &Version,
 ) -> bool {
-    if mems
-        .iter()
-        .any(|m| m.get(key, crate::key::MAX_SEQ).is_some())
-    {
+    if mems.iter().any(|m| m.newest_seq(key).is_some()) {
         return true;
     }
     version

@@ -263,7 +263,9 @@ impl Db {
             })
             .collect();
         logs.sort_unstable();
-        let new_mem = || Arc::new(MemTable::with_side(0, side()));
+        let new_mem = || {
+            Arc::new(MemTable::with_side(0, side()).with_key_filter(opts.memtable_filter_bytes()))
+        };
         let mut recovered_mems = vec![new_mem()];
         // Extensions see every replayed batch again (`BatchContext::
         // recovering`), with the replayed memtables and the recovered
@@ -308,6 +310,7 @@ impl Db {
             .path_ctx("create WAL", &log_path)?;
         let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
 
+        let filter_bytes = opts.memtable_filter_bytes();
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
             picker: crate::compaction::picker_for(&opts),
@@ -317,7 +320,9 @@ impl Db {
             tables,
             versions: Mutex::new(versions),
             state: Mutex::new(State {
-                mem: Arc::new(MemTable::with_side(log_number, side())),
+                mem: Arc::new(
+                    MemTable::with_side(log_number, side()).with_key_filter(filter_bytes),
+                ),
                 imm: VecDeque::new(),
                 current,
                 writers: VecDeque::new(),
@@ -541,11 +546,8 @@ impl Db {
         keys.iter()
             .map(|key| {
                 for m in &mems {
-                    match m.get(key, crate::key::MAX_SEQ) {
-                        Some(MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s)) => {
-                            return s > after
-                        }
-                        None => {}
+                    if let Some(s) = m.newest_seq(key) {
+                        return s > after;
                     }
                 }
                 let mut seen = false;

@@ -22,6 +22,10 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 
+mod filter;
+
+use filter::KeyFilter;
+
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
 
@@ -119,6 +123,9 @@ pub struct MemTable {
     /// sequence number inserted (`u64::MAX` and 0 while empty).
     min_seq: AtomicU64,
     max_seq: AtomicU64,
+    /// Bloom filter of the user keys inserted (see [`filter`]), if the
+    /// options ask for one: lookups of absent keys skip the search.
+    filter: Option<KeyFilter>,
 }
 
 /// A structure maintained alongside a memtable: sees every insert, after
@@ -160,7 +167,27 @@ impl MemTable {
             side,
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
+            filter: None,
         }
+    }
+
+    /// This memtable with a Bloom filter of about `bytes` bytes over its
+    /// user keys (none if 0). Set before any insert.
+    pub fn with_key_filter(mut self, bytes: usize) -> MemTable {
+        self.filter = (bytes > 0).then(|| KeyFilter::with_bytes(bytes));
+        self
+    }
+
+    /// True if the key filter rules `user_key` out.
+    fn certainly_absent(&self, user_key: &[u8]) -> bool {
+        self.filter
+            .as_ref()
+            .is_some_and(|f| !f.may_contain(user_key))
+    }
+
+    /// Bytes of the key filter (0 without one).
+    pub fn filter_bytes(&self) -> usize {
+        self.filter.as_ref().map_or(0, KeyFilter::bytes)
     }
 
     /// The side structure, if any.
@@ -176,6 +203,10 @@ impl MemTable {
     /// Inserts one entry. `(user_key, seq)` must be new to this memtable.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         let ikey = MemKey::new(user_key, key::pack_trailer(seq, kind));
+        // Before the sequence number is published, like the entry itself.
+        if let Some(f) = &self.filter {
+            f.insert(user_key);
+        }
         self.approximate_bytes.fetch_add(
             user_key.len() + key::TRAILER_LEN + value.len() + ENTRY_OVERHEAD,
             Ordering::Relaxed,
@@ -226,6 +257,9 @@ impl MemTable {
 
     /// Newest entry of `user_key` with `seq <= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
+        if self.certainly_absent(user_key) {
+            return None;
+        }
         let target = MemKey::new(user_key, key::pack_trailer(snapshot, key::KIND_FOR_SEEK));
         let entry = self.map.lower_bound(Bound::Included(&target))?;
         let parsed = key::parse_internal_key(entry.key().as_slice()).ok()?;
@@ -237,6 +271,21 @@ impl MemTable {
             ValueKind::Deletion => MemGet::Deleted(parsed.seq),
             ValueKind::Merge => MemGet::Merge(parsed.seq),
         })
+    }
+
+    /// Sequence number of the newest entry of `user_key` (any kind), without
+    /// copying its value; `None` if the memtable holds none.
+    pub fn newest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        if self.certainly_absent(user_key) {
+            return None;
+        }
+        let target = MemKey::new(
+            user_key,
+            key::pack_trailer(key::MAX_SEQ, key::KIND_FOR_SEEK),
+        );
+        let entry = self.map.lower_bound(Bound::Included(&target))?;
+        let parsed = key::parse_internal_key(entry.key().as_slice()).ok()?;
+        (parsed.user_key == user_key).then_some(parsed.seq)
     }
 
     /// Visits every entry in internal-key order (used by flush and by index
@@ -343,6 +392,51 @@ mod tests {
         assert_eq!(m.get(b"a", 0), None);
         assert_eq!(m.get(b"c", 10), None);
         assert_eq!(m.get(b"", 10), None);
+    }
+
+    /// A memtable with a key filter answers every lookup (`get`,
+    /// `newest_seq`) as one without,
+    /// for present and absent keys at every snapshot, with the filter
+    /// overfull (8 KiB for 20 k keys) as well as roomy.
+    #[test]
+    fn key_filter_changes_no_answer() {
+        for filter_bytes in [1, 1 << 20] {
+            let plain = MemTable::new(1);
+            let filtered = MemTable::new(1).with_key_filter(filter_bytes);
+            assert!(filtered.filter_bytes() >= 8 << 10);
+            let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+            let mut rnd = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            for seq in 1..=20_000u64 {
+                let k = format!("k{}", rnd() % 30_000);
+                let kind = if rnd() % 5 == 0 {
+                    ValueKind::Deletion
+                } else {
+                    ValueKind::Value
+                };
+                let v = seq.to_le_bytes();
+                plain.add(seq, kind, k.as_bytes(), &v);
+                filtered.add(seq, kind, k.as_bytes(), &v);
+            }
+            let mut absent = 0;
+            for i in 0..60_000u64 {
+                let k = format!("k{i}");
+                let snap = rnd() % 21_000;
+                let want = plain.get(k.as_bytes(), snap);
+                absent += usize::from(want.is_none());
+                assert_eq!(filtered.get(k.as_bytes(), snap), want, "{k} at {snap}");
+                let newest = plain.get(k.as_bytes(), key::MAX_SEQ).map(|g| match g {
+                    MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s) => s,
+                });
+                assert_eq!(filtered.newest_seq(k.as_bytes()), newest, "{k}");
+                assert_eq!(plain.newest_seq(k.as_bytes()), newest, "{k}");
+            }
+            assert!(absent > 30_000);
+        }
     }
 
     #[test]

@@ -193,7 +193,7 @@ impl IndexStrategy for Composite {
 
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
         let mut batch = WriteBatch::new();
-        let mut pk_batch = WriteBatch::new();
+        let mut pk_batch = self.pk.as_ref().map(|_| WriteBatch::new());
         // Each key's (seq, attribute) after the operations so far.
         let mut latest: HashMap<&[u8], Option<(SeqNo, Option<IndexValue>)>> = HashMap::new();
         let (mut added, mut removed) = (0, 0);
@@ -217,7 +217,7 @@ impl IndexStrategy for Composite {
                 batch.put(&entry_key(v, key, seq), &tree::geometry(v));
                 added += 1;
             }
-            if self.pk.is_some() {
+            if let Some(pk_batch) = &mut pk_batch {
                 match new {
                     Some(_) => pk_batch.put(key, &tree::seq_bytes(seq, false)),
                     None => pk_batch.delete(key),
@@ -225,7 +225,7 @@ impl IndexStrategy for Composite {
             }
             latest.insert(key, new.map(|_| (seq, new_attr)));
         }
-        if let Some(pk) = &self.pk {
+        if let (Some(pk), Some(pk_batch)) = (&self.pk, pk_batch) {
             pk.write(pk_batch)?;
         }
         self.tree.write(batch)?;

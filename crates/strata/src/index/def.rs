@@ -151,7 +151,7 @@ pub(crate) fn read_doc(raw: &[u8], fields: &Fields) -> Option<Read> {
 /// the batch is read on its own. Valid only while the records it was made
 /// from are borrowed (one `apply` round).
 pub(crate) struct DocCache {
-    fields: Fields,
+    fields: Arc<Fields>,
     /// Sorted by key.
     slots: Vec<DocSlot>,
 }
@@ -169,7 +169,7 @@ impl DocCache {
     /// replace, read for `fields`; written records a loader read before
     /// its write (`pre`, asked in batch order) hold that reading.
     pub fn new<'a>(
-        fields: Fields,
+        fields: Arc<Fields>,
         written: impl Iterator<Item = &'a [u8]>,
         old: impl Iterator<Item = &'a [u8]>,
         pre: Option<&PreReads>,

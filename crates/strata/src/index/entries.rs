@@ -16,7 +16,13 @@ use super::QueryProfile;
 
 /// The entry of version `seq` of `pk` whose attribute is `v`.
 pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
-    let mut k = tree::sort_key(v);
+    // One allocation: sort keys are at most 8 bytes but for strings.
+    let sk = match v {
+        IndexValue::Str(s) => s.len() + 2,
+        _ => 8,
+    };
+    let mut k = Vec::with_capacity(sk + pk.len() + 8);
+    tree::sort_key_into(v, &mut k);
     k.extend_from_slice(pk);
     k.extend_from_slice(&tree::seq_bytes(seq, false));
     k

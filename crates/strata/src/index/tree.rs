@@ -85,10 +85,18 @@ const GRID: u32 = 1 << 16;
 
 /// Sort key of an attribute value (see the module doc).
 pub fn sort_key(v: &IndexValue) -> Vec<u8> {
+    let mut out = Vec::new();
+    sort_key_into(v, &mut out);
+    out
+}
+
+/// Appends [`sort_key`]`(v)` to `out`.
+pub fn sort_key_into(v: &IndexValue, out: &mut Vec<u8>) {
     match v {
-        IndexValue::I64(_) | IndexValue::F64(_) => v.encode(),
+        IndexValue::I64(i) => out.extend_from_slice(&super::value::encode_i64(*i)),
+        IndexValue::F64(f) => out.extend_from_slice(&super::value::encode_f64(*f)),
         IndexValue::Str(s) => {
-            let mut out = Vec::with_capacity(s.len() + 2);
+            out.reserve(s.len() + 2);
             for &b in s.as_bytes() {
                 out.push(b);
                 if b == 0 {
@@ -96,12 +104,11 @@ pub fn sort_key(v: &IndexValue) -> Vec<u8> {
                 }
             }
             out.extend_from_slice(&[0, 0]);
-            out
         }
         IndexValue::Point(_) | IndexValue::Rect(_) => {
             let m = v.mbr().unwrap_or([0.0; 4]);
             let (x, y) = cell((m[0] + m[2]) / 2.0, (m[1] + m[3]) / 2.0);
-            super::next::table::hilbert(x, y).to_be_bytes().to_vec()
+            out.extend_from_slice(&super::next::table::hilbert(x, y).to_be_bytes());
         }
     }
 }
@@ -300,6 +307,7 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         error_if_exists: false,
         memtable_size: primary.memtable_size,
         max_immutable_memtables: primary.max_immutable_memtables,
+        memtable_key_filter: primary.memtable_key_filter,
         block_size: primary.block_size,
         block_restart_interval: primary.block_restart_interval,
         compression: primary.compression,

@@ -103,7 +103,7 @@ impl IndexValue {
     /// (spatial).
     pub fn encode(&self) -> Vec<u8> {
         match self {
-            IndexValue::I64(v) => ((*v as u64) ^ (1 << 63)).to_be_bytes().to_vec(),
+            IndexValue::I64(v) => encode_i64(*v).to_vec(),
             IndexValue::F64(v) => encode_f64(*v).to_vec(),
             IndexValue::Str(s) => s.as_bytes().to_vec(),
             IndexValue::Point(p) => p.iter().flat_map(|c| c.to_le_bytes()).collect(),
@@ -216,7 +216,15 @@ impl IndexValue {
     }
 }
 
-fn encode_f64(v: f64) -> [u8; 8] {
+/// The order-preserving encoding of an `i64` (big-endian, sign bit
+/// flipped): what [`IndexValue::encode`] gives for `I64`.
+pub(crate) fn encode_i64(v: i64) -> [u8; 8] {
+    ((v as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The order-preserving encoding of an `f64`: what [`IndexValue::encode`]
+/// gives for `F64`.
+pub(crate) fn encode_f64(v: f64) -> [u8; 8] {
     let bits = v.to_bits();
     let t = if bits >> 63 == 1 {
         !bits
