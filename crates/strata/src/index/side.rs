@@ -14,11 +14,74 @@ use strata_lsm::memtable::MemSide;
 use super::def::{fields_of, read_doc, Doc, IndexMeta};
 use super::fields::Fields;
 use super::preread::PreReads;
-use super::value::{IndexValue, Predicate};
+use super::value::{encode_f64, encode_i64, IndexValue, Predicate};
 use super::{read, write};
 
-/// A memtable side entry: encoded value, key, sequence number.
-type SideEntry = (Vec<u8>, Vec<u8>, SeqNo);
+/// A memtable side entry: encoded value, key and sequence number, ordered
+/// by (value, key, seq). Value and key share one allocation; `head` holds
+/// the value's first 8 bytes (zero-padded, big-endian), so most comparisons
+/// (the binary-counter merges of [`SortedRuns`]) read no heap memory: when
+/// two heads differ, their order is the values' byte order (a zero pad
+/// sorts like the end of a shorter value, which is a prefix of the other).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SideEntry {
+    head: u64,
+    /// Length of the value at the start of `bytes`.
+    vlen: usize,
+    /// `value ‖ key`.
+    bytes: Box<[u8]>,
+    seq: SeqNo,
+}
+
+/// The first 8 bytes of `v`, zero-padded, as a big-endian number.
+fn head_of(v: &[u8]) -> u64 {
+    let mut h = [0u8; 8];
+    for (d, s) in h.iter_mut().zip(v) {
+        *d = *s;
+    }
+    u64::from_be_bytes(h)
+}
+
+impl SideEntry {
+    fn new(value: &[u8], key: &[u8], seq: SeqNo) -> SideEntry {
+        let mut bytes = Vec::with_capacity(value.len() + key.len());
+        bytes.extend_from_slice(value);
+        bytes.extend_from_slice(key);
+        SideEntry {
+            head: head_of(value),
+            vlen: value.len(),
+            bytes: bytes.into_boxed_slice(),
+            seq,
+        }
+    }
+
+    fn value(&self) -> &[u8] {
+        self.bytes.get(..self.vlen).unwrap_or_default()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.bytes.get(self.vlen..).unwrap_or_default()
+    }
+
+    /// This entry's value against `v` (whose head is `head`).
+    fn cmp_value(&self, head: u64, v: &[u8]) -> std::cmp::Ordering {
+        self.head.cmp(&head).then_with(|| self.value().cmp(v))
+    }
+}
+
+impl Ord for SideEntry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.cmp_value(o.head, o.value())
+            .then_with(|| self.key().cmp(o.key()))
+            .then(self.seq.cmp(&o.seq))
+    }
+}
+
+impl PartialOrd for SideEntry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
 
 /// One index's values, inserted by the write group's leader while readers
 /// search. (One per index and memtable, behind an `Arc`: the variants'
@@ -78,20 +141,22 @@ impl SortedRuns {
     /// (key, seq) of the entries with `lo <= value <= hi`, in no
     /// particular order.
     fn range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, SeqNo)> {
+        use std::cmp::Ordering::{Greater, Less};
         let st = read(&self.state);
+        let (lo_head, hi_head) = (head_of(lo), head_of(hi));
         let mut out = Vec::new();
         for run in &st.runs {
-            let start = run.partition_point(|e| e.0.as_slice() < lo);
+            let start = run.partition_point(|e| e.cmp_value(lo_head, lo) == Less);
             for e in run.get(start..).unwrap_or_default() {
-                if e.0.as_slice() > hi {
+                if e.cmp_value(hi_head, hi) == Greater {
                     break;
                 }
-                out.push((e.1.clone(), e.2));
+                out.push((e.key().to_vec(), e.seq));
             }
         }
         for e in &st.tail {
-            if e.0.as_slice() >= lo && e.0.as_slice() <= hi {
-                out.push((e.1.clone(), e.2));
+            if e.cmp_value(lo_head, lo) != Less && e.cmp_value(hi_head, hi) != Greater {
+                out.push((e.key().to_vec(), e.seq));
             }
         }
         out
@@ -107,7 +172,7 @@ impl SortedRuns {
             .flat_map(|r| r.first().into_iter().chain(r.last()))
             .chain(st.tail.iter());
         for e in ends {
-            let v = e.0.as_slice();
+            let v = e.value();
             out = Some(match out {
                 None => (v, v),
                 Some((lo, hi)) => (lo.min(v), hi.max(v)),
@@ -219,9 +284,9 @@ impl IndexSide {
         let mut out: Vec<SideValue> = match &**side {
             SideIndex::Scalar(s) => {
                 let mut out = Vec::new();
-                s.for_each(|(enc, key, seq)| {
-                    if let Ok(v) = IndexValue::decode(ty, enc) {
-                        out.push((key.clone(), *seq, v));
+                s.for_each(|e| {
+                    if let Ok(v) = IndexValue::decode(ty, e.value()) {
+                        out.push((e.key().to_vec(), e.seq, v));
                     }
                 });
                 out
@@ -311,7 +376,12 @@ impl MemSide for IndexSide {
                     self.bytes.fetch_add(user_key.len() + 64, Relaxed);
                     match &**side {
                         SideIndex::Scalar(s) => {
-                            s.insert((v.encode(), user_key.to_vec(), seq));
+                            let e = match v {
+                                IndexValue::I64(i) => SideEntry::new(&encode_i64(i), user_key, seq),
+                                IndexValue::F64(f) => SideEntry::new(&encode_f64(f), user_key, seq),
+                                v => SideEntry::new(&v.encode(), user_key, seq),
+                            };
+                            s.insert(e);
                         }
                         SideIndex::Spatial(s) => {
                             s.insert((user_key.to_vec(), seq), v);
@@ -385,10 +455,14 @@ mod tests {
             x
         };
         for i in 0..20_000u64 {
-            let v = (next() % 3000).to_be_bytes().to_vec();
-            let e = (v, format!("k{}", next() % 500).into_bytes(), i);
-            runs.insert(e.clone());
-            model.insert(e);
+            // Values of 1 to 9 bytes: prefixes of each other and equal
+            // heads with different tails are compared as bytes.
+            let n = 1 + (next() % 9) as usize;
+            let v = (next() % 3000).to_be_bytes();
+            let v: Vec<u8> = v.iter().chain(&[0u8, 7]).skip(10 - n).copied().collect();
+            let k = format!("k{}", next() % 500).into_bytes();
+            runs.insert(SideEntry::new(&v, &k, i));
+            model.insert((v, k, i));
             if i % 997 == 0 {
                 let st = read(&runs.state);
                 for w in st.runs.windows(2) {
@@ -413,7 +487,7 @@ mod tests {
             }
         }
         let mut all = Vec::new();
-        runs.for_each(|e| all.push(e.clone()));
+        runs.for_each(|e| all.push((e.value().to_vec(), e.key().to_vec(), e.seq)));
         all.sort();
         assert_eq!(all, model.into_iter().collect::<Vec<_>>());
     }
