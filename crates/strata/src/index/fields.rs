@@ -1484,6 +1484,25 @@ mod tests {
                 .collect();
             let naive = b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
             assert_eq!(special_at(&b), naive, "{b:?}");
+            // With non-ASCII bytes special too, from every start.
+            for i in 0..=b.len() {
+                let naive = b
+                    .get(i..)
+                    .and_then(|r| r.iter().position(|&c| is_special::<true>(c)))
+                    .map(|p| i + p);
+                assert_eq!(special_from::<true>(&b, i), naive, "{b:?} from {i}");
+            }
+            // The digit run from the start (the bytes, mapped onto digits
+            // and others).
+            let d: Vec<u8> = b
+                .iter()
+                .map(|&c| if c % 3 == 0 { c } else { b'0' + c % 10 })
+                .collect();
+            let naive = d
+                .iter()
+                .position(|c| !c.is_ascii_digit())
+                .unwrap_or(d.len());
+            assert_eq!(digits(&d, 0), naive, "{d:?}");
         }
     }
 
