@@ -4,8 +4,13 @@
 //! as a full parse into `serde_json::Value` would (same parser, same
 //! number, string, UTF-8 and depth rules) but builds nothing except the
 //! values at the wanted field paths. Building the full tree cost 1.1–1.3 µs
-//! per tweet, about three times the cost of this pass (NEXT paper §4's
-//! "no significant overhead" needs index maintenance to stay this cheap).
+//! per tweet; this pass costs about 2,600 instructions per tweet (~400
+//! bytes, ten members, one long text) for one wanted integer, and about
+//! 3,600 with a wanted two-float array too (each float goes through
+//! `serde_json`), measured with callgrind (NEXT paper §4's "no significant
+//! overhead" needs index maintenance to stay this cheap). Most of it is
+//! per-member scanning (key, separators, value dispatch, ~100 each) and
+//! the string scan (~1.5 per byte).
 //!
 //! Contract: for every document and every path,
 //! `Fields::extract(raw)` then [`Extracted::value`] returns exactly what
@@ -26,6 +31,8 @@ pub(crate) struct Fields {
     nodes: Vec<Node>,
     /// Number of leaf slots (distinct paths).
     slots: usize,
+    /// The root's children: each top-level key and its node.
+    top: Vec<(Box<[u8]>, usize)>,
 }
 
 #[derive(Debug, Clone)]
@@ -61,7 +68,48 @@ pub(crate) type Read = std::result::Result<Extracted, ()>;
 /// The values one record holds at a [`Fields`]' paths.
 #[derive(Debug, Clone)]
 pub(crate) struct Extracted {
-    leaves: Vec<Leaf>,
+    leaves: Leaves,
+}
+
+/// One leaf per slot: inline for up to [`INLINE_LEAVES`] slots (an index
+/// or two on a table, the common case: no allocation per record).
+#[derive(Debug, Clone)]
+enum Leaves {
+    Inline([Leaf; INLINE_LEAVES], usize),
+    Heap(Vec<Leaf>),
+}
+
+const INLINE_LEAVES: usize = 2;
+
+impl Leaves {
+    /// `n` absent leaves.
+    fn new(n: usize) -> Leaves {
+        if n <= INLINE_LEAVES {
+            Leaves::Inline([Leaf::Absent, Leaf::Absent], n)
+        } else {
+            Leaves::Heap(vec![Leaf::Absent; n])
+        }
+    }
+}
+
+impl std::ops::Deref for Leaves {
+    type Target = [Leaf];
+
+    fn deref(&self) -> &[Leaf] {
+        match self {
+            Leaves::Inline(a, n) => a.get(..*n).unwrap_or_default(),
+            Leaves::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Leaves {
+    fn deref_mut(&mut self) -> &mut [Leaf] {
+        match self {
+            Leaves::Inline(a, n) => a.get_mut(..*n).unwrap_or_default(),
+            Leaves::Heap(v) => v,
+        }
+    }
 }
 
 impl Fields {
@@ -70,6 +118,7 @@ impl Fields {
         let mut f = Fields {
             nodes: vec![Node::new(String::new())],
             slots: 0,
+            top: Vec::new(),
         };
         for p in paths {
             let mut n = 0;
@@ -93,6 +142,16 @@ impl Fields {
                 }
             }
         }
+        f.top = f
+            .nodes
+            .first()
+            .map(|root| {
+                root.children
+                    .iter()
+                    .filter_map(|&c| Some((f.nodes.get(c)?.seg.as_bytes().into(), c)))
+                    .collect()
+            })
+            .unwrap_or_default();
         f
     }
 
@@ -126,16 +185,24 @@ impl Fields {
     /// Reads `raw` once: the values at every path, or `Err(())` for a
     /// document a full JSON parse rejects.
     pub fn extract(&self, raw: &[u8]) -> std::result::Result<Extracted, ()> {
-        let mut leaves = vec![Leaf::Absent; self.slots];
-        if self.fast(raw, &mut leaves).is_some() {
+        let mut leaves = Leaves::new(self.slots);
+        if self.fast::<true>(raw, &mut leaves).is_some() {
             return Ok(Extracted { leaves });
+        }
+        // Not ASCII (or anything else the fast path leaves): UTF-8 checked
+        // once here, then scanned again.
+        if !raw.is_ascii() && std::str::from_utf8(raw).is_ok() {
+            leaves.fill(Leaf::Absent);
+            if self.fast::<false>(raw, &mut leaves).is_some() {
+                return Ok(Extracted { leaves });
+            }
         }
         self.slow(raw)
     }
 
     /// [`Fields::extract`] by the serde path alone.
     fn slow(&self, raw: &[u8]) -> std::result::Result<Extracted, ()> {
-        let mut leaves = vec![Leaf::Absent; self.slots];
+        let mut leaves = Leaves::new(self.slots);
         let mut de = serde_json::Deserializer::from_slice(raw);
         At {
             fields: self,
@@ -241,16 +308,30 @@ impl Extracted {
 
 // ---- fast path ------------------------------------------------------------
 //
-// A byte scanner for the common case: an object document whose strings are
-// valid UTF-8 with no control characters and no surrogate escapes, whose
-// numbers cannot overflow an f64, nested at most `FAST_MAX_DEPTH` deep.
-// It validates what it skips itself and hands the byte span of each wanted
-// value to the serde path above (the same `At` on the same bytes, so the
-// values are the same by construction). It never decides that a document
-// is malformed: at anything outside that case it gives up (`None`) and
-// `extract` reads the document with the serde path, which decides.
+// A byte scanner for the common case: an object document whose strings
+// have no control characters and no surrogate escapes, whose top-level
+// keys have no escapes, whose numbers cannot overflow an f64, nested at
+// most `FAST_MAX_DEPTH` deep. It validates what it skips itself; it decodes
+// a wanted top-level member itself when that is plain (an integer of at
+// most 19 digits, a string without escapes, a literal, an array of numbers,
+// an object with no wanted paths below) and hands the byte span of any
+// other wanted value to the serde path above (the same `At` on the same
+// bytes, so those values are the same by construction). Floats are always
+// parsed by `serde_json`. It never decides that a document is malformed:
+// at anything outside that case it gives up (`None`) and `extract` reads
+// the document with the serde path, which decides.
 // Invariant: `fast` returns `Some` only for documents `from_slice::<Value>`
 // accepts (the `json_fields` fuzz target and the tests check it).
+//
+// UTF-8: outside strings the scanner accepts only ASCII bytes (structure,
+// numbers, literals, whitespace), so a document is UTF-8 if its strings
+// are. The first pass (`ASCII = true`) gives up at any byte >= 0x80 in a
+// string, so an ASCII document (the common case) is never validated
+// separately; a document that is not ASCII is checked with
+// `str::from_utf8` and scanned again with `ASCII = false`.
+//
+// The scanner is written as functions of (bytes, position) returning the
+// position after what they read, so that the position stays in a register.
 
 /// Deepest nesting the fast path handles (`serde_json` rejects beyond 128).
 const FAST_MAX_DEPTH: usize = 64;
@@ -259,237 +340,517 @@ const FAST_MAX_DEPTH: usize = 64;
 /// digits, such a number is below 1e200 and parses to a finite f64.
 const FAST_MAX_NUMBER: usize = 96;
 
-struct Scan<'a> {
-    b: &'a [u8],
-    i: usize,
+/// Most digits of an integer decoded directly: below 10^19, it cannot
+/// overflow a u64 (longer ones go to `serde_json`).
+const FAST_MAX_INT_DIGITS: usize = 19;
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit set in the lowest byte of `x` (little-endian) that is `"`,
+/// `\\`, a control character or, with `ASCII`, a byte >= 0x80; zero if
+/// there is none. Bytes above the lowest such byte may be flagged too (a
+/// borrow runs upward), so only the lowest is meaningful.
+#[inline(always)]
+fn special_mask<const ASCII: bool>(x: u64) -> u64 {
+    // `x ^ 0x02` maps '"' to 0x20 and 0x00..=0x1f onto themselves, so one
+    // "below 0x21" finds both; `x ^ '\\'` is zero at a backslash. A byte
+    // below the lowest flagged one neither underflows nor has its high bit
+    // set (it is ASCII, or masked out by `!x`), so no borrow reaches it.
+    let a = (x ^ (ONES * 0x02)).wrapping_sub(ONES * 0x21)
+        | (x ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
+    if ASCII {
+        (a | x) & HIGH
+    } else {
+        a & !x & HIGH
+    }
 }
 
-/// Offset in `b` of the first `"`, `\\` or control character (`None` if
-/// there is none), eight bytes at a time.
-fn special_at(b: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // High bit set in each byte of `x` below `n` (exact for the lowest
-    // such byte, which is all that is used).
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
-    let eq = |x: u64, c: u8| below(x ^ (ONES * u64::from(c)), 1);
-    let mut at = 0;
-    let mut chunks = b.chunks_exact(8);
+/// The byte [`special_mask`] looks for.
+fn is_special<const ASCII: bool>(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20 || (ASCII && c >= 0x80)
+}
+
+/// Offset in `b` of the first byte at or after `i` that [`special_mask`]
+/// looks for (`None` if there is none). The first sixteen bytes are looked
+/// at inline (most keys and many values end there), the rest by
+/// [`special_long`].
+#[inline(always)]
+fn special_from<const ASCII: bool>(b: &[u8], i: usize) -> Option<usize> {
+    let Some(c) = b.get(i..).and_then(|r| r.first_chunk::<16>()) else {
+        return special_long::<ASCII>(b, i);
+    };
+    let x = u128::from_le_bytes(*c);
+    let lo = special_mask::<ASCII>(x as u64);
+    if lo != 0 {
+        return Some(i + (lo.trailing_zeros() / 8) as usize);
+    }
+    let hi = special_mask::<ASCII>((x >> 64) as u64);
+    if hi != 0 {
+        return Some(i + 8 + (hi.trailing_zeros() / 8) as usize);
+    }
+    special_long::<ASCII>(b, i + 16)
+}
+
+/// [`special_from`], sixteen bytes at a time.
+#[inline(never)]
+fn special_long<const ASCII: bool>(b: &[u8], i: usize) -> Option<usize> {
+    let mut at = i;
+    let mut chunks = b.get(i..)?.chunks_exact(16);
     for c in &mut chunks {
-        let x = u64::from_le_bytes(c.try_into().ok()?);
-        let m = eq(x, b'"') | eq(x, b'\\') | below(x, 0x20);
+        let x = u128::from_le_bytes(c.try_into().ok()?);
+        let lo = special_mask::<ASCII>(x as u64);
+        let hi = special_mask::<ASCII>((x >> 64) as u64);
+        if lo | hi != 0 {
+            let bit = if lo != 0 {
+                lo.trailing_zeros()
+            } else {
+                64 + hi.trailing_zeros()
+            };
+            return Some(at + (bit / 8) as usize);
+        }
+        at += 16;
+    }
+    let rest = chunks.remainder();
+    let mut j = 0;
+    if let Some(c) = rest.first_chunk::<8>() {
+        let m = special_mask::<ASCII>(u64::from_le_bytes(*c));
         if m != 0 {
             return Some(at + (m.trailing_zeros() / 8) as usize);
         }
-        at += 8;
+        j = 8;
     }
-    chunks
-        .remainder()
+    rest.get(j..)?
         .iter()
-        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-        .map(|p| at + p)
+        .position(|&c| is_special::<ASCII>(c))
+        .map(|p| at + j + p)
 }
 
-impl<'a> Scan<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
-    }
+/// Offset in `b` of the first `"`, `\\` or control character (`None` if
+/// there is none).
+#[cfg(test)]
+fn special_at(b: &[u8]) -> Option<usize> {
+    special_from::<false>(b, 0)
+}
 
-    fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.i += 1;
-        }
+/// Past whitespace at `i`.
+#[inline(always)]
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
     }
+    i
+}
 
-    fn eat(&mut self, c: u8) -> Option<()> {
-        (self.peek()? == c).then(|| self.i += 1)
+/// The string whose contents start at `i` (just past its opening quote):
+/// the contents' end (its closing quote) and whether they hold no escape.
+/// Inlined for the common case; [`string_hard`] does the rest.
+#[inline(always)]
+fn string<const ASCII: bool>(b: &[u8], i: usize) -> Option<(usize, bool)> {
+    let end = special_from::<ASCII>(b, i)?;
+    if *b.get(end)? == b'"' {
+        return Some((end, true));
     }
+    string_hard::<ASCII>(b, end)
+}
 
-    /// A string at `i` (at its opening quote); returns its raw contents
-    /// and whether it holds an escape. The document was checked to be
-    /// UTF-8 as a whole, so the contents are (they are cut at ASCII
-    /// quotes).
-    fn string(&mut self) -> Option<(&'a [u8], bool)> {
-        self.eat(b'"')?;
-        let start = self.i;
-        let mut escaped = false;
-        loop {
-            self.i += special_at(self.b.get(self.i..)?)?;
-            match self.peek()? {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.i += 1;
-                    match self.peek()? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
-                        b'u' => {
-                            let hex = self.b.get(self.i + 1..self.i + 5)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return None;
-                            }
-                            let v = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-                            // Surrogates: left to serde_json's pairing rules.
-                            if (0xD800..=0xDFFF).contains(&v) {
-                                return None;
-                            }
-                            self.i += 5;
-                        }
-                        _ => return None,
-                    }
-                }
-                // A control character: serde_json rejects it.
-                _ => return None,
-            }
-        }
-        let raw = self.b.get(start..self.i)?;
-        self.i += 1;
-        Some((raw, escaped))
-    }
-
-    fn number(&mut self) -> Option<()> {
-        let start = self.i;
-        let digits = |s: &mut Scan<'_>| {
-            let from = s.i;
-            while s.peek().is_some_and(|c| c.is_ascii_digit()) {
-                s.i += 1;
-            }
-            s.i - from
-        };
-        if self.peek() == Some(b'-') {
-            self.i += 1;
-        }
-        match self.peek()? {
-            b'0' => self.i += 1,
-            b'1'..=b'9' => {
-                digits(self);
-            }
+/// [`string`] from its first escape or other special byte at `i`.
+#[inline(never)]
+fn string_hard<const ASCII: bool>(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
+    loop {
+        match *b.get(i)? {
+            b'"' => return Some((i, false)),
+            b'\\' => i = escape(b, i)?,
+            // A control character (serde_json rejects it) or, with
+            // `ASCII`, a non-ASCII byte (see above).
             _ => return None,
         }
-        if self.peek() == Some(b'.') {
-            self.i += 1;
-            if digits(self) == 0 {
-                return None;
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.i += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.i += 1;
-            }
-            if !(1..=2).contains(&digits(self)) {
-                return None;
-            }
-        }
-        (self.i - start <= FAST_MAX_NUMBER).then_some(())
+        i = special_from::<ASCII>(b, i)?;
     }
+}
 
-    /// After a member or element: `Some(true)` past a comma (another
-    /// follows), `Some(false)` past `close`, `None` at anything else.
-    fn more(&mut self, close: u8) -> Option<bool> {
-        self.ws();
-        let c = self.peek()?;
-        self.i += 1;
-        if c == b',' {
-            self.ws();
-            Some(true)
-        } else {
-            (c == close).then_some(false)
+/// Past the escape sequence at `i` (at its backslash).
+fn escape(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(i + 2),
+        b'u' => {
+            let mut v = 0u32;
+            for &h in b.get(i + 2..i + 6)? {
+                v = v * 16 + char::from(h).to_digit(16)?;
+            }
+            // Surrogates: left to serde_json's pairing rules.
+            (!(0xD800..=0xDFFF).contains(&v)).then_some(i + 6)
         }
+        _ => None,
     }
+}
 
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let end = self.i.checked_add(word.len())?;
-        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+/// Past the run of ASCII digits at `i`, eight at a time.
+#[inline(always)]
+fn digits(b: &[u8], mut i: usize) -> usize {
+    while let Some(c) = b.get(i..).and_then(|r| r.first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*c);
+        // The high bit in the lowest byte outside b'0'..=b'9' (a byte
+        // below 0x30 underflows, one above 0x39 reaches 0x80 when 0x46 is
+        // added, one >= 0x80 has it); exact for the lowest such byte.
+        let m = (x.wrapping_sub(ONES * 0x30) | x.wrapping_add(ONES * 0x46) | x) & HIGH;
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
     }
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
+}
 
-    /// Skips and validates one value at depth `depth`.
-    fn value(&mut self, depth: usize) -> Option<()> {
-        if depth > FAST_MAX_DEPTH {
+/// The number at `i`: its end and whether it is an integer (no fraction,
+/// no exponent).
+#[inline(always)]
+fn number(b: &[u8], start: usize) -> Option<(usize, bool)> {
+    let mut i = start;
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match *b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits(b, i + 1),
+        _ => return None,
+    }
+    let mut int = true;
+    if b.get(i) == Some(&b'.') {
+        int = false;
+        let d = digits(b, i + 1);
+        if d == i + 1 {
             return None;
         }
-        match self.peek()? {
-            b'"' => self.string().map(|_| ()),
-            b'{' => {
-                self.i += 1;
-                self.ws();
-                if self.eat(b'}').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.string()?;
-                    self.ws();
-                    self.eat(b':')?;
-                    self.ws();
-                    self.value(depth + 1)?;
-                    if !self.more(b'}')? {
-                        return Some(());
-                    }
-                }
-            }
-            b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.eat(b']').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.value(depth + 1)?;
-                    if !self.more(b']')? {
-                        return Some(());
-                    }
-                }
-            }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            _ => self.number(),
+        i = d;
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        int = false;
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
         }
+        let d = digits(b, i);
+        if !(1..=2).contains(&(d - i)) {
+            return None;
+        }
+        i = d;
+    }
+    (i - start <= FAST_MAX_NUMBER).then_some((i, int))
+}
+
+/// Past `word` at `i`.
+#[inline(always)]
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
+    let end = i.checked_add(word.len())?;
+    (b.get(i..end)? == word).then_some(end)
+}
+
+/// Past the value at `i` (at depth `depth`), validated (scalars inline,
+/// containers in [`container`]).
+#[inline(always)]
+fn skip<const ASCII: bool>(b: &[u8], i: usize, depth: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => string::<ASCII>(b, i + 1).map(|(end, _)| end + 1),
+        b'-' | b'0'..=b'9' => number(b, i).map(|(end, _)| end),
+        b't' => literal(b, i, b"true"),
+        b'f' => literal(b, i, b"false"),
+        b'n' => literal(b, i, b"null"),
+        _ => container::<ASCII>(b, i, depth),
+    }
+}
+
+/// After a member or element at `i`: `Some((true, j))` past a comma (and
+/// whitespace: another follows at `j`), `Some((false, j))` past `close`,
+/// `None` at anything else.
+#[inline(always)]
+fn more(b: &[u8], i: usize, close: u8) -> Option<(bool, usize)> {
+    let i = ws(b, i);
+    match *b.get(i)? {
+        b',' => Some((true, ws(b, i + 1))),
+        c if c == close => Some((false, i + 1)),
+        _ => None,
+    }
+}
+
+/// Past the object or array at `i` (at depth `depth`), validated.
+#[inline(never)]
+fn container<const ASCII: bool>(b: &[u8], i: usize, depth: usize) -> Option<usize> {
+    if depth > FAST_MAX_DEPTH {
+        return None;
+    }
+    match *b.get(i)? {
+        b'{' => {
+            let mut i = ws(b, i + 1);
+            if b.get(i) == Some(&b'}') {
+                return Some(i + 1);
+            }
+            loop {
+                if *b.get(i)? != b'"' {
+                    return None;
+                }
+                let (end, _) = string::<ASCII>(b, i + 1)?;
+                i = ws(b, end + 1);
+                if *b.get(i)? != b':' {
+                    return None;
+                }
+                i = skip::<ASCII>(b, ws(b, i + 1), depth + 1)?;
+                match more(b, i, b'}')? {
+                    (true, j) => i = j,
+                    (false, j) => return Some(j),
+                }
+            }
+        }
+        b'[' => {
+            let mut i = ws(b, i + 1);
+            if b.get(i) == Some(&b']') {
+                return Some(i + 1);
+            }
+            loop {
+                i = skip::<ASCII>(b, i, depth + 1)?;
+                match more(b, i, b']')? {
+                    (true, j) => i = j,
+                    (false, j) => return Some(j),
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The leaf `serde_json` reads from the number token `tok` (checked by
+/// [`number`]; `int` as it returned), if it is an integer of at most
+/// [`FAST_MAX_INT_DIGITS`] digits; `None` to leave it to `serde_json`.
+/// The rules are `serde_json`'s `parse_integer`/`parse_number`: a
+/// non-negative integer is a u64; a negative one an i64 if its negation
+/// fits, else an f64 (and `-0` is the f64 -0.0).
+#[inline(always)]
+fn int_leaf(tok: &[u8], int: bool) -> Option<Leaf> {
+    if !int {
+        return None;
+    }
+    let (neg, digits) = match tok.split_first() {
+        Some((b'-', d)) => (true, d),
+        _ => (false, tok),
+    };
+    if digits.len() > FAST_MAX_INT_DIGITS {
+        return None;
+    }
+    let mut v = 0u64;
+    for &d in digits {
+        v = v
+            .wrapping_mul(10)
+            .wrapping_add(u64::from(d.wrapping_sub(b'0')));
+    }
+    Some(if !neg {
+        Leaf::UInt(v)
+    } else {
+        let n = (v as i64).wrapping_neg();
+        if n >= 0 {
+            Leaf::Float(-(v as f64))
+        } else {
+            Leaf::Int(n)
+        }
+    })
+}
+
+/// A leaf as an array element ends a path: its number, if it is one.
+fn leaf_num(leaf: &Leaf) -> Option<f64> {
+    match leaf {
+        Leaf::Int(i) => Some(*i as f64),
+        Leaf::UInt(u) => Some(*u as f64),
+        Leaf::Float(f) => Some(*f),
+        _ => None,
     }
 }
 
 impl Fields {
     /// The fast path of [`Fields::extract`] (see above): `None` to fall
-    /// back to the serde path, with `leaves` in any state.
-    fn fast(&self, raw: &[u8], leaves: &mut [Leaf]) -> Option<()> {
-        std::str::from_utf8(raw).ok()?;
-        let mut s = Scan { b: raw, i: 0 };
-        s.ws();
-        s.eat(b'{')?;
-        s.ws();
-        if s.eat(b'}').is_none() {
+    /// back to the serde path (or, with `ASCII`, to a second pass), with
+    /// `leaves` in any state.
+    fn fast<const ASCII: bool>(&self, b: &[u8], leaves: &mut [Leaf]) -> Option<()> {
+        let mut i = ws(b, 0);
+        if *b.get(i)? != b'{' {
+            return None;
+        }
+        i = ws(b, i + 1);
+        if b.get(i) == Some(&b'}') {
+            i += 1;
+        } else {
             loop {
-                let (key, escaped) = s.string()?;
-                if escaped {
+                if *b.get(i)? != b'"' {
                     return None;
                 }
-                s.ws();
-                s.eat(b':')?;
-                s.ws();
-                // (`key` is UTF-8: the document is, and it is cut at quotes.)
-                let child = self.child_bytes(0, key);
-                let start = s.i;
-                s.value(1)?;
-                if let Some(c) = child {
-                    // The wanted value's bytes, read by the serde path.
-                    let span = raw.get(start..s.i)?;
-                    self.clear(c, leaves);
-                    let mut de = serde_json::Deserializer::from_slice(span);
-                    At {
-                        fields: self,
-                        node: c,
-                        leaves,
-                    }
-                    .deserialize(&mut de)
-                    .ok()?;
-                    de.end().ok()?;
+                // A key with an escape (or anything else special) is left
+                // to the serde path; unescaped, it is its raw bytes.
+                let end = special_from::<ASCII>(b, i + 1)?;
+                if *b.get(end)? != b'"' {
+                    return None;
                 }
-                if !s.more(b'}')? {
-                    break;
+                let key = b.get(i + 1..end)?;
+                i = ws(b, end + 1);
+                if *b.get(i)? != b':' {
+                    return None;
+                }
+                i = ws(b, i + 1);
+                i = match self.top_child(key) {
+                    Some(c) => self.wanted::<ASCII>(b, i, c, leaves)?,
+                    None => skip::<ASCII>(b, i, 1)?,
+                };
+                match more(b, i, b'}')? {
+                    (true, j) => i = j,
+                    (false, j) => {
+                        i = j;
+                        break;
+                    }
                 }
             }
         }
-        s.ws();
-        (s.i == raw.len()).then_some(())
+        (ws(b, i) == b.len()).then_some(())
+    }
+
+    /// The trie node of the top-level key `key`, if it is wanted.
+    #[inline(always)]
+    fn top_child(&self, key: &[u8]) -> Option<usize> {
+        for (k, c) in &self.top {
+            if k.len() == key.len() && k.first() == key.first() && **k == *key {
+                return Some(*c);
+            }
+        }
+        None
+    }
+
+    /// The member value at `i` (depth 1) at trie node `c`: decoded here
+    /// when plain, else by the serde path on its bytes. Past it.
+    #[inline(never)]
+    fn wanted<const ASCII: bool>(
+        &self,
+        b: &[u8],
+        i: usize,
+        c: usize,
+        leaves: &mut [Leaf],
+    ) -> Option<usize> {
+        const DEPTH: usize = 1;
+        let node = self.nodes.get(c)?;
+        // A duplicate key replaces everything the earlier one held (a
+        // leaf without children is set below on every way to `Some`).
+        if !node.children.is_empty() {
+            self.clear(c, leaves);
+        }
+        let (next, leaf) = match *b.get(i)? {
+            b'"' => {
+                let (end, plain) = string::<ASCII>(b, i + 1)?;
+                if node.leaf.is_none() {
+                    return Some(end + 1);
+                }
+                if !plain {
+                    return self.serde_value(b, i, end + 1, c, leaves);
+                }
+                let text = std::str::from_utf8(b.get(i + 1..end)?).ok()?;
+                (end + 1, Leaf::Str(text.to_owned()))
+            }
+            b'-' | b'0'..=b'9' => {
+                let (end, int) = number(b, i)?;
+                match int_leaf(b.get(i..end)?, int) {
+                    Some(l) => (end, l),
+                    None => return self.serde_value(b, i, end, c, leaves),
+                }
+            }
+            b't' => (literal(b, i, b"true")?, Leaf::Other),
+            b'f' => (literal(b, i, b"false")?, Leaf::Other),
+            b'n' => (literal(b, i, b"null")?, Leaf::Null),
+            // No paths below: an array is its numbers, an object `Other`.
+            b'[' if node.children.is_empty() => {
+                let (end, nums) = self.nums::<ASCII>(b, i, DEPTH)?;
+                (end, Leaf::Nums(nums))
+            }
+            b'{' if node.children.is_empty() => (container::<ASCII>(b, i, DEPTH)?, Leaf::Other),
+            _ => {
+                let end = container::<ASCII>(b, i, DEPTH)?;
+                return self.serde_value(b, i, end, c, leaves);
+            }
+        };
+        if let Some(l) = node.leaf.and_then(|l| leaves.get_mut(l)) {
+            *l = leaf;
+        }
+        Some(next)
+    }
+
+    /// The array at `i` (at depth `depth`) as a leaf: each element's
+    /// number, `None` for a non-number (validated and skipped). Its end
+    /// too.
+    fn nums<const ASCII: bool>(
+        &self,
+        b: &[u8],
+        i: usize,
+        depth: usize,
+    ) -> Option<(usize, Vec<Option<f64>>)> {
+        if depth > FAST_MAX_DEPTH || b.get(i) != Some(&b'[') {
+            return None;
+        }
+        let mut i = ws(b, i + 1);
+        let mut nums = Vec::new();
+        if b.get(i) == Some(&b']') {
+            return Some((i + 1, nums));
+        }
+        loop {
+            let n = match *b.get(i)? {
+                b'-' | b'0'..=b'9' => {
+                    let (end, int) = number(b, i)?;
+                    let tok = b.get(i..end)?;
+                    i = end;
+                    match int_leaf(tok, int) {
+                        Some(l) => leaf_num(&l),
+                        None => {
+                            let mut de = serde_json::Deserializer::from_slice(tok);
+                            let n = Both {
+                                fields: self,
+                                node: None,
+                                leaves: &mut [],
+                            }
+                            .deserialize(&mut de)
+                            .ok()?;
+                            de.end().ok()?;
+                            n
+                        }
+                    }
+                }
+                _ => {
+                    i = skip::<ASCII>(b, i, depth + 1)?;
+                    None
+                }
+            };
+            nums.push(n);
+            match more(b, i, b']')? {
+                (true, j) => i = j,
+                (false, j) => return Some((j, nums)),
+            }
+        }
+    }
+
+    /// The value `b[start..end]` at trie node `c`, read by the serde path.
+    /// Past it.
+    fn serde_value(
+        &self,
+        b: &[u8],
+        start: usize,
+        end: usize,
+        c: usize,
+        leaves: &mut [Leaf],
+    ) -> Option<usize> {
+        let mut de = serde_json::Deserializer::from_slice(b.get(start..end)?);
+        At {
+            fields: self,
+            node: c,
+            leaves,
+        }
+        .deserialize(&mut de)
+        .ok()?;
+        de.end().ok()?;
+        Some(end)
     }
 }
 
@@ -659,12 +1020,7 @@ impl<'de> DeserializeSeed<'de> for Both<'_, '_> {
 impl Both<'_, '_> {
     /// Captures a scalar at the child (if any) and returns it as a number.
     fn scalar(self, leaf: Leaf) -> Option<f64> {
-        let n = match &leaf {
-            Leaf::Int(i) => Some(*i as f64),
-            Leaf::UInt(u) => Some(*u as f64),
-            Leaf::Float(f) => Some(*f),
-            _ => None,
-        };
+        let n = leaf_num(&leaf);
         if let Some(c) = self.node {
             let mut at = At {
                 fields: self.fields,
@@ -855,20 +1211,30 @@ mod tests {
     /// and the fast path, when it answers, with the serde path. True if the
     /// fast path answered.
     fn agree(raw: &str, paths: &[&str]) -> bool {
+        agree_bytes(raw.as_bytes(), paths)
+    }
+
+    /// [`agree`] on any bytes.
+    fn agree_bytes(raw: &[u8], paths: &[&str]) -> bool {
         let paths: Vec<Vec<String>> = paths.iter().map(|p| parse_path(p).unwrap()).collect();
         let fields = Fields::new(paths.iter().map(|p| p.as_slice()));
-        let full = serde_json::from_slice::<Value>(raw.as_bytes());
+        let full = serde_json::from_slice::<Value>(raw);
         let mut fast = vec![Leaf::Absent; fields.slots];
-        let hit = fields.fast(raw.as_bytes(), &mut fast).is_some();
+        // As `extract` does: the ASCII pass, then the UTF-8 one.
+        let hit = fields.fast::<true>(raw, &mut fast).is_some()
+            || (std::str::from_utf8(raw).is_ok() && {
+                fast.fill(Leaf::Absent);
+                fields.fast::<false>(raw, &mut fast).is_some()
+            });
         if hit {
             assert!(full.is_ok(), "the fast path accepted {raw:?}");
             assert_eq!(
                 fast,
-                fields.slow(raw.as_bytes()).unwrap().leaves,
+                *fields.slow(raw).unwrap().leaves,
                 "fast and serde paths differ on {raw:?}"
             );
         }
-        let got = fields.extract(raw.as_bytes());
+        let got = fields.extract(raw);
         match (&full, &got) {
             (Err(_), Err(())) => return hit,
             (Ok(_), Ok(_)) => {}
@@ -978,8 +1344,20 @@ mod tests {
             x ^= x << 17;
             x % n
         };
-        const KEYS: [&str; 6] = ["a", "b", "0", "1", "user_id", "c"];
-        const NUMS: [&str; 12] = [
+        // As JSON: escaped and non-ASCII keys too (the first spells
+        // `user_id`, which the fast path leaves to the serde path).
+        const KEYS: [&str; 9] = [
+            r#""a""#,
+            r#""b""#,
+            r#""0""#,
+            r#""1""#,
+            r#""user_id""#,
+            r#""c""#,
+            r#""us\u0065r_id""#,
+            r#""é""#,
+            r#""a\"b""#,
+        ];
+        const NUMS: [&str; 20] = [
             "0",
             "-0",
             "7",
@@ -992,8 +1370,27 @@ mod tests {
             "9223372036854775808",
             "-9223372036854775809",
             "123456789012345678901234567890",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "18446744073709551615",
+            "-18446744073709551615",
+            "1234567890123456789",
+            "-1234567890123456789",
+            "10000000000000000000",
+            "-0.0",
         ];
-        const STRS: [&str; 5] = [r#""x""#, r#""\u00e9""#, r#""\ud800""#, r#""\n\"""#, r#""""#];
+        const STRS: [&str; 10] = [
+            r#""x""#,
+            r#""\u00e9""#,
+            r#""\ud800""#,
+            r#""\n\"""#,
+            r#""""#,
+            r#""é""#,
+            r#""日本語のテキスト and some ASCII after it""#,
+            r#""😀 emoji \" then escape""#,
+            r#""a long plain string of more than sixteen bytes""#,
+            r#""tab\there""#,
+        ];
         fn gen(next: &mut dyn FnMut(u64) -> u64, depth: u32, out: &mut String) {
             let k = if depth > 3 { next(4) } else { next(7) };
             match k {
@@ -1007,7 +1404,8 @@ mod tests {
                         if i > 0 {
                             out.push(',');
                         }
-                        out.push_str(&format!("{:?}:", KEYS[next(KEYS.len() as u64) as usize]));
+                        out.push_str(KEYS[next(KEYS.len() as u64) as usize]);
+                        out.push(':');
                         gen(next, depth + 1, out);
                     }
                     out.push('}');
@@ -1024,7 +1422,7 @@ mod tests {
                 }
             }
         }
-        let paths = ["a", "a.b", "a.0", "b.a.c", "user_id", "0", "c.1"];
+        let paths = ["a", "a.b", "a.0", "b.a.c", "user_id", "0", "c.1", "é", "1"];
         let (mut valid, mut fast) = (0, 0);
         for _ in 0..20_000 {
             let mut doc = String::new();
@@ -1039,9 +1437,16 @@ mod tests {
                     let i = next(raw.len() as u64) as usize;
                     raw.insert(i, b",}]:\\"[next(5) as usize]);
                 }
+                // A stray non-ASCII or control byte (invalid UTF-8 inside
+                // or outside a string, or a valid lead byte's start).
+                2 if !raw.is_empty() => {
+                    let i = next(raw.len() as u64) as usize;
+                    raw.insert(i, [0x80, 0xc3, 0xe6, 0xff, 0x01, 0x1f][next(6) as usize]);
+                }
                 _ => {}
             }
-            let Ok(text) = String::from_utf8(raw) else {
+            let Ok(text) = String::from_utf8(raw.clone()) else {
+                agree_bytes(&raw, &paths);
                 continue;
             };
             if text.starts_with('{') && serde_json::from_str::<Value>(&text).is_ok() {
@@ -1079,7 +1484,141 @@ mod tests {
                 .collect();
             let naive = b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
             assert_eq!(special_at(&b), naive, "{b:?}");
+            // With non-ASCII bytes special too, from every start.
+            for i in 0..=b.len() {
+                let naive = b
+                    .get(i..)
+                    .and_then(|r| r.iter().position(|&c| is_special::<true>(c)))
+                    .map(|p| i + p);
+                assert_eq!(special_from::<true>(&b, i), naive, "{b:?} from {i}");
+            }
+            // The digit run from the start (the bytes, mapped onto digits
+            // and others).
+            let d: Vec<u8> = b
+                .iter()
+                .map(|&c| if c % 3 == 0 { c } else { b'0' + c % 10 })
+                .collect();
+            let naive = d
+                .iter()
+                .position(|c| !c.is_ascii_digit())
+                .unwrap_or(d.len());
+            assert_eq!(digits(&d, 0), naive, "{d:?}");
         }
+    }
+
+    /// Integers decoded by the fast path itself: the u64/i64/f64 choice
+    /// and the boundaries around it agree with serde_json (leading zeros
+    /// and overlong ones are left to it).
+    #[test]
+    fn direct_integer_decoding_agrees_at_the_boundaries() {
+        let paths = ["n", "p"];
+        for (n, fast) in [
+            ("0", true),
+            ("-0", true),
+            ("7", true),
+            ("-1", true),
+            ("9223372036854775807", true),
+            ("9223372036854775808", true),
+            ("-9223372036854775808", true),
+            ("-9223372036854775809", true),
+            ("1234567890123456789", true),
+            ("9999999999999999999", true),
+            ("-9999999999999999999", true),
+            // 20 digits: left to serde_json (u64::MAX, u64::MAX + 1).
+            ("18446744073709551615", true),
+            ("18446744073709551616", true),
+            ("-18446744073709551616", true),
+            ("00", false),
+            ("01", false),
+            ("-01", false),
+            ("-", false),
+            ("1.", false),
+            ("1e", false),
+            ("1.5e3", true),
+            ("-0.0", true),
+        ] {
+            let raw = format!(r#"{{"n": {n}, "p": [{n}, {n}], "x": {n}}}"#);
+            assert_eq!(agree(&raw, &paths), fast, "{raw}");
+        }
+        let fields = Fields::new([parse_path("n").unwrap().as_slice()]);
+        let leaf = |raw: &str| fields.extract(raw.as_bytes()).unwrap().leaves[0].clone();
+        assert_eq!(leaf(r#"{"n":-0}"#), Leaf::Float(-0.0));
+        assert!(matches!(leaf(r#"{"n":-0}"#), Leaf::Float(f) if f.is_sign_negative()));
+        assert_eq!(leaf(r#"{"n":0}"#), Leaf::UInt(0));
+        assert_eq!(leaf(r#"{"n":-9223372036854775808}"#), Leaf::Int(i64::MIN));
+        assert_eq!(
+            leaf(r#"{"n":9223372036854775807}"#),
+            Leaf::UInt(i64::MAX as u64)
+        );
+        assert_eq!(leaf(r#"{"n":18446744073709551615}"#), Leaf::UInt(u64::MAX));
+        assert_eq!(
+            leaf(r#"{"n":18446744073709551616}"#),
+            Leaf::Float(18446744073709551616.0)
+        );
+        assert_eq!(
+            leaf(r#"{"n":-9223372036854775809}"#),
+            Leaf::Float(-9223372036854775809.0)
+        );
+    }
+
+    /// Non-ASCII text: UTF-8 is checked only when a string holds a
+    /// non-ASCII byte (then the document is scanned again); invalid UTF-8
+    /// inside or outside a string is malformed, as in the full parse.
+    #[test]
+    fn utf8_inside_and_outside_strings() {
+        let paths = ["name", "é", "user_id"];
+        for raw in [
+            r#"{"name": "café", "user_id": 1}"#,
+            r#"{"é": "日本語のテキスト, then more than sixteen bytes", "user_id": 2}"#,
+            r#"{"user_id": 3, "text": "😀😀😀 emoji and \" escape", "name": "x"}"#,
+            r#"{"name": "plain", "user_id": 4, "x": "ünïcödé"}"#,
+        ] {
+            assert!(agree(raw, &paths), "{raw}");
+        }
+        let cases: [&[u8]; 9] = [
+            b"{\"name\": \"ab\xffcd\", \"user_id\": 1}",
+            b"{\"name\": \"ab\xc3\", \"user_id\": 1}",
+            b"{\"name\": \"\xed\xa0\x80\", \"user_id\": 1}",
+            b"{\"name\": \"\xc0\xaf\", \"user_id\": 1}",
+            b"{\"na\xffme\": 1, \"user_id\": 1}",
+            b"{\"name\": 1, \xc3\xa9 \"user_id\": 1}",
+            b"{\"name\": 1 \xff}",
+            b"{\"name\": \"\xc3\xa9\"}\xff",
+            b"{\"name\": \"\xc3\xa9\", \"x\": \"\xe6\x97\"}",
+        ];
+        for raw in cases {
+            assert!(serde_json::from_slice::<Value>(raw).is_err(), "{raw:?}");
+            assert!(!agree_bytes(raw, &paths), "{raw:?}");
+        }
+    }
+
+    /// Escaped keys are left to the serde path (which matches them
+    /// decoded); duplicate wanted keys: the last wins, in either path.
+    #[test]
+    fn escaped_and_duplicate_keys() {
+        let paths = ["user_id", "coordinates", "a.b"];
+        for raw in [
+            r#"{"us\u0065r_id": 5}"#,
+            r#"{"user_id": 1, "us\u0065r_id": 5}"#,
+            r#"{"x\"y": 1, "user_id": 2}"#,
+        ] {
+            assert!(!agree(raw, &paths), "{raw}");
+        }
+        for raw in [
+            r#"{"user_id": 1, "user_id": 2}"#,
+            r#"{"user_id": 1, "user_id": "two"}"#,
+            r#"{"user_id": "one", "user_id": null}"#,
+            r#"{"coordinates": [1, 2], "coordinates": [3.5]}"#,
+            r#"{"coordinates": [1, 2], "coordinates": {"0": 1}}"#,
+            r#"{"a": {"b": 1}, "a": 2}"#,
+            r#"{"a": {"b": 1}, "a": {"c": 2}}"#,
+            r#"{"a": 2, "a": {"b": [1, 2]}}"#,
+        ] {
+            assert!(agree(raw, &paths), "{raw}");
+        }
+        let fields = Fields::new([parse_path("user_id").unwrap().as_slice()]);
+        let got = fields.extract(br#"{"user_id": 1, "user_id": 2}"#).unwrap();
+        assert_eq!(got.value(0, KeyType::I64), Ok(IndexValue::I64(2)));
     }
 
     #[test]
@@ -1098,5 +1637,45 @@ mod tests {
         ] {
             assert!(!agree(raw, &["user_id"]), "{raw}");
         }
+    }
+
+    /// Not a test: a workload for measuring `Fields::extract` under
+    /// callgrind (instruction counts, not time). Extracts the paths in
+    /// `STRATA_EXTRACT_PATHS` (comma-separated; default `UserID`) from the
+    /// JSON records of the chirp trace `STRATA_CHIRP` (the third
+    /// tab-separated column of its `w` lines), `STRATA_EXTRACT_ROUNDS`
+    /// times (default 5). Run with
+    /// `valgrind --tool=callgrind <test binary> --ignored extract_workload`
+    /// and divide `Fields::extract`'s inclusive count by its calls.
+    #[test]
+    #[ignore]
+    fn extract_workload() {
+        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        let trace = std::fs::read(env("STRATA_CHIRP", "/tmp/chirp/s.chirp")).unwrap();
+        let records: Vec<&[u8]> = trace
+            .split(|&c| c == b'\n')
+            .filter_map(|l| {
+                let mut cols = l.splitn(3, |&c| c == b'\t');
+                let (_, w, rec) = (cols.next()?, cols.next()?, cols.next()?);
+                (w == b"w").then_some(rec)
+            })
+            .collect();
+        let paths: Vec<Vec<String>> = env("STRATA_EXTRACT_PATHS", "UserID")
+            .split(',')
+            .map(|p| parse_path(p).unwrap())
+            .collect();
+        let fields = Fields::new(paths.iter().map(|p| p.as_slice()));
+        let rounds: usize = env("STRATA_EXTRACT_ROUNDS", "5").parse().unwrap();
+        // Called through a pointer so that it is not inlined here.
+        let extract: fn(&Fields, &[u8]) -> Read = std::hint::black_box(Fields::extract);
+        let mut found = 0usize;
+        for _ in 0..rounds {
+            for r in &records {
+                let got = extract(&fields, r).unwrap();
+                found += usize::from(got.value(0, KeyType::I64).is_ok());
+            }
+        }
+        assert_eq!(found, records.len() * rounds);
+        eprintln!("{} records x {rounds}", records.len());
     }
 }
