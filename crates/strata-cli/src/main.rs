@@ -678,10 +678,11 @@ fn stats_table(s: &strata::Stats) -> String {
         }
     };
     t.push_str(&format!(
-        "memtable: {} B ({} immutable), index side {} B   block cache: {} B   last sequence: {}\n",
+        "memtable: {} B ({} immutable), index side {} B, key filters {} B   block cache: {} B   last sequence: {}\n",
         s.memtable_bytes,
         s.immutable_memtables,
         s.memtable_side_bytes,
+        s.memtable_filter_bytes,
         s.block_cache_bytes,
         s.last_sequence
     ));

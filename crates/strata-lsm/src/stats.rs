@@ -246,6 +246,10 @@ pub struct Stats {
     /// component), not charged to the memtable budget.
     #[serde(default)]
     pub memtable_side_bytes: u64,
+    /// Bytes of their key filters ([`crate::Options::memtable_key_filter`]),
+    /// not charged to the memtable budget.
+    #[serde(default)]
+    pub memtable_filter_bytes: u64,
     /// Immutable memtables waiting to be flushed.
     pub immutable_memtables: usize,
     /// Bytes charged to the block cache.

@@ -790,12 +790,17 @@ impl Db {
     /// Counters, per-level sizes and memory use, as of now.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
-        let (v, mem_bytes, side_bytes, imm) = {
+        let (v, mem_bytes, side_bytes, filter_bytes, imm) = {
             let st = lock(&inner.state);
             let mems = || std::iter::once(&st.mem).chain(st.imm.iter());
-            let bytes: usize = mems().map(|m| m.approximate_bytes()).sum();
-            let side: usize = mems().map(|m| m.side_bytes()).sum();
-            (st.current.clone(), bytes as u64, side as u64, st.imm.len())
+            let sum = |f: fn(&MemTable) -> usize| mems().map(|m| f(m) as u64).sum::<u64>();
+            (
+                st.current.clone(),
+                sum(MemTable::approximate_bytes),
+                sum(MemTable::side_bytes),
+                sum(MemTable::filter_bytes),
+                st.imm.len(),
+            )
         };
         let io = inner.counters.snapshot();
         let levels: Vec<LevelStats> = (0..v.num_levels())
@@ -813,6 +818,7 @@ impl Db {
             levels,
             memtable_bytes: mem_bytes,
             memtable_side_bytes: side_bytes,
+            memtable_filter_bytes: filter_bytes,
             immutable_memtables: imm,
             block_cache_bytes: inner.block_cache.as_ref().map(|c| c.usage()).unwrap_or(0),
             last_sequence: inner.last_sequence.load(Ordering::SeqCst),
