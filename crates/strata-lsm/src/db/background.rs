@@ -417,10 +417,7 @@ impl crate::host::HostedEngine for DbInner {
         // No WAL: the new memtable keeps the log number (the WAL files of
         // a hosted engine stay empty).
         let log = st.mem.log_number();
-        let new_mem = Arc::new(
-            MemTable::with_side(log, self.memtable_side())
-                .with_key_filter(self.opts.memtable_filter_bytes()),
-        );
+        let new_mem = self.new_memtable(log);
         let old = std::mem::replace(&mut st.mem, new_mem);
         st.imm.push_back(old);
     }

@@ -263,10 +263,10 @@ impl Db {
             })
             .collect();
         logs.sort_unstable();
-        let new_mem = || {
-            Arc::new(MemTable::with_side(0, side()).with_key_filter(opts.memtable_filter_bytes()))
-        };
-        let mut recovered_mems = vec![new_mem()];
+        let filter_bytes = opts.memtable_filter_bytes();
+        let new_mem =
+            |log: u64| Arc::new(MemTable::with_side(log, side()).with_key_filter(filter_bytes));
+        let mut recovered_mems = vec![new_mem(0)];
         // Extensions see every replayed batch again (`BatchContext::
         // recovering`), with the replayed memtables and the recovered
         // version as the components it shadows.
@@ -281,7 +281,7 @@ impl Db {
                 if batch.is_empty() {
                     continue;
                 }
-                let mem = recovered_mems.last().cloned().unwrap_or_else(new_mem);
+                let mem = recovered_mems.last().cloned().unwrap_or_else(|| new_mem(0));
                 if !batch_hooks.is_empty() {
                     let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
                     let cx = crate::hooks::BatchContext {
@@ -298,7 +298,7 @@ impl Db {
                 write::insert_into(&mem, &batch)?;
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
                 if mem.approximate_bytes() >= opts.memtable_size {
-                    recovered_mems.push(new_mem());
+                    recovered_mems.push(new_mem(0));
                 }
             }
         }
@@ -310,7 +310,6 @@ impl Db {
             .path_ctx("create WAL", &log_path)?;
         let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
 
-        let filter_bytes = opts.memtable_filter_bytes();
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
             picker: crate::compaction::picker_for(&opts),
@@ -320,9 +319,7 @@ impl Db {
             tables,
             versions: Mutex::new(versions),
             state: Mutex::new(State {
-                mem: Arc::new(
-                    MemTable::with_side(log_number, side()).with_key_filter(filter_bytes),
-                ),
+                mem: new_mem(log_number),
                 imm: VecDeque::new(),
                 current,
                 writers: VecDeque::new(),
@@ -959,8 +956,17 @@ impl Drop for Snapshot {
 impl DbInner {
     /// The side structure of a new memtable (the first extension's that
     /// provides one).
-    pub(crate) fn memtable_side(&self) -> Option<Arc<dyn crate::memtable::MemSide>> {
+    fn memtable_side(&self) -> Option<Arc<dyn crate::memtable::MemSide>> {
         self.hooks.iter().find_map(|h| h.memtable_side())
+    }
+
+    /// A new empty memtable for WAL file `log`, with the side structure
+    /// and the key filter the options ask for.
+    pub(crate) fn new_memtable(&self, log: u64) -> Arc<MemTable> {
+        Arc::new(
+            MemTable::with_side(log, self.memtable_side())
+                .with_key_filter(self.opts.memtable_filter_bytes()),
+        )
     }
 
     /// Memtables (newest first) and version at this moment.

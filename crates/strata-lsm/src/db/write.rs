@@ -456,10 +456,7 @@ impl DbInner {
         }
         *log = Some(LogWriter::new(file, path, 0).sync_dir_first(self.opts.fs.clone()));
         drop(log);
-        let new_mem = Arc::new(
-            MemTable::with_side(number, self.memtable_side())
-                .with_key_filter(self.opts.memtable_filter_bytes()),
-        );
+        let new_mem = self.new_memtable(number);
         let old = std::mem::replace(&mut st.mem, new_mem);
         st.imm.push_back(old);
         // Hosted memtables switch with this one (see `crate::host`).

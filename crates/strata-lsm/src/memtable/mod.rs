@@ -257,6 +257,28 @@ impl MemTable {
 
     /// Newest entry of `user_key` with `seq <= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
+        let (entry, seq, kind) = self.newest_entry(user_key, snapshot)?;
+        Some(match kind {
+            ValueKind::Value => MemGet::Value(seq, entry.value().clone()),
+            ValueKind::Deletion => MemGet::Deleted(seq),
+            ValueKind::Merge => MemGet::Merge(seq),
+        })
+    }
+
+    /// Sequence number of the newest entry of `user_key` (any kind), without
+    /// copying its value; `None` if the memtable holds none.
+    pub fn newest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        self.newest_entry(user_key, key::MAX_SEQ)
+            .map(|(_, seq, _)| seq)
+    }
+
+    /// The newest entry of `user_key` with `seq <= snapshot`, with its
+    /// sequence number and kind (the key filter first).
+    fn newest_entry(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Option<(Entry<'_, MemKey, Vec<u8>>, SeqNo, ValueKind)> {
         if self.certainly_absent(user_key) {
             return None;
         }
@@ -266,26 +288,8 @@ impl MemTable {
         if parsed.user_key != user_key {
             return None;
         }
-        Some(match parsed.kind {
-            ValueKind::Value => MemGet::Value(parsed.seq, entry.value().clone()),
-            ValueKind::Deletion => MemGet::Deleted(parsed.seq),
-            ValueKind::Merge => MemGet::Merge(parsed.seq),
-        })
-    }
-
-    /// Sequence number of the newest entry of `user_key` (any kind), without
-    /// copying its value; `None` if the memtable holds none.
-    pub fn newest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
-        if self.certainly_absent(user_key) {
-            return None;
-        }
-        let target = MemKey::new(
-            user_key,
-            key::pack_trailer(key::MAX_SEQ, key::KIND_FOR_SEEK),
-        );
-        let entry = self.map.lower_bound(Bound::Included(&target))?;
-        let parsed = key::parse_internal_key(entry.key().as_slice()).ok()?;
-        (parsed.user_key == user_key).then_some(parsed.seq)
+        let (seq, kind) = (parsed.seq, parsed.kind);
+        Some((entry, seq, kind))
     }
 
     /// Visits every entry in internal-key order (used by flush and by index

@@ -14,7 +14,7 @@ use strata_lsm::memtable::MemSide;
 use super::def::{fields_of, read_doc, Doc, IndexMeta};
 use super::fields::Fields;
 use super::preread::PreReads;
-use super::value::{encode_f64, encode_i64, IndexValue, Predicate};
+use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
 /// A memtable side entry: encoded value, key and sequence number, ordered
@@ -43,13 +43,27 @@ fn head_of(v: &[u8]) -> u64 {
 }
 
 impl SideEntry {
+    /// The entry of `value` (encoded) for `key` at `seq`.
+    fn of(value: &IndexValue, key: &[u8], seq: SeqNo) -> SideEntry {
+        Self::build(|b| value.encode_into(b), key, seq)
+    }
+
+    /// The entry of the encoded value `value` for `key` at `seq`.
+    #[cfg(test)]
     fn new(value: &[u8], key: &[u8], seq: SeqNo) -> SideEntry {
-        let mut bytes = Vec::with_capacity(value.len() + key.len());
-        bytes.extend_from_slice(value);
+        Self::build(|b| b.extend_from_slice(value), key, seq)
+    }
+
+    /// The entry whose value `value` appends to an empty buffer.
+    fn build(value: impl FnOnce(&mut Vec<u8>), key: &[u8], seq: SeqNo) -> SideEntry {
+        let mut bytes = Vec::with_capacity(16 + key.len());
+        value(&mut bytes);
+        let vlen = bytes.len();
+        let head = head_of(bytes.get(..vlen).unwrap_or_default());
         bytes.extend_from_slice(key);
         SideEntry {
-            head: head_of(value),
-            vlen: value.len(),
+            head,
+            vlen,
             bytes: bytes.into_boxed_slice(),
             seq,
         }
@@ -376,12 +390,7 @@ impl MemSide for IndexSide {
                     self.bytes.fetch_add(user_key.len() + 64, Relaxed);
                     match &**side {
                         SideIndex::Scalar(s) => {
-                            let e = match v {
-                                IndexValue::I64(i) => SideEntry::new(&encode_i64(i), user_key, seq),
-                                IndexValue::F64(f) => SideEntry::new(&encode_f64(f), user_key, seq),
-                                v => SideEntry::new(&v.encode(), user_key, seq),
-                            };
-                            s.insert(e);
+                            s.insert(SideEntry::of(&v, user_key, seq));
                         }
                         SideIndex::Spatial(s) => {
                             s.insert((user_key.to_vec(), seq), v);

@@ -93,8 +93,7 @@ pub fn sort_key(v: &IndexValue) -> Vec<u8> {
 /// Appends [`sort_key`]`(v)` to `out`.
 pub fn sort_key_into(v: &IndexValue, out: &mut Vec<u8>) {
     match v {
-        IndexValue::I64(i) => out.extend_from_slice(&super::value::encode_i64(*i)),
-        IndexValue::F64(f) => out.extend_from_slice(&super::value::encode_f64(*f)),
+        IndexValue::I64(_) | IndexValue::F64(_) => v.encode_into(out),
         IndexValue::Str(s) => {
             out.reserve(s.len() + 2);
             for &b in s.as_bytes() {

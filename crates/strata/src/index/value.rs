@@ -102,12 +102,23 @@ impl IndexValue {
     /// Order-preserving encoding (scalars) or fixed-width coordinates
     /// (spatial).
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends [`IndexValue::encode`]`(self)` to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         match self {
-            IndexValue::I64(v) => encode_i64(*v).to_vec(),
-            IndexValue::F64(v) => encode_f64(*v).to_vec(),
-            IndexValue::Str(s) => s.as_bytes().to_vec(),
-            IndexValue::Point(p) => p.iter().flat_map(|c| c.to_le_bytes()).collect(),
-            IndexValue::Rect(r) => r.iter().flat_map(|c| c.to_le_bytes()).collect(),
+            IndexValue::I64(v) => out.extend_from_slice(&encode_i64(*v)),
+            IndexValue::F64(v) => out.extend_from_slice(&encode_f64(*v)),
+            IndexValue::Str(s) => out.extend_from_slice(s.as_bytes()),
+            IndexValue::Point(c) => c
+                .iter()
+                .for_each(|c| out.extend_from_slice(&c.to_le_bytes())),
+            IndexValue::Rect(c) => c
+                .iter()
+                .for_each(|c| out.extend_from_slice(&c.to_le_bytes())),
         }
     }
 
@@ -218,13 +229,13 @@ impl IndexValue {
 
 /// The order-preserving encoding of an `i64` (big-endian, sign bit
 /// flipped): what [`IndexValue::encode`] gives for `I64`.
-pub(crate) fn encode_i64(v: i64) -> [u8; 8] {
+fn encode_i64(v: i64) -> [u8; 8] {
     ((v as u64) ^ (1 << 63)).to_be_bytes()
 }
 
 /// The order-preserving encoding of an `f64`: what [`IndexValue::encode`]
 /// gives for `F64`.
-pub(crate) fn encode_f64(v: f64) -> [u8; 8] {
+fn encode_f64(v: f64) -> [u8; 8] {
     let bits = v.to_bits();
     let t = if bits >> 63 == 1 {
         !bits
