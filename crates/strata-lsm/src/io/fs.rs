@@ -75,6 +75,16 @@ impl WritableFile for File {
     }
 }
 
+impl WritableFile for super::mapped::MappedLog {
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        super::mapped::MappedLog::sync_data(self)
+    }
+
+    fn sync_all(&mut self) -> std::io::Result<()> {
+        super::mapped::MappedLog::sync_all(self)
+    }
+}
+
 /// A held lock on the database's LOCK file; released when dropped.
 pub trait FileLock: Send + Sync {}
 
@@ -101,6 +111,15 @@ pub trait Fs: Send + Sync + std::fmt::Debug {
     /// Creates a file for writing: fails if it exists when `exclusive`,
     /// else truncates an existing one.
     fn create(&self, path: &Path, exclusive: bool) -> std::io::Result<Box<dyn WritableFile>>;
+    /// Creates a new WAL file (it must not exist). With `mapped`, appends
+    /// may be copies into a shared memory mapping instead of `write` calls
+    /// (`io::mapped`) where the file system supports it; the bytes must be
+    /// in the OS when a write returns either way. The default ignores
+    /// `mapped` and calls `create(path, true)`.
+    fn create_log(&self, path: &Path, mapped: bool) -> std::io::Result<Box<dyn WritableFile>> {
+        let _ = mapped;
+        self.create(path, true)
+    }
     /// Atomically replaces `to` with `from` (same directory).
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()>;
     /// Removes a file.
@@ -149,6 +168,16 @@ impl Fs for RealFs {
             o.create(true).truncate(true);
         }
         Ok(Box::new(o.open(path)?))
+    }
+
+    fn create_log(&self, path: &Path, mapped: bool) -> std::io::Result<Box<dyn WritableFile>> {
+        if !mapped {
+            return self.create(path, true);
+        }
+        Ok(match super::mapped::create(path)? {
+            super::mapped::Created::Mapped(m) => Box::new(m),
+            super::mapped::Created::Plain(f) => Box::new(f),
+        })
     }
 
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {

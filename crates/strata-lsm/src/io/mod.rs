@@ -43,6 +43,7 @@ use crate::error::{Error, IoContext, Result};
 #[doc(hidden)]
 pub mod fault;
 mod fs;
+pub mod mapped;
 pub use fs::{FileLock, Fs, LockError, RandomRead, RealFs, WritableFile};
 
 /// Alignment of offsets, lengths and buffers for O_DIRECT reads.

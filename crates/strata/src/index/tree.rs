@@ -331,6 +331,7 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         // no threads of its own.
         background_work: false,
         wal: false,
+        wal_mmap: primary.wal_mmap,
         host: Some(primary_handle.clone()),
         hooks: vec![Arc::new(SyncPrimaryWal(primary_handle.clone()))],
         // Set by the strategies whose tree merges (`posting-lazy`).
