@@ -105,6 +105,7 @@ pub struct Options {
     /// system can preallocate (`io::mapped`; Linux), instead of one `write`
     /// call per record (default: true). The same durability either way: a
     /// write is in the OS when it returns, and `sync` makes it durable.
+    /// Ignored without a WAL (`wal == false`).
     pub wal_mmap: bool,
     /// Extensions (index strategies) that observe tables, compactions and
     /// version installs. See [`crate::hooks`].

@@ -306,7 +306,7 @@ impl Db {
         let log_number = next_file.fetch_add(1, Ordering::SeqCst);
         let log_path = filename::log_file(&dir, log_number);
         let log_file = fs
-            .create_log(&log_path, opts.wal_mmap)
+            .create_log(&log_path, opts.wal && opts.wal_mmap)
             .path_ctx("create WAL", &log_path)?;
         let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
 

@@ -448,7 +448,7 @@ impl DbInner {
         let file = self
             .opts
             .fs
-            .create_log(&path, self.opts.wal_mmap)
+            .create_log(&path, self.opts.wal && self.opts.wal_mmap)
             .path_ctx("create WAL", &path)?;
         let mut log = lock(&self.log);
         if let Some(old) = log.as_mut() {
