@@ -252,18 +252,7 @@ impl Drop for MappedLog {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn bytes(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x as u8) | 1
-            })
-            .collect()
-    }
+    use crate::wal::tests::payload;
 
     fn mapped(path: &Path) -> MappedLog {
         match create(path).unwrap() {
@@ -285,7 +274,7 @@ mod tests {
         // Past MIN_WINDOW + 256 KiB + 512 KiB + 1 MiB + ... into a 4 MiB window.
         while want.len() < 9 << 20 {
             seed += 1;
-            let b = bytes(seed, 1 + (seed as usize * 7919) % 70_000);
+            let b = payload(seed, 1 + (seed as usize * 7919) % 70_000);
             f.write_all(&b).unwrap();
             want.extend_from_slice(&b);
         }

@@ -59,7 +59,7 @@ impl RecordType {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs::{File, OpenOptions};
     use std::path::{Path, PathBuf};
 
@@ -69,7 +69,7 @@ mod tests {
     use crate::wal::WalRecovery::{self, BestEffort, TolerateTornTail};
 
     /// Deterministic test payload of `len` bytes, distinct per `seed`.
-    fn payload(seed: u64, len: usize) -> Vec<u8> {
+    pub(crate) fn payload(seed: u64, len: usize) -> Vec<u8> {
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         (0..len)
             .map(|_| {
