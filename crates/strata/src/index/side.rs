@@ -537,6 +537,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn seq_values_find_each_value_once_and_drop_duplicates() {
+        let v = |i: i64| IndexValue::I64(i);
+        // Dense: 1,000 values over 1,500 sequence numbers, in any order,
+        // with one sequence number given twice.
+        let mut pairs: Vec<(SeqNo, IndexValue)> = (0..1000u64)
+            .rev()
+            .map(|i| (100 + i * 3 / 2, v(i as i64)))
+            .collect();
+        pairs.push((100 + 3, v(-1)));
+        let mut d = SeqValues::new(pairs);
+        assert!(matches!(d, SeqValues::Dense { .. }));
+        assert_eq!(d.take(100 + 3), None, "a duplicate has no value");
+        assert_eq!(d.take(100 + 4), Some(v(3)));
+        assert_eq!(d.take(100 + 4), None, "taken once");
+        assert_eq!(d.take(100 + 5), None, "no entry");
+        assert_eq!(d.take(99), None);
+        assert_eq!(d.take(u64::MAX), None);
+        assert_eq!(d.take(100 + 1498), Some(v(999)));
+        // Sparse: sorted, same answers.
+        let mut s = SeqValues::new(vec![(7, v(1)), (1 << 40, v(2)), (5, v(3)), (7, v(4))]);
+        assert!(matches!(s, SeqValues::Sorted(_)));
+        assert_eq!(s.take(7), None, "a duplicate has no value");
+        assert_eq!(s.take(1 << 40), Some(v(2)));
+        assert_eq!(s.take(1 << 40), None, "taken once");
+        assert_eq!(s.take(5), Some(v(3)));
+        assert_eq!(s.take(6), None);
+        assert_eq!(SeqValues::new(Vec::new()).take(0), None);
+    }
+
+    #[test]
     fn sorted_runs_answer_like_an_ordered_set() {
         let runs = SortedRuns::default();
         let mut model = std::collections::BTreeSet::new();
