@@ -329,6 +329,9 @@ pub(crate) fn hilbert(x: u32, y: u32) -> u64 {
 /// `state << 8 | x4 << 4 | y4` is `new state << 8 | 8 bits of d`.
 const HILBERT_STEPS: [u16; 1024] = hilbert_steps();
 
+// Evaluated at compile time, where an index out of bounds is a build
+// error (and `get_mut` is not available in a `const fn`).
+#[allow(clippy::indexing_slicing)]
 const fn hilbert_steps() -> [u16; 1024] {
     let mut t = [0u16; 1024];
     let mut i = 0;
