@@ -657,6 +657,88 @@ fn int_leaf(tok: &[u8], int: bool) -> Option<Leaf> {
     })
 }
 
+/// The leaf `serde_json` reads from the number token `tok` (checked by
+/// [`number`]; `int` as it returned): [`int_leaf`], else, for a
+/// non-integer, [`float_leaf`]; `None` to leave it to `serde_json`.
+#[inline(always)]
+fn num_leaf(tok: &[u8], int: bool) -> Option<Leaf> {
+    match int_leaf(tok, int) {
+        Some(l) => Some(l),
+        None if !int => float_leaf(tok),
+        None => None,
+    }
+}
+
+/// The `f64` leaf of the non-integer number token `tok` (checked by
+/// [`number`]) when Clinger's fast path applies: at most 19 digits
+/// forming a mantissa `m` with `0 < m <= 2^53` and a decimal exponent `e`
+/// with `|e| <= 22`. Then `m` and `10^|e|` are exact `f64`s and one
+/// multiplication or division rounds correctly, as `serde_json` with
+/// `float_roundtrip` (this crate's feature) does for every number: the two
+/// agree. `None` otherwise (zeros included: their sign is left to
+/// `serde_json`).
+#[inline(always)]
+fn float_leaf(tok: &[u8]) -> Option<Leaf> {
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let (neg, rest) = match tok.split_first() {
+        Some((b'-', r)) => (true, r),
+        _ => (false, tok),
+    };
+    let mut m: u64 = 0;
+    let mut digits = 0u32;
+    let mut e10: i32 = 0;
+    let mut in_frac = false;
+    let mut it = rest.iter();
+    let mut exp_part: &[u8] = &[];
+    while let Some(&c) = it.next() {
+        match c {
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits > 19 {
+                    return None;
+                }
+                m = m * 10 + u64::from(c - b'0');
+                if in_frac {
+                    e10 -= 1;
+                }
+            }
+            b'.' => in_frac = true,
+            b'e' | b'E' => {
+                exp_part = it.as_slice();
+                break;
+            }
+            _ => return None,
+        }
+    }
+    if !exp_part.is_empty() {
+        let (eneg, ed) = match exp_part.split_first() {
+            Some((b'-', d)) => (true, d),
+            Some((b'+', d)) => (false, d),
+            _ => (false, exp_part),
+        };
+        if ed.is_empty() || ed.len() > 2 {
+            return None;
+        }
+        let mut e: i32 = 0;
+        for &c in ed {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            e = e * 10 + i32::from(c - b'0');
+        }
+        e10 += if eneg { -e } else { e };
+    }
+    if m == 0 || m > 1 << 53 {
+        return None;
+    }
+    let p = POW10.get(e10.unsigned_abs() as usize)?;
+    let v = if e10 >= 0 { m as f64 * p } else { m as f64 / p };
+    Some(Leaf::Float(if neg { -v } else { v }))
+}
+
 /// A leaf as an array element ends a path: its number, if it is one.
 fn leaf_num(leaf: &Leaf) -> Option<f64> {
     match leaf {
@@ -754,7 +836,7 @@ impl Fields {
             }
             b'-' | b'0'..=b'9' => {
                 let (end, int) = number(b, i)?;
-                match int_leaf(b.get(i..end)?, int) {
+                match num_leaf(b.get(i..end)?, int) {
                     Some(l) => (end, l),
                     None => return self.serde_value(b, i, end, c, leaves),
                 }
@@ -802,7 +884,7 @@ impl Fields {
                     let (end, int) = number(b, i)?;
                     let tok = b.get(i..end)?;
                     i = end;
-                    match int_leaf(tok, int) {
+                    match num_leaf(tok, int) {
                         Some(l) => leaf_num(&l),
                         None => {
                             let mut de = serde_json::Deserializer::from_slice(tok);
@@ -1252,6 +1334,76 @@ mod tests {
             }
         }
         hit
+    }
+
+    #[test]
+    fn floats_read_directly_are_serde_jsons() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut direct = 0;
+        for i in 0..100_000 {
+            // Tokens of JSON's grammar within `number`'s limits: up to 40
+            // digits around the point, exponents of up to 2 digits; those
+            // inside the fast path's limits and those beyond.
+            let mut t = String::new();
+            if next() % 2 == 0 {
+                t.push('-');
+            }
+            let int_digits = 1 + next() % 20;
+            for d in 0..int_digits {
+                let c = (next() % 10) as u8;
+                t.push(char::from(
+                    b'0' + if d == 0 && int_digits > 1 {
+                        c.max(1)
+                    } else {
+                        c
+                    },
+                ));
+            }
+            if i % 3 != 0 {
+                t.push('.');
+                for _ in 0..1 + next() % 20 {
+                    t.push(char::from(b'0' + (next() % 10) as u8));
+                }
+            }
+            if i % 3 != 1 {
+                t.push(['e', 'E'][(next() % 2) as usize]);
+                t.push_str(["", "+", "-"][(next() % 3) as usize]);
+                t.push_str(&(next() % 100).to_string());
+            }
+            let Some((end, int)) = number(t.as_bytes(), 0) else {
+                panic!("{t} is a number");
+            };
+            assert_eq!(end, t.len(), "{t}");
+            let want: f64 = serde_json::from_str(&t).unwrap();
+            match num_leaf(t.as_bytes(), int) {
+                Some(Leaf::Float(v)) => {
+                    direct += 1;
+                    assert_eq!(v.to_bits(), want.to_bits(), "{t}");
+                }
+                Some(l) => assert_eq!(leaf_num(&l).map(f64::to_bits), Some(want.to_bits()), "{t}"),
+                // Left to `serde_json`.
+                None => {}
+            }
+            assert!(agree(&format!(r#"{{"f":{t},"a":[{t},1.5]}}"#), &["f", "a"]));
+        }
+        assert!(direct > 10_000, "{direct} read directly");
+        for (t, want) in [
+            ("-118.198796", -118.198796),
+            ("33.975845", 33.975845),
+            ("2.5e-3", 0.0025),
+        ] {
+            assert_eq!(float_leaf(t.as_bytes()), Some(Leaf::Float(want)), "{t}");
+        }
+        for t in ["0.0", "-0.0", "0e5", "-0E-2", "0.000"] {
+            assert!(float_leaf(t.as_bytes()).is_none(), "{t}");
+            agree(&format!(r#"{{"f":{t},"a":[{t}]}}"#), &["f", "a"]);
+        }
     }
 
     #[test]

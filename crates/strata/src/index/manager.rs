@@ -4,6 +4,8 @@
 //! validate with it, and the per-version index state.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::fxhash::FastSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
@@ -25,7 +27,7 @@ use strata_lsm::version::{FileMetaData, Version};
 use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::memo::{self, Memo};
-use super::side::{self, IndexSide, SideValue};
+use super::side::{IndexSide, SeqValues};
 use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
@@ -33,7 +35,6 @@ use super::strategy::{
     DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
     WritePath,
 };
-use super::value::IndexValue;
 use super::{
     lock, read, tree, value, write, BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo,
     IndexSpec, IndexState, IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView,
@@ -476,21 +477,25 @@ impl IndexManager {
     }
 
     /// Memo maintenance for a batch about to enter the memtable: `ops` are
-    /// (key, seq) in order; `may_exist` checks older components.
-    pub fn note_writes<'a>(
-        &self,
-        ops: impl Iterator<Item = (&'a [u8], SeqNo)>,
-        may_exist: &dyn Fn(&[u8]) -> bool,
-    ) {
+    /// its operations in order; `may_exist` checks older components.
+    pub fn note_writes(&self, ops: &[OpRef<'_>], may_exist: &dyn Fn(&[u8]) -> bool) {
+        // Keys written earlier in the batch (whose older version is that
+        // write): by scan for small batches, else by a set.
+        let big = ops.len() > SMALL_BATCH;
+        let mut seen: FastSet<&[u8]> = FastSet::default();
+        if big {
+            seen.reserve(ops.len());
+        }
         let mut memo = write(&self.memo);
-        let mut seen: HashSet<&[u8]> = HashSet::new();
-        for (k, seq) in ops {
-            let exists = if seen.contains(k) {
-                true
+        for (i, &(seq, k, _)) in ops.iter().enumerate() {
+            let earlier = if big {
+                !seen.insert(k)
             } else {
-                memo.get(k).is_some_and(|e| e.removed_at.is_none()) || may_exist(k)
+                ops.get(..i)
+                    .is_some_and(|p| p.iter().any(|(_, e, _)| *e == k))
             };
-            seen.insert(k);
+            let exists =
+                earlier || memo.get(k).is_some_and(|e| e.removed_at.is_none()) || may_exist(k);
             memo.note_write(k, seq, exists);
         }
     }
@@ -880,6 +885,9 @@ impl IndexManager {
     }
 }
 
+/// Batches of at most this many operations find repeated keys by scan.
+const SMALL_BATCH: usize = 16;
+
 /// Builds every index's per-table structures while a table is written.
 struct IndexObserver {
     mgr: Arc<IndexManager>,
@@ -888,24 +896,29 @@ struct IndexObserver {
     fields: Fields,
     builders: Vec<Box<dyn TableIndexBuilder>>,
     /// A flush: per def, its values computed when the memtable's entries
-    /// were written, in entry order, consumed as the flush passes them; an
-    /// entry found there is not read again.
-    flushed: Vec<Option<std::iter::Peekable<std::vec::IntoIter<SideValue>>>>,
+    /// were written, by sequence number, taken as the flush passes them;
+    /// an entry found there is not read again.
+    flushed: Vec<Option<SeqValues>>,
     /// A compaction: per def, the values its input tables' index blocks
     /// record, by sequence number (shared by the compaction's outputs).
     stored: Vec<Option<Arc<Option<StoredValues>>>>,
     use_memo: bool,
     memo_entries: Vec<(Vec<u8>, memo::MemoEntry)>,
-    last_key: Option<Vec<u8>>,
+    /// The user key of the previous entry (valid when `has_last`), reused
+    /// so that an entry allocates nothing for it.
+    last_key: Vec<u8>,
+    has_last: bool,
 }
 
 impl TableObserver for IndexObserver {
     fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
-        if self.use_memo && self.last_key.as_deref() != Some(e.user_key) {
+        if self.use_memo && !(self.has_last && self.last_key == e.user_key) {
             if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
                 self.memo_entries.push((e.user_key.to_vec(), m));
             }
-            self.last_key = Some(e.user_key.to_vec());
+            self.last_key.clear();
+            self.last_key.extend_from_slice(e.user_key);
+            self.has_last = true;
         }
         if e.kind != ValueKind::Value {
             for b in &mut self.builders {
@@ -920,7 +933,7 @@ impl TableObserver for IndexObserver {
                 .flushed
                 .get_mut(i)
                 .and_then(|m| m.as_mut())
-                .and_then(|m| take_entry(m, e.user_key, e.seq))
+                .and_then(|m| m.take(e.seq))
                 .or_else(|| {
                     self.stored
                         .get(i)
@@ -957,25 +970,6 @@ impl TableObserver for IndexObserver {
 /// Memory one index may use, per compaction, for the values its inputs'
 /// index blocks record (beyond it, the compaction parses the records).
 const STORED_VALUES_BUDGET: usize = 64 << 20;
-
-/// The value of entry (`key`, `seq`) from `side` (in entry order), past
-/// the side values of entries before it.
-fn take_entry(
-    side: &mut std::iter::Peekable<std::vec::IntoIter<SideValue>>,
-    key: &[u8],
-    seq: SeqNo,
-) -> Option<IndexValue> {
-    while let Some((k, s, _)) = side.peek() {
-        match side::entry_order(k, *s, key, seq) {
-            std::cmp::Ordering::Less => {
-                side.next();
-            }
-            std::cmp::Ordering::Equal => return side.next().map(|(_, _, v)| v),
-            std::cmp::Ordering::Greater => return None,
-        }
-    }
-    None
-}
 
 /// Collects one compaction's dropped versions for the memo and for the
 /// strategies that repair from them (DELI).
@@ -1121,7 +1115,7 @@ impl EngineHooks for IndexManager {
             }
         }
         if use_memo {
-            self.note_writes(ops.iter().map(|(s, k, _)| (*k, *s)), &|k| cx.may_exist(k));
+            self.note_writes(&ops, &|k| cx.may_exist(k));
         }
         Ok(guard)
     }
@@ -1155,10 +1149,7 @@ impl EngineHooks for IndexManager {
             .and_then(|s| s.as_any().downcast_ref::<IndexSide>());
         let flushed = defs
             .iter()
-            .map(|d| {
-                side.and_then(|s| s.values_in_entry_order(d.meta.id))
-                    .map(|v| v.into_iter().peekable())
-            })
+            .map(|d| side.and_then(|s| s.values_by_seq(d.meta.id)))
             .collect();
         let stored = defs
             .iter()
@@ -1184,7 +1175,8 @@ impl EngineHooks for IndexManager {
             stored,
             use_memo,
             memo_entries: Vec::new(),
-            last_key: None,
+            last_key: Vec::new(),
+            has_last: false,
         }))
     }
 

@@ -27,11 +27,11 @@
 
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::HashMap;
-
 use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
+
+use super::fxhash::FastMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoEntry {
@@ -55,7 +55,9 @@ pub enum Validity {
 
 #[derive(Default, Debug)]
 pub struct Memo {
-    map: HashMap<Vec<u8>, MemoEntry>,
+    /// Keyed by primary key (hashed with FxHash: looked up for every
+    /// written key and every table entry flushed).
+    map: FastMap<Vec<u8>, MemoEntry>,
     bytes: usize,
 }
 

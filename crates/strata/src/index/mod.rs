@@ -38,6 +38,7 @@ pub mod embedded;
 pub(crate) mod entries;
 pub(crate) mod fields;
 pub(crate) mod filter;
+pub(crate) mod fxhash;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;

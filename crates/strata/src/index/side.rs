@@ -7,7 +7,6 @@ use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
-use crossbeam_skiplist::SkipMap;
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemSide;
 
@@ -45,18 +44,19 @@ fn head_of(v: &[u8]) -> u64 {
 impl SideEntry {
     /// The entry of `value` (encoded) for `key` at `seq`.
     fn of(value: &IndexValue, key: &[u8], seq: SeqNo) -> SideEntry {
-        Self::build(|b| value.encode_into(b), key, seq)
+        Self::build(value.encoded_len(), |b| value.encode_into(b), key, seq)
     }
 
     /// The entry of the encoded value `value` for `key` at `seq`.
     #[cfg(test)]
     fn new(value: &[u8], key: &[u8], seq: SeqNo) -> SideEntry {
-        Self::build(|b| b.extend_from_slice(value), key, seq)
+        Self::build(value.len(), |b| b.extend_from_slice(value), key, seq)
     }
 
-    /// The entry whose value `value` appends to an empty buffer.
-    fn build(value: impl FnOnce(&mut Vec<u8>), key: &[u8], seq: SeqNo) -> SideEntry {
-        let mut bytes = Vec::with_capacity(16 + key.len());
+    /// The entry whose value `value` appends to an empty buffer (`vlen`
+    /// bytes, expected: the allocation is then exact, never resized).
+    fn build(vlen: usize, value: impl FnOnce(&mut Vec<u8>), key: &[u8], seq: SeqNo) -> SideEntry {
+        let mut bytes = Vec::with_capacity(vlen + key.len());
         value(&mut bytes);
         let vlen = bytes.len();
         let head = head_of(bytes.get(..vlen).unwrap_or_default());
@@ -104,8 +104,16 @@ impl PartialOrd for SideEntry {
 enum SideIndex {
     /// Ordered by (encoded value, key, seq).
     Scalar(SortedRuns),
-    /// (key, seq) → value; queries test every entry.
-    Spatial(SkipMap<(Vec<u8>, SeqNo), IndexValue>),
+    /// (key, seq, value) in insertion order; queries test every entry,
+    /// so an insert is an append (no ordering work on the write path).
+    Spatial(RwLock<Vec<SpatialEntry>>),
+}
+
+/// A spatial side entry: key, sequence number, value.
+struct SpatialEntry {
+    key: Box<[u8]>,
+    seq: SeqNo,
+    value: IndexValue,
 }
 
 /// Entries in sorted runs plus an unsorted tail: an insert appends (no
@@ -139,7 +147,14 @@ impl SortedRuns {
             return;
         }
         let mut run = std::mem::take(&mut st.tail);
-        run.sort_unstable();
+        // By head (integers), then each group of equal heads fully: the
+        // order of `Ord`, which compares heads first.
+        run.sort_unstable_by_key(|e| e.head);
+        for group in run.chunk_by_mut(|a, b| a.head == b.head) {
+            if group.len() > 1 {
+                group.sort_unstable();
+            }
+        }
         // Merge with the newest runs while they are not twice as large
         // (binary-counter merging: each entry is moved O(log n) times).
         while let Some(last) = st.runs.last() {
@@ -277,7 +292,7 @@ impl IndexSide {
         // a writer still holding the old one inserts where queries look.
         let mut indexes = slot.indexes.clone();
         let side = if def.spec.key_type.is_spatial() {
-            SideIndex::Spatial(SkipMap::new())
+            SideIndex::Spatial(RwLock::new(Vec::new()))
         } else {
             SideIndex::Scalar(SortedRuns::default())
         };
@@ -286,32 +301,28 @@ impl IndexSide {
         *slot = Arc::new(Attached { indexes, fields });
     }
 
-    /// Index `id`'s values of this memtable's entries as (key, seq,
-    /// value), in the memtable's order (key ascending, then seq
-    /// descending), for the flush of the memtable (`None` if `id` is not
-    /// attached). Entries absent were not indexed here (no attribute, or
-    /// written before `id` was attached): the flush reads them itself.
-    pub fn values_in_entry_order(&self, id: u32) -> Option<Vec<SideValue>> {
+    /// Index `id`'s values of this memtable's entries by sequence number,
+    /// for the flush of the memtable (`None` if `id` is not attached).
+    /// Entries absent were not indexed here (no attribute, or written
+    /// before `id` was attached): the flush reads them itself.
+    pub fn values_by_seq(&self, id: u32) -> Option<SeqValues> {
         let att = self.current();
         let (meta, side) = att.indexes.iter().find(|(d, _)| d.id == id)?;
         let ty = meta.spec.key_type;
-        let mut out: Vec<SideValue> = match &**side {
-            SideIndex::Scalar(s) => {
-                let mut out = Vec::new();
-                s.for_each(|e| {
-                    if let Ok(v) = IndexValue::decode(ty, e.value()) {
-                        out.push((e.key().to_vec(), e.seq, v));
-                    }
-                });
-                out
+        let mut out: Vec<(SeqNo, IndexValue)> = Vec::new();
+        match &**side {
+            SideIndex::Scalar(s) => s.for_each(|e| {
+                if let Ok(v) = IndexValue::decode(ty, e.value()) {
+                    out.push((e.seq, v));
+                }
+            }),
+            SideIndex::Spatial(s) => {
+                let st = read(s);
+                out.reserve(st.len());
+                out.extend(st.iter().map(|e| (e.seq, e.value.clone())));
             }
-            SideIndex::Spatial(s) => s
-                .iter()
-                .map(|e| (e.key().0.clone(), e.key().1, e.value().clone()))
-                .collect(),
-        };
-        out.sort_unstable_by(|a, b| entry_order(&a.0, a.1, &b.0, b.1));
-        Some(out)
+        }
+        Some(SeqValues::new(out))
     }
 
     /// The range of index `id`'s values in this memtable (every version):
@@ -324,8 +335,8 @@ impl IndexSide {
             SideIndex::Scalar(s) => s.bounds().map(|(lo, hi)| SideBounds::Scalar(lo, hi)),
             SideIndex::Spatial(s) => {
                 let mut out: Option<[f64; 4]> = None;
-                for e in s.iter() {
-                    let Some(m) = e.value().mbr() else { continue };
+                for e in read(s).iter() {
+                    let Some(m) = e.value.mbr() else { continue };
                     out = Some(match out {
                         None => m,
                         Some(r) => [
@@ -353,10 +364,10 @@ impl IndexSide {
                 };
                 s.range(&lo, &hi)
             }
-            SideIndex::Spatial(s) => s
+            SideIndex::Spatial(s) => read(s)
                 .iter()
-                .filter(|e| pred.matches(e.value()))
-                .map(|e| (e.key().0.clone(), e.key().1))
+                .filter(|e| pred.matches(&e.value))
+                .map(|e| (e.key.to_vec(), e.seq))
                 .collect(),
         }
     }
@@ -393,7 +404,11 @@ impl MemSide for IndexSide {
                             s.insert(SideEntry::of(&v, user_key, seq));
                         }
                         SideIndex::Spatial(s) => {
-                            s.insert((user_key.to_vec(), seq), v);
+                            write(s).push(SpatialEntry {
+                                key: user_key.into(),
+                                seq,
+                                value: v,
+                            });
                         }
                     }
                 }
@@ -427,13 +442,82 @@ pub(crate) fn bounds(mem: &strata_lsm::memtable::MemTable, id: u32) -> Option<Si
         .and_then(|s| s.bounds(id))
 }
 
-/// A memtable entry's value for one index: key, sequence number, value.
-pub(crate) type SideValue = (Vec<u8>, SeqNo, IndexValue);
+/// One index's values of a flushed memtable's entries, found by sequence
+/// number: every version in the memtable has its own sequence number, so
+/// the sequence number alone names the entry (no key comparison, no sort
+/// by key). Dense (one slot per sequence number of the memtable's range)
+/// unless the values are sparse in that range, then sorted by sequence
+/// number. Invariant: a sequence number given two values (never expected)
+/// has none, so that its entry is read from the record.
+pub(crate) enum SeqValues {
+    /// `vals[i]` is the value of sequence number `base + i`.
+    Dense {
+        base: SeqNo,
+        vals: Vec<Option<IndexValue>>,
+    },
+    /// Sorted by sequence number, without duplicates; taken values are
+    /// left `None`.
+    Sorted(Vec<(SeqNo, Option<IndexValue>)>),
+}
 
-/// The memtable's order of entries: key ascending, then sequence number
-/// descending.
-pub(crate) fn entry_order(ak: &[u8], aseq: SeqNo, bk: &[u8], bseq: SeqNo) -> std::cmp::Ordering {
-    ak.cmp(bk).then(bseq.cmp(&aseq))
+impl SeqValues {
+    /// The values of `pairs`, (sequence number, value) in any order.
+    pub fn new(pairs: Vec<(SeqNo, IndexValue)>) -> SeqValues {
+        let (Some(lo), Some(hi)) = (
+            pairs.iter().map(|p| p.0).min(),
+            pairs.iter().map(|p| p.0).max(),
+        ) else {
+            return SeqValues::Sorted(Vec::new());
+        };
+        // Dense while it costs at most a few slots per value.
+        let span = hi - lo;
+        if span <= (pairs.len() as u64).saturating_mul(4) {
+            let mut vals: Vec<Option<IndexValue>> = vec![None; span as usize + 1];
+            let mut dup: Vec<SeqNo> = Vec::new();
+            for (seq, v) in pairs {
+                if let Some(slot) = vals.get_mut((seq - lo) as usize) {
+                    if slot.is_some() {
+                        dup.push(seq);
+                    }
+                    *slot = Some(v);
+                }
+            }
+            for seq in dup {
+                if let Some(slot) = vals.get_mut((seq - lo) as usize) {
+                    *slot = None;
+                }
+            }
+            return SeqValues::Dense { base: lo, vals };
+        }
+        let mut pairs = pairs;
+        pairs.sort_unstable_by_key(|p| p.0);
+        let mut out: Vec<(SeqNo, Option<IndexValue>)> = Vec::with_capacity(pairs.len());
+        let mut dup: Option<SeqNo> = None;
+        for (seq, v) in pairs {
+            if out.last().is_some_and(|l| l.0 == seq) || dup == Some(seq) {
+                out.pop_if(|l| l.0 == seq);
+                dup = Some(seq);
+                continue;
+            }
+            out.push((seq, Some(v)));
+        }
+        SeqValues::Sorted(out)
+    }
+
+    /// The value of the entry with sequence number `seq`, taken: each
+    /// entry is asked for once.
+    pub fn take(&mut self, seq: SeqNo) -> Option<IndexValue> {
+        match self {
+            SeqValues::Dense { base, vals } => {
+                let i = usize::try_from(seq.checked_sub(*base)?).ok()?;
+                vals.get_mut(i)?.take()
+            }
+            SeqValues::Sorted(v) => {
+                let i = v.binary_search_by_key(&seq, |p| p.0).ok()?;
+                v.get_mut(i)?.1.take()
+            }
+        }
+    }
 }
 
 /// The entries of index `id` in `mem`'s side structure matching `pred`:
@@ -451,6 +535,36 @@ pub(crate) fn candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seq_values_find_each_value_once_and_drop_duplicates() {
+        let v = |i: i64| IndexValue::I64(i);
+        // Dense: 1,000 values over 1,500 sequence numbers, in any order,
+        // with one sequence number given twice.
+        let mut pairs: Vec<(SeqNo, IndexValue)> = (0..1000u64)
+            .rev()
+            .map(|i| (100 + i * 3 / 2, v(i as i64)))
+            .collect();
+        pairs.push((100 + 3, v(-1)));
+        let mut d = SeqValues::new(pairs);
+        assert!(matches!(d, SeqValues::Dense { .. }));
+        assert_eq!(d.take(100 + 3), None, "a duplicate has no value");
+        assert_eq!(d.take(100 + 4), Some(v(3)));
+        assert_eq!(d.take(100 + 4), None, "taken once");
+        assert_eq!(d.take(100 + 5), None, "no entry");
+        assert_eq!(d.take(99), None);
+        assert_eq!(d.take(u64::MAX), None);
+        assert_eq!(d.take(100 + 1498), Some(v(999)));
+        // Sparse: sorted, same answers.
+        let mut s = SeqValues::new(vec![(7, v(1)), (1 << 40, v(2)), (5, v(3)), (7, v(4))]);
+        assert!(matches!(s, SeqValues::Sorted(_)));
+        assert_eq!(s.take(7), None, "a duplicate has no value");
+        assert_eq!(s.take(1 << 40), Some(v(2)));
+        assert_eq!(s.take(1 << 40), None, "taken once");
+        assert_eq!(s.take(5), Some(v(3)));
+        assert_eq!(s.take(6), None);
+        assert_eq!(SeqValues::new(Vec::new()).take(0), None);
+    }
 
     #[test]
     fn sorted_runs_answer_like_an_ordered_set() {
@@ -478,6 +592,7 @@ mod tests {
                     assert!(w[1].len() * 2 < w[0].len(), "run sizes");
                 }
                 assert!(st.runs.iter().all(|r| r.is_sorted()));
+                assert!(st.runs.iter().all(|r| r.windows(2).all(|w| w[0] < w[1])));
                 assert!(st.tail.len() < TAIL_MAX);
             }
             if i % 101 == 0 {

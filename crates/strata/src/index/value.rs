@@ -107,6 +107,16 @@ impl IndexValue {
         out
     }
 
+    /// The length of [`IndexValue::encode`]`(self)`.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            IndexValue::I64(_) | IndexValue::F64(_) => 8,
+            IndexValue::Str(s) => s.len(),
+            IndexValue::Point(_) => 16,
+            IndexValue::Rect(_) => 32,
+        }
+    }
+
     /// Appends [`IndexValue::encode`]`(self)` to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         match self {
@@ -473,6 +483,7 @@ mod tests {
             IndexValue::Rect([0.0, 1.0, 2.0, 3.0]),
         ] {
             assert_eq!(IndexValue::decode(v.key_type(), &v.encode()).unwrap(), v);
+            assert_eq!(v.encoded_len(), v.encode().len());
         }
         assert!(IndexValue::decode(KeyType::I64, b"short").is_err());
         assert!(IndexValue::decode(KeyType::String, &[0xff, 0xfe]).is_err());

@@ -303,24 +303,68 @@ pub fn dir_block_name(index_id: u32) -> String {
 }
 
 /// Hilbert index of `(x, y)` on a 2^16 × 2^16 grid.
-pub(crate) fn hilbert(mut x: u32, mut y: u32) -> u64 {
-    let n: u32 = 1 << 16;
+pub(crate) fn hilbert(x: u32, y: u32) -> u64 {
+    // Four bits of each coordinate per step (see `HILBERT_STEPS`), most
+    // significant first; only the low 16 bits of `x` and `y` count.
     let mut d: u64 = 0;
-    let mut s = n / 2;
-    while s > 0 {
-        let rx = u32::from(x & s > 0);
-        let ry = u32::from(y & s > 0);
-        d += (s as u64) * (s as u64) * ((3 * rx) ^ ry) as u64;
-        if ry == 0 {
-            if rx == 1 {
-                x = n - 1 - x;
-                y = n - 1 - y;
-            }
-            std::mem::swap(&mut x, &mut y);
-        }
-        s /= 2;
+    let mut state: usize = 0;
+    for shift in [12u32, 8, 4, 0] {
+        let xn = ((x >> shift) & 0xf) as usize;
+        let yn = ((y >> shift) & 0xf) as usize;
+        let e = HILBERT_STEPS
+            .get((state << 8) | (xn << 4) | yn)
+            .copied()
+            .unwrap_or(0);
+        d = (d << 8) | u64::from(e & 0xff);
+        state = usize::from(e >> 8);
     }
     d
+}
+
+/// The Hilbert curve of order 16 taken 4 bits per step. The curve's
+/// classic bit-by-bit loop (for each bit from the top: quadrant
+/// `(3 * rx) ^ ry`; when `ry == 0`, reflect if `rx == 1`, then swap)
+/// applies to the remaining bits a transform made of a swap and a
+/// reflection of both coordinates, which commute: 4 states. Entry
+/// `state << 8 | x4 << 4 | y4` is `new state << 8 | 8 bits of d`.
+const HILBERT_STEPS: [u16; 1024] = hilbert_steps();
+
+// Evaluated at compile time, where an index out of bounds is a build
+// error (and `get_mut` is not available in a `const fn`).
+#[allow(clippy::indexing_slicing)]
+const fn hilbert_steps() -> [u16; 1024] {
+    let mut t = [0u16; 1024];
+    let mut i = 0;
+    while i < 1024 {
+        // State bit 0: swap; bit 1: reflect.
+        let mut state = i >> 8;
+        let (x4, y4) = ((i >> 4) & 0xf, i & 0xf);
+        let mut d = 0;
+        let mut bit = 4;
+        while bit > 0 {
+            bit -= 1;
+            let (mut rx, mut ry) = ((x4 >> bit) & 1, (y4 >> bit) & 1);
+            if state & 1 == 1 {
+                let t = rx;
+                rx = ry;
+                ry = t;
+            }
+            if state & 2 == 2 {
+                rx ^= 1;
+                ry ^= 1;
+            }
+            d = (d << 2) | ((3 * rx) ^ ry);
+            if ry == 0 {
+                state ^= 1;
+                if rx == 1 {
+                    state ^= 2;
+                }
+            }
+        }
+        t[i] = ((state << 8) | d) as u16;
+        i += 1;
+    }
+    t
 }
 
 fn union(a: &[f64; 4], b: &[f64; 4]) -> [f64; 4] {
@@ -355,23 +399,30 @@ fn varint_len(mut v: u64) -> usize {
     n
 }
 
-/// An entry being built: encoded value, location, seq, value.
-type Encoded = (Vec<u8>, Loc, SeqNo, IndexValue);
+/// An entry being built: the bounds of its encoded value in the build's
+/// arena, location, seq, value.
+type Encoded = ((usize, usize), Loc, SeqNo, IndexValue);
 
-/// Encodes one secondary block holding `encoded[i]` for each `i` of
+/// The encoded value of `e`, whose bounds lie in `arena`.
+fn enc_of<'a>(arena: &'a [u8], e: &Encoded) -> &'a [u8] {
+    arena.get(e.0 .0..e.0 .1).unwrap_or_default()
+}
+
+/// Encodes one secondary block holding `items[i]` for each `i` of
 /// `members`, in order (format: `docs/format/next.md`).
-fn encode_sec_block(ty: KeyType, encoded: &[Encoded], members: &[usize]) -> Vec<u8> {
+fn encode_sec_block(ty: KeyType, arena: &[u8], items: &[Encoded], members: &[usize]) -> Vec<u8> {
     let base = members
         .iter()
-        .filter_map(|&i| encoded.get(i))
+        .filter_map(|&i| items.get(i))
         .map(|e| e.2)
         .min()
         .unwrap_or(0);
     let mut out = Vec::with_capacity(SEC_BLOCK_BYTES + 64);
     let mut offsets = Vec::with_capacity(members.len());
-    for (enc, loc, seq, _) in members.iter().filter_map(|&i| encoded.get(i)) {
+    for e in members.iter().filter_map(|&i| items.get(i)) {
+        let (_, loc, seq, _) = e;
         offsets.push(out.len() as u32);
-        put_value(&mut out, ty, enc);
+        put_value(&mut out, ty, enc_of(arena, e));
         put_varint64(&mut out, u64::from(loc.0));
         put_varint64(&mut out, u64::from(loc.1));
         put_varint64(&mut out, seq - base);
@@ -587,29 +638,124 @@ fn prefix_u64(b: &[u8]) -> u64 {
     u64::from_be_bytes(a)
 }
 
-/// `items` stably sorted by (`keys[i]`, then `cmp`): the sort moves
-/// 16-byte (key, index) pairs and compares integers, calling `cmp` only on
-/// equal keys (a stable sort of the 80-byte items comparing byte vectors
-/// was half of a flush's index build).
-fn sorted_by_prefix(
-    items: Vec<Encoded>,
-    keys: &[u64],
-    cmp: impl Fn(&Encoded, &Encoded) -> std::cmp::Ordering,
-) -> Vec<Encoded> {
+/// The indexes `0..keys.len()` ordered by (`keys[i]`, then `cmp(i, j)`,
+/// then `i`): the sort moves 16-byte (key, index) pairs and compares
+/// integers, calling `cmp` only on equal keys, and the items themselves
+/// are never moved (a stable sort of the 80-byte items comparing byte
+/// vectors was half of a flush's index build).
+fn order_by_prefix(keys: &[u64], cmp: impl Fn(usize, usize) -> std::cmp::Ordering) -> Vec<usize> {
     let mut order: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
     order.sort_unstable_by(|a, b| {
         a.0.cmp(&b.0)
-            .then_with(|| match (items.get(a.1), items.get(b.1)) {
-                (Some(x), Some(y)) => cmp(x, y),
-                _ => std::cmp::Ordering::Equal,
-            })
+            .then_with(|| cmp(a.1, b.1))
             .then(a.1.cmp(&b.1))
     });
-    let mut slots: Vec<Option<Encoded>> = items.into_iter().map(Some).collect();
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
+/// The first 16 bytes of `b` as two big-endian numbers, zero-padded: for
+/// values of one length of at most 16 bytes, comparing these pairs is
+/// comparing the bytes.
+fn halves(b: &[u8]) -> (u64, u64) {
+    (prefix_u64(b), prefix_u64(b.get(8..).unwrap_or_default()))
+}
+
+/// Whether every item's encoded value has one length of at most 16 bytes
+/// (`I64`, `F64`, `Point`), so that [`halves`] orders them.
+fn fixed_width(items: &[Encoded]) -> bool {
+    let width = |e: &Encoded| e.0 .1.saturating_sub(e.0 .0);
+    let w = items.first().map_or(0, width);
+    w <= 16 && items.iter().all(|e| width(e) == w)
+}
+
+/// The indexes `0..n` ordered by (`key(i)`, then `i`): a radix sort on
+/// the first number (see [`radix_order`]), then each group of equal first
+/// numbers sorted by the rest.
+fn order_by_keys(n: usize, key: impl Fn(usize) -> (u64, u64, u64)) -> Vec<usize> {
+    let keys: Vec<(u64, u64, u64)> = (0..n).map(key).collect();
+    let firsts: Vec<u64> = keys.iter().map(|k| k.0).collect();
+    let mut order = radix_order(&firsts);
+    let first = |i: &usize| firsts.get(*i).copied();
+    let rest = |i: &usize| keys.get(*i).map(|k| (k.1, k.2, *i));
+    for group in order.chunk_by_mut(|a, b| first(a) == first(b)) {
+        if group.len() > 1 && !group.is_sorted_by_key(rest) {
+            group.sort_unstable_by_key(rest);
+        }
+    }
     order
-        .into_iter()
-        .filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take))
-        .collect()
+}
+
+/// The indexes `0..keys.len()` ordered by (`keys[i]`, then `i`): a
+/// least-significant-digit radix sort, 11 bits a pass, skipping the
+/// digits every key shares (a pass is stable, and the first starts in
+/// index order).
+fn radix_order(keys: &[u64]) -> Vec<usize> {
+    const BITS: u32 = 11;
+    const MASK: u64 = (1 << BITS) - 1;
+    let (all, any) = keys
+        .iter()
+        .fold((u64::MAX, 0u64), |(a, o), &k| (a & k, o | k));
+    let varying = all ^ any;
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    let mut next: Vec<usize> = vec![0; keys.len()];
+    let mut count = vec![0usize; 1 << BITS];
+    let digit = |i: usize, shift: u32| keys.get(i).map_or(0, |k| ((k >> shift) & MASK) as usize);
+    let mut shift = 0;
+    while shift < 64 {
+        if (varying >> shift) & MASK != 0 {
+            count.fill(0);
+            for &i in &order {
+                if let Some(c) = count.get_mut(digit(i, shift)) {
+                    *c += 1;
+                }
+            }
+            let mut start = 0;
+            for c in count.iter_mut() {
+                let n = *c;
+                *c = start;
+                start += n;
+            }
+            for &i in &order {
+                if let Some(c) = count.get_mut(digit(i, shift)) {
+                    if let Some(slot) = next.get_mut(*c) {
+                        *slot = i;
+                    }
+                    *c += 1;
+                }
+            }
+            std::mem::swap(&mut order, &mut next);
+        }
+        shift += BITS;
+    }
+    order
+}
+
+/// The order of a table's index entries, as indexes into `items`: spatial
+/// (`curve` given, each item's Hilbert value) by (Hilbert value, encoded
+/// value, index); scalar by (encoded value, position, index). With `fast`
+/// (only when [`fixed_width`]`(items)`), the same order from integer
+/// tuples alone.
+fn entry_order(arena: &[u8], items: &[Encoded], curve: Option<&[u64]>, fast: bool) -> Vec<usize> {
+    let enc = |i: usize| items.get(i).map_or(&[][..], |e| enc_of(arena, e));
+    let loc = |i: usize| items.get(i).map(|e| e.1);
+    match (curve, fast) {
+        (Some(curve), true) => order_by_keys(items.len(), |i| {
+            let (a, b) = halves(enc(i));
+            (curve.get(i).copied().unwrap_or(0), a, b)
+        }),
+        (Some(curve), false) => order_by_prefix(curve, |a, b| enc(a).cmp(enc(b))),
+        (None, true) => order_by_keys(items.len(), |i| {
+            let (a, b) = halves(enc(i));
+            let l = loc(i).map_or(0, |l| (u64::from(l.0) << 32) | u64::from(l.1));
+            (a, b, l)
+        }),
+        (None, false) => {
+            let prefixes: Vec<u64> = (0..items.len()).map(|i| prefix_u64(enc(i))).collect();
+            order_by_prefix(&prefixes, |a, b| {
+                enc(a).cmp(enc(b)).then(loc(a).cmp(&loc(b)))
+            })
+        }
+    }
 }
 
 /// Algorithm 1 with value-aware splitting. `pairs` are (value, position in
@@ -629,7 +775,15 @@ pub fn build(
         f64::NEG_INFINITY,
         f64::NEG_INFINITY,
     ];
-    let encoded: Vec<Encoded>;
+    // Every encoded value in one arena: no allocation per entry.
+    let mut arena: Vec<u8> = Vec::with_capacity(n.saturating_mul(16));
+    let mut push_enc = |v: &IndexValue| {
+        let start = arena.len();
+        v.encode_into(&mut arena);
+        (start, arena.len())
+    };
+    let items: Vec<Encoded>;
+    let order: Vec<usize>;
     if ty.is_spatial() {
         for (v, _, _) in &pairs {
             if let Some(m) = v.mbr() {
@@ -643,7 +797,7 @@ pub fn build(
         let scale =
             |v: f64, lo: f64, span: f64| (((v - lo) / span) * 65535.0).clamp(0.0, 65535.0) as u32;
         let mut curve: Vec<u64> = Vec::with_capacity(n);
-        let items: Vec<Encoded> = pairs
+        items = pairs
             .drain(..)
             .map(|(v, h_, seq)| {
                 let m = v.mbr().unwrap_or([0.0; 4]);
@@ -653,20 +807,19 @@ pub fn build(
                     scale(cx, table_mbr[0], w),
                     scale(cy, table_mbr[1], h),
                 ));
-                (v.encode(), h_, seq, v)
+                (push_enc(&v), h_, seq, v)
             })
             .collect();
-        // By Hilbert value, then encoded value, stable.
-        encoded = sorted_by_prefix(items, &curve, |a, b| a.0.cmp(&b.0));
+        order = entry_order(&arena, &items, Some(&curve), fixed_width(&items));
     } else {
-        let items: Vec<Encoded> = pairs
+        items = pairs
             .drain(..)
-            .map(|(v, h, seq)| (v.encode(), h, seq, v))
+            .map(|(v, h, seq)| (push_enc(&v), h, seq, v))
             .collect();
-        let prefixes: Vec<u64> = items.iter().map(|e| prefix_u64(&e.0)).collect();
-        // By encoded value, then position, stable.
-        encoded = sorted_by_prefix(items, &prefixes, |a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        order = entry_order(&arena, &items, None, fixed_width(&items));
     }
+    let first = order.first().and_then(|&i| items.get(i));
+    let last = order.last().and_then(|&i| items.get(i));
     let delta_value = match delta {
         Delta::Off => f64::INFINITY,
         Delta::Fixed(d) => d,
@@ -682,8 +835,8 @@ pub fn build(
                     f64::INFINITY
                 }
             } else {
-                let lo = encoded.first().map_or(0.0, |e| e.3.gap_coordinate());
-                let hi = encoded.last().map_or(0.0, |e| e.3.gap_coordinate());
+                let lo = first.map_or(0.0, |e| e.3.gap_coordinate());
+                let hi = last.map_or(0.0, |e| e.3.gap_coordinate());
                 let d = 8.0 * (hi - lo) / (n - 1) as f64;
                 if d > 0.0 {
                     d
@@ -696,7 +849,7 @@ pub fn build(
 
     let mut blocks = Vec::new();
     let mut entries: Vec<GlobalEntry> = Vec::new();
-    // The current secondary block's entries (indexes into `encoded`) and an
+    // The current secondary block's entries (indexes into `items`) and an
     // upper bound of its encoded size (each seq counted at full width).
     let mut block: Vec<usize> = Vec::new();
     let mut block_bytes = 0usize;
@@ -717,7 +870,10 @@ pub fn build(
             });
         }
     };
-    for (i, (enc, loc, seq, v)) in encoded.iter().enumerate() {
+    for &i in &order {
+        let Some(item) = items.get(i) else { continue };
+        let (_, loc, seq, v) = item;
+        let enc = enc_of(&arena, item);
         let in_block = block.len() as u32;
         // Split the global entry when the value is too far (value-aware).
         if let Some((_, env, last, _)) = &mut cur {
@@ -735,7 +891,10 @@ pub fn build(
             Some((_, env, last, max_seq)) => {
                 match (env, v.mbr()) {
                     (Envelope::Rect(r), Some(m)) => *r = union(r, &m),
-                    (Envelope::Scalar(_, hi), _) => hi.clone_from(enc),
+                    (Envelope::Scalar(_, hi), _) => {
+                        hi.clear();
+                        hi.extend_from_slice(enc);
+                    }
                     _ => {}
                 }
                 *last = v.gap_coordinate();
@@ -744,7 +903,7 @@ pub fn build(
             None => {
                 let env = match v.mbr() {
                     Some(m) if ty.is_spatial() => Envelope::Rect(m),
-                    _ => Envelope::Scalar(enc.clone(), enc.clone()),
+                    _ => Envelope::Scalar(enc.to_vec(), enc.to_vec()),
                 };
                 cur = Some((in_block, env, v.gap_coordinate(), *seq));
             }
@@ -756,7 +915,7 @@ pub fn build(
             close(&mut entries, &mut cur, block_no, block.len() as u32);
             blocks.push((
                 sec_block_name(index_id, block_no),
-                encode_sec_block(ty, &encoded, &block),
+                encode_sec_block(ty, &arena, &items, &block),
             ));
             block.clear();
             block_bytes = 0;
@@ -767,7 +926,7 @@ pub fn build(
         close(&mut entries, &mut cur, block_no, block.len() as u32);
         blocks.push((
             sec_block_name(index_id, block_no),
-            encode_sec_block(ty, &encoded, &block),
+            encode_sec_block(ty, &arena, &items, &block),
         ));
         block_no += 1;
     }
@@ -1126,6 +1285,115 @@ mod tests {
         let b = build(2, KeyType::Rect, Delta::Auto, handles(1), rects.clone());
         let pred = Predicate::Within([3.0, 3.0, 4.0, 4.0]);
         assert_eq!(search(&b, &b.index, &pred), brute(&rects, &pred));
+    }
+
+    #[test]
+    fn fixed_width_order_is_the_general_order() {
+        let mut x: u64 = 88172645463325252;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for spatial in [false, true] {
+            let mut arena = Vec::new();
+            let mut items: Vec<Encoded> = Vec::new();
+            let mut curve = Vec::new();
+            for i in 0..5000u32 {
+                // Few distinct values and Hilbert keys: many ties.
+                let v = if spatial {
+                    IndexValue::Point([(next() % 7) as f64 - 3.0, (next() % 5) as f64 * 0.5])
+                } else {
+                    IndexValue::I64((next() % 50) as i64 - 25)
+                };
+                let start = arena.len();
+                v.encode_into(&mut arena);
+                // Positions not in item order.
+                let loc = ((next() % 40) as u32, (next() % 3) as u32);
+                items.push(((start, arena.len()), loc, u64::from(i), v));
+                curve.push(next() % 9);
+            }
+            assert!(fixed_width(&items));
+            let c = spatial.then_some(&curve[..]);
+            assert_eq!(
+                entry_order(&arena, &items, c, true),
+                entry_order(&arena, &items, c, false),
+                "spatial {spatial}"
+            );
+        }
+        let mut arena = Vec::new();
+        let mut items: Vec<Encoded> = Vec::new();
+        for (i, s) in ["b", "ab", "a"].iter().enumerate() {
+            let start = arena.len();
+            IndexValue::Str(s.to_string()).encode_into(&mut arena);
+            items.push(((start, arena.len()), (0, i as u32), 0, IndexValue::I64(0)));
+        }
+        assert!(!fixed_width(&items), "strings of several lengths");
+    }
+
+    /// The curve's textbook loop, one bit per step.
+    fn hilbert_reference(mut x: u32, mut y: u32) -> u64 {
+        let n: u32 = 1 << 16;
+        let mut d: u64 = 0;
+        let mut s = n / 2;
+        while s > 0 {
+            let rx = u32::from(x & s > 0);
+            let ry = u32::from(y & s > 0);
+            d += (s as u64) * (s as u64) * ((3 * rx) ^ ry) as u64;
+            if ry == 0 {
+                if rx == 1 {
+                    x = n - 1 - x;
+                    y = n - 1 - y;
+                }
+                std::mem::swap(&mut x, &mut y);
+            }
+            s /= 2;
+        }
+        d
+    }
+
+    #[test]
+    fn hilbert_steps_match_the_reference_loop() {
+        for x in (0..65536u32).step_by(7) {
+            for y in [
+                0u32, 1, 2, 3, 255, 256, 4095, 4096, 32767, 32768, 65534, 65535,
+            ] {
+                assert_eq!(hilbert(x, y), hilbert_reference(x, y), "({x}, {y})");
+                assert_eq!(hilbert(y, x), hilbert_reference(y, x), "({y}, {x})");
+            }
+        }
+        let mut r: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            let (x, y) = ((r & 0xffff) as u32, ((r >> 16) & 0xffff) as u32);
+            assert_eq!(hilbert(x, y), hilbert_reference(x, y), "({x}, {y})");
+        }
+    }
+
+    #[test]
+    fn radix_order_is_a_stable_sort() {
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (n, mask) in [
+            (0usize, u64::MAX),
+            (1, u64::MAX),
+            (5000, u64::MAX),
+            (5000, 0xff00),
+            (5000, 0),
+        ] {
+            let keys: Vec<u64> = (0..n).map(|_| next() & mask).collect();
+            let mut want: Vec<usize> = (0..n).collect();
+            want.sort_by_key(|&i| (keys[i], i));
+            assert_eq!(radix_order(&keys), want, "{n} keys, mask {mask:x}");
+        }
     }
 
     #[test]
