@@ -53,10 +53,14 @@ pub const MIN_WINDOW: u64 = 256 << 10;
 pub const MAX_WINDOW: u64 = 4 << 20;
 /// Appended bytes between two starts of writeback.
 pub const WRITEBACK_CHUNK: u64 = 1 << 20;
+/// Writeback is started for whole pages of this size (a multiple of the
+/// page size of every Linux platform we build for).
+const PAGE: u64 = 4096;
 
 /// An append-only file written through a mapped window.
 ///
 /// Invariants: `start` is a multiple of [`MIN_WINDOW`]; `start <= pos`;
+/// `written_back <= pos` is a multiple of `PAGE`;
 /// if `map` is `Some`, it maps file bytes `start..start + map.len()`, all
 /// allocated, and `pos <= start + map.len()`; if `None`, `pos == start`
 /// and the next write maps the window at `start`.
@@ -227,9 +231,16 @@ impl Write for MappedLog {
             done += n;
             self.pos += n as u64;
         }
-        if self.pos - self.written_back >= WRITEBACK_CHUNK {
-            start_writeback(&self.file, self.written_back, self.pos - self.written_back);
-            self.written_back = self.pos;
+        // Whole pages only: a page under writeback is write-protected, and
+        // the next append into it would wait for the write to finish.
+        let done_pages = self.pos & !(PAGE - 1);
+        if done_pages.saturating_sub(self.written_back) >= WRITEBACK_CHUNK {
+            start_writeback(
+                &self.file,
+                self.written_back,
+                done_pages - self.written_back,
+            );
+            self.written_back = done_pages;
         }
         Ok(done)
     }
