@@ -195,6 +195,53 @@ impl BloomFilter {
     /// [`BloomFilter::may_contain`] for a key already hashed with
     /// [`hash64`] (one hash for many filters probed with the same key).
     pub fn may_contain_hash(&self, h: u64) -> bool {
+        self.view().may_contain_hash(h)
+    }
+
+    /// The filter as a borrowed view.
+    pub fn view(&self) -> BloomView<'_> {
+        BloomView {
+            bits: &self.bits,
+            k: self.k,
+            num_blocks: self.num_blocks,
+        }
+    }
+
+    /// The bit array, the probe count and the number of 64-byte blocks:
+    /// for owners that keep many filters' bits in one buffer and probe
+    /// them through [`BloomView::new`].
+    pub fn into_parts(self) -> (Vec<u8>, u8, u32) {
+        (self.bits, self.k, self.num_blocks)
+    }
+
+    /// Bytes of the bit array.
+    pub fn size(&self) -> usize {
+        self.bits.len()
+    }
+}
+
+/// A filter's bit array borrowed from wherever its owner keeps it.
+#[derive(Clone, Copy)]
+pub struct BloomView<'a> {
+    bits: &'a [u8],
+    k: u8,
+    num_blocks: u32,
+}
+
+impl<'a> BloomView<'a> {
+    /// The filter of `bits`, `k` and `num_blocks` as taken apart by
+    /// [`BloomFilter::into_parts`] (a bit array that does not match
+    /// `num_blocks` answers "may contain" for what it lacks).
+    pub fn new(bits: &'a [u8], k: u8, num_blocks: u32) -> BloomView<'a> {
+        BloomView {
+            bits,
+            k,
+            num_blocks,
+        }
+    }
+
+    /// False means the key hashed to `h` by [`hash64`] is certainly absent.
+    pub fn may_contain_hash(&self, h: u64) -> bool {
         let base = block_index(h, self.num_blocks) * FILTER_BLOCK_BYTES;
         let Some(block) = self.bits.get(base..base + FILTER_BLOCK_BYTES) else {
             return true;
@@ -202,11 +249,6 @@ impl BloomFilter {
         for_each_bit(h, self.k, |bit| {
             block.get(bit / 8).is_none_or(|b| b & (1 << (bit % 8)) != 0)
         })
-    }
-
-    /// Bytes of the bit array.
-    pub fn size(&self) -> usize {
-        self.bits.len()
     }
 }
 

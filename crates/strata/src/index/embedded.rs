@@ -67,7 +67,7 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::{self, SeqNo, ValueKind};
 use strata_lsm::memtable::{MemGet, MemTable};
-use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomFilter};
+use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomFilter, BloomView};
 use strata_lsm::sstable::{BlockHandle, Table};
 use strata_lsm::version::FileMetaData;
 
@@ -281,17 +281,48 @@ pub struct BlockZone {
     pub values: u32,
     pub zone: Zone,
     /// Bloom filter of the block's distinct encoded values (scalars with
-    /// `bits_per_key` > 0).
-    pub bloom: Option<BloomFilter>,
+    /// `bits_per_key` > 0), kept in its table's [`TableZones::filters`].
+    pub bloom: Option<BlockFilter>,
+}
+
+/// Where a block's Bloom filter lies in its table's filter buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockFilter {
+    /// Byte offset of the bit array in [`TableZones::filters`].
+    off: u32,
+    /// Bytes of the bit array.
+    len: u32,
+    k: u8,
+    num_blocks: u32,
+}
+
+impl BlockFilter {
+    /// Bytes of the bit array.
+    pub fn size(&self) -> usize {
+        self.len as usize
+    }
+
+    fn view<'a>(&self, filters: &'a [u8]) -> BloomView<'a> {
+        let (off, len) = (self.off as usize, self.len as usize);
+        BloomView::new(
+            filters.get(off..off + len).unwrap_or_default(),
+            self.k,
+            self.num_blocks,
+        )
+    }
 }
 
 impl BlockZone {
-    fn may_match(&self, p: &Probe) -> bool {
+    /// `filters`: the buffer of the block's table ([`TableZones::filters`]).
+    fn may_match(&self, p: &Probe, filters: &[u8]) -> bool {
         // The filter first: one probe with a hash computed once per query,
         // cheaper than the zone's byte comparisons, and the test that
-        // rejects most blocks of a lookup.
+        // rejects most blocks of a lookup. The filters of a table are one
+        // buffer in file order, so a lookup that tests every block of a
+        // table streams through it instead of following one allocation
+        // per block.
         let filtered = match (p.hash, &self.bloom) {
-            (Some(h), Some(f)) => f.may_contain_hash(h),
+            (Some(h), Some(f)) => f.view(filters).may_contain_hash(h),
             _ => true,
         };
         filtered && self.zone.may_match(p)
@@ -311,6 +342,9 @@ pub struct TableZones {
     pub blocks: Vec<BlockZone>,
     /// Indexes into `blocks` by descending `newest` (ties: file order).
     pub by_newest: Vec<u32>,
+    /// The blocks' Bloom filters' bit arrays, in file order (each
+    /// block's [`BlockFilter`] says where its own lies).
+    pub filters: Vec<u8>,
     /// Bytes of the meta block.
     pub disk_bytes: u64,
 }
@@ -337,9 +371,9 @@ impl TableZones {
                     std::mem::size_of::<BlockZone>()
                         + std::mem::size_of::<u32>()
                         + b.zone.heap_bytes()
-                        + b.bloom.as_ref().map_or(0, BloomFilter::size)
                 })
                 .sum::<usize>()
+            + self.filters.capacity()
     }
 
     fn may_match(&self, p: &Probe) -> bool {
@@ -425,6 +459,7 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
     };
     // Each block takes at least 6 bytes: no allocation beyond the input.
     let mut blocks = Vec::with_capacity(n.min(src.len() as u64 / 6) as usize);
+    let mut filters: Vec<u8> = Vec::new();
     let mut end = 0u64;
     let mut sum = 0u64;
     for _ in 0..n {
@@ -461,7 +496,19 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
         }
         let filter = if bloom {
             let b = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated filter"))?;
-            Some(BloomFilter::from_bytes(b.to_vec()).map_err(|e| bad(&e.to_string()))?)
+            let f = BloomFilter::from_bytes(b.to_vec()).map_err(|e| bad(&e.to_string()))?;
+            let (bits, k, num_blocks) = f.into_parts();
+            let (Ok(off), Ok(len)) = (u32::try_from(filters.len()), u32::try_from(bits.len()))
+            else {
+                return Err(bad("filters larger than 4 GiB"));
+            };
+            filters.extend_from_slice(&bits);
+            Some(BlockFilter {
+                off,
+                len,
+                k,
+                num_blocks,
+            })
         } else {
             None
         };
@@ -490,6 +537,7 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
         zone,
         blocks,
         by_newest,
+        filters,
         disk_bytes: 0,
     })
 }
@@ -1133,7 +1181,7 @@ impl TableWalk<'_> {
         while let Some(&i) = tz.by_newest.get(self.next) {
             self.next += 1;
             match tz.blocks.get(i as usize) {
-                Some(b) if b.may_match(probe) => {
+                Some(b) if b.may_match(probe, &tz.filters) => {
                     return Some((b.newest.min(self.f.largest_seq), Step::Block(i)))
                 }
                 _ => {}
@@ -1209,15 +1257,29 @@ mod tests {
                 assert_eq!(d.newest, b.newest);
                 assert_eq!(d.zone, b.zone);
                 assert_eq!(d.bloom.is_some(), bloom);
+                // The table's filter buffer holds each block's bit array
+                // where its `BlockFilter` says.
+                if let (Some(f), Some(raw)) = (&d.bloom, &b.bloom) {
+                    let (bits, k, n) = BloomFilter::from_bytes(raw.clone()).unwrap().into_parts();
+                    let at = f.off as usize..(f.off + f.len) as usize;
+                    assert_eq!(t.filters.get(at), Some(bits.as_slice()));
+                    assert_eq!((f.k, f.num_blocks), (k, n));
+                }
             }
             // Filters answer for the values they were built from.
             if ty == KeyType::I64 {
                 let hit = Probe::new(&Predicate::Eq(IndexValue::I64(-20)));
-                assert!(t.blocks[0].may_match(&hit));
-                assert!(!t.blocks[1].may_match(&hit), "outside the zone map");
+                assert!(t.blocks[0].may_match(&hit, &t.filters));
+                assert!(
+                    !t.blocks[1].may_match(&hit, &t.filters),
+                    "outside the zone map"
+                );
                 let gap = Probe::new(&Predicate::Eq(IndexValue::I64(-13)));
                 assert!(t.may_match(&gap), "inside the table zone map");
-                assert!(!t.blocks[0].may_match(&gap), "outside the block zone map");
+                assert!(
+                    !t.blocks[0].may_match(&gap, &t.filters),
+                    "outside the block zone map"
+                );
             }
             // Newest first; equal bounds in file order.
             assert_eq!(t.by_newest, [2, 0, 1, 3]);
