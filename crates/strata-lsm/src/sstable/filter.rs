@@ -162,22 +162,10 @@ impl BloomFilter {
     /// Decodes a filter block; `Error::Corruption` if its trailer (probe
     /// count, block count) is invalid or does not match its length.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<BloomFilter> {
-        let bad = |what: String| Error::corruption(format!("bloom filter: {what}"));
-        let Some(n) = bytes.len().checked_sub(FILTER_TRAILER_LEN) else {
-            return Err(bad(format!("{} bytes is too short", bytes.len())));
+        let (n, k, num_blocks) = {
+            let v = BloomView::parse(&bytes)?;
+            (v.bits.len(), v.k, v.num_blocks)
         };
-        let Some((&k, trailer)) = bytes.get(n..).and_then(|t| t.split_first()) else {
-            return Err(bad("truncated".to_string()));
-        };
-        let num_blocks = decode_fixed32(trailer).ok_or_else(|| bad("truncated".to_string()))?;
-        if k == 0 || k as usize > MAX_PROBES {
-            return Err(bad(format!("probe count {k} out of range")));
-        }
-        if num_blocks == 0 || (num_blocks as u64) * FILTER_BLOCK_BYTES as u64 != n as u64 {
-            return Err(bad(format!(
-                "{num_blocks} blocks do not match a bit array of {n} bytes"
-            )));
-        }
         let mut bits = bytes;
         bits.truncate(n);
         Ok(BloomFilter {
@@ -207,13 +195,6 @@ impl BloomFilter {
         }
     }
 
-    /// The bit array, the probe count and the number of 64-byte blocks:
-    /// for owners that keep many filters' bits in one buffer and probe
-    /// them through [`BloomView::new`].
-    pub fn into_parts(self) -> (Vec<u8>, u8, u32) {
-        (self.bits, self.k, self.num_blocks)
-    }
-
     /// Bytes of the bit array.
     pub fn size(&self) -> usize {
         self.bits.len()
@@ -229,15 +210,58 @@ pub struct BloomView<'a> {
 }
 
 impl<'a> BloomView<'a> {
-    /// The filter of `bits`, `k` and `num_blocks` as taken apart by
-    /// [`BloomFilter::into_parts`] (a bit array that does not match
-    /// `num_blocks` answers "may contain" for what it lacks).
+    /// The filter encoded in `bytes` (a filter block: bit array, probe
+    /// count, block count), borrowed; `Error::Corruption` if its trailer
+    /// is invalid or does not match its length.
+    pub fn parse(bytes: &'a [u8]) -> Result<BloomView<'a>> {
+        let bad = |what: String| Error::corruption(format!("bloom filter: {what}"));
+        let Some(n) = bytes.len().checked_sub(FILTER_TRAILER_LEN) else {
+            return Err(bad(format!("{} bytes is too short", bytes.len())));
+        };
+        let (Some(bits), Some((&k, trailer))) =
+            (bytes.get(..n), bytes.get(n..).and_then(|t| t.split_first()))
+        else {
+            return Err(bad("truncated".to_string()));
+        };
+        let num_blocks = decode_fixed32(trailer).ok_or_else(|| bad("truncated".to_string()))?;
+        if k == 0 || k as usize > MAX_PROBES {
+            return Err(bad(format!("probe count {k} out of range")));
+        }
+        if num_blocks == 0 || (num_blocks as u64) * FILTER_BLOCK_BYTES as u64 != n as u64 {
+            return Err(bad(format!(
+                "{num_blocks} blocks do not match a bit array of {n} bytes"
+            )));
+        }
+        Ok(BloomView {
+            bits,
+            k,
+            num_blocks,
+        })
+    }
+
+    /// A filter whose parts come from [`BloomView::parse`] of the same
+    /// filter (its bit array kept elsewhere by the caller).
     pub fn new(bits: &'a [u8], k: u8, num_blocks: u32) -> BloomView<'a> {
         BloomView {
             bits,
             k,
             num_blocks,
         }
+    }
+
+    /// The bit array (without the trailer).
+    pub fn bits(&self) -> &'a [u8] {
+        self.bits
+    }
+
+    /// Probes per key.
+    pub fn k(&self) -> u8 {
+        self.k
+    }
+
+    /// 64-byte blocks of the bit array.
+    pub fn num_blocks(&self) -> u32 {
+        self.num_blocks
     }
 
     /// False means the key hashed to `h` by [`hash64`] is certainly absent.

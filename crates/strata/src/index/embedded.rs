@@ -67,7 +67,7 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::{self, SeqNo, ValueKind};
 use strata_lsm::memtable::{MemGet, MemTable};
-use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomFilter, BloomView};
+use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomView};
 use strata_lsm::sstable::{BlockHandle, Table};
 use strata_lsm::version::FileMetaData;
 
@@ -496,18 +496,17 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
         }
         let filter = if bloom {
             let b = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated filter"))?;
-            let f = BloomFilter::from_bytes(b.to_vec()).map_err(|e| bad(&e.to_string()))?;
-            let (bits, k, num_blocks) = f.into_parts();
-            let (Ok(off), Ok(len)) = (u32::try_from(filters.len()), u32::try_from(bits.len()))
+            let f = BloomView::parse(b).map_err(|e| bad(&e.to_string()))?;
+            let (Ok(off), Ok(len)) = (u32::try_from(filters.len()), u32::try_from(f.bits().len()))
             else {
                 return Err(bad("filters larger than 4 GiB"));
             };
-            filters.extend_from_slice(&bits);
+            filters.extend_from_slice(f.bits());
             Some(BlockFilter {
                 off,
                 len,
-                k,
-                num_blocks,
+                k: f.k(),
+                num_blocks: f.num_blocks(),
             })
         } else {
             None
@@ -527,6 +526,7 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
     if sum != values {
         return Err(bad("block value counts do not add up to the table's"));
     }
+    filters.shrink_to_fit();
     let n_blocks = u32::try_from(blocks.len()).map_err(|_| bad("too many blocks"))?;
     let mut by_newest: Vec<u32> = (0..n_blocks).collect();
     // Stable: equal bounds (every block of a version-1 table) keep file order.
@@ -1260,10 +1260,10 @@ mod tests {
                 // The table's filter buffer holds each block's bit array
                 // where its `BlockFilter` says.
                 if let (Some(f), Some(raw)) = (&d.bloom, &b.bloom) {
-                    let (bits, k, n) = BloomFilter::from_bytes(raw.clone()).unwrap().into_parts();
+                    let want = BloomView::parse(raw).unwrap();
                     let at = f.off as usize..(f.off + f.len) as usize;
-                    assert_eq!(t.filters.get(at), Some(bits.as_slice()));
-                    assert_eq!((f.k, f.num_blocks), (k, n));
+                    assert_eq!(t.filters.get(at), Some(want.bits()));
+                    assert_eq!((f.k, f.num_blocks), (want.k(), want.num_blocks()));
                 }
             }
             // Filters answer for the values they were built from.

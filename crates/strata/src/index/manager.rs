@@ -4,8 +4,6 @@
 //! validate with it, and the per-version index state.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-use super::fxhash::FastSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
@@ -26,6 +24,7 @@ use strata_lsm::version::{FileMetaData, Version};
 
 use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
+use super::fxhash::FastSet;
 use super::memo::{self, Memo};
 use super::side::{IndexSide, SeqValues};
 use super::sidefile::{self, SideFile, SideFiles};
@@ -202,10 +201,10 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// The engine extension behind all secondary indexes.
 /// A field set and the index definitions it was built for.
 type FieldsFor = (Vec<Weak<IndexDef>>, Arc<Fields>);
 
+/// The engine extension behind all secondary indexes.
 pub(crate) struct IndexManager {
     me: Weak<IndexManager>,
     /// The engine's table cache, set when the engine attaches the manager

@@ -52,7 +52,8 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
 
 use super::skey::SKeyLayer;
-use super::validation::{FastMap, Validation, Verdict};
+use super::validation::{Validation, Verdict};
+use crate::index::fxhash::FastMap;
 
 /// Nominal page size: a split writes pages of this capacity; one group
 /// larger than a page gets a page of its own size.

@@ -34,7 +34,7 @@ use strata_lsm::key::SeqNo;
 
 #[cfg(test)]
 use crate::index::fxhash::FxHasher;
-pub(crate) use crate::index::fxhash::{FastMap, FastSet};
+use crate::index::fxhash::{FastMap, FastSet};
 
 /// A persistent-table value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
