@@ -7,7 +7,8 @@
 //! ```
 //!
 //! DB is an existing database (opened with `Options::paper()`) with index
-//! INDEX; QUERIES.json is a query set written by `strata gen --queries`
+//! INDEX (`LIMIT=k` in the environment: top-k queries, newest first);
+//! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
 //! run is timed alone. Prints the median and mean latency per query in
@@ -70,7 +71,14 @@ fn main() -> Res<()> {
         .map(predicate)
         .collect::<Res<Vec<_>>>()?;
     let db = Db::open(db, Options::paper().create_if_missing(false))?;
-    let opts = QueryOptions::default().keys_only(keys_only);
+    let mut opts = QueryOptions::default().keys_only(keys_only);
+    // `LIMIT=k`: top-k queries (newest first).
+    if let Some(k) = std::env::var("LIMIT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        opts = opts.limit(k);
+    }
     let mut results = 0usize;
     for p in &preds {
         results += db.query(index, p, opts)?.len();
