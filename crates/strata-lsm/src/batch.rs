@@ -94,6 +94,19 @@ impl WriteBatch {
         }
     }
 
+    /// A batch holding exactly one put of `key` → `value`, its encoding
+    /// allocated once at its final size (a `new` batch grew by a
+    /// reallocation per single put: 445 instructions of a 6.2 k-instruction
+    /// `Db::put`, callgrind of a 200 k-put replay).
+    pub fn single_put(key: &[u8], value: &[u8]) -> WriteBatch {
+        let field = |b: &[u8]| varint_len(b.len() as u64) + b.len();
+        let mut rep = Vec::with_capacity(BATCH_HEADER_SIZE + 1 + field(key) + field(value));
+        rep.resize(BATCH_HEADER_SIZE, 0);
+        let mut b = WriteBatch { rep };
+        b.put(key, value);
+        b
+    }
+
     /// Appends a put of `key` → `value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.reserve_op(key, Some(value));

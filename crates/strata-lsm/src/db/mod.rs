@@ -468,9 +468,7 @@ impl Db {
 
     /// [`Db::put`] with explicit write options (e.g. `sync`).
     pub fn put_opt(&self, key: &[u8], value: &[u8], opts: WriteOptions) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.put(key, value);
-        self.inner.write(b, opts)
+        self.inner.write(WriteBatch::single_put(key, value), opts)
     }
 
     /// Deletes `key` (writes a tombstone; a no-op for readers if absent).
