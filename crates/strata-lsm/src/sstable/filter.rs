@@ -91,6 +91,21 @@ fn for_each_bit(h: u64, k: u8, mut f: impl FnMut(usize) -> bool) -> bool {
     true
 }
 
+/// The `k` bit positions (in `0..num_blocks * 512`) that a probe of a key
+/// hashed to `h` by [`hash64`] tests in a filter of `num_blocks` blocks
+/// and `k` probes: the same positions in every filter of that shape, so
+/// the filters of many small sets can be tested together, bit-sliced. Bit
+/// `b` is bit `b % 8` of byte `b / 8` of the bit array.
+pub fn probe_bits(h: u64, k: u8, num_blocks: u32) -> Vec<usize> {
+    let base = block_index(h, num_blocks) * FILTER_BLOCK_BYTES * 8;
+    let mut out = Vec::with_capacity(usize::from(k));
+    for_each_bit(h, k, |b| {
+        out.push(base + b);
+        true
+    });
+    out
+}
+
 /// Number of probes for `bits_per_key`: round(bits_per_key × ln 2) in [1, 30].
 fn num_probes(bits_per_key: usize) -> u8 {
     let k = (bits_per_key as f64 * std::f64::consts::LN_2).round() as usize;
@@ -286,6 +301,23 @@ mod tests {
             b.add_key(format!("user-key-{i}").as_bytes());
         }
         BloomFilter::from_bytes(b.finish()).unwrap()
+    }
+
+    /// A filter contains a hash exactly when every position `probe_bits`
+    /// names is set (one-block and multi-block filters).
+    #[test]
+    fn probe_bits_are_the_positions_a_probe_tests() {
+        for (n, bpk) in [(40, 10), (10, 100), (30, 100)] {
+            let f = build(n, bpk);
+            let v = f.view();
+            for i in 0..2000 {
+                let h = hash64(format!("probe-{i}").as_bytes());
+                let bits = probe_bits(h, v.k(), v.num_blocks());
+                assert_eq!(bits.len(), usize::from(v.k()));
+                let all = bits.iter().all(|&b| v.bits()[b / 8] & (1 << (b % 8)) != 0);
+                assert_eq!(all, v.may_contain_hash(h), "filter ({n}, {bpk}) probe {i}");
+            }
+        }
     }
 
     #[test]
