@@ -86,6 +86,11 @@ pub struct SystemResult {
     /// Bytes written to storage over bytes written by the user (0 if
     /// unknown).
     pub write_amplification: f64,
+    /// Writers' back-pressure stalls (waiting for a flush or compaction,
+    /// L0 slowdown delays) during the load, or during the mixed / replayed
+    /// sequence when there is one; `None` if the system does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_stall_seconds: Option<f64>,
     /// One entry per static query set and top-K variant, or per attribute
     /// and class of a mixed / replayed sequence.
     pub queries: Vec<QueryResult>,

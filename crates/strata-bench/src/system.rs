@@ -70,6 +70,11 @@ pub struct Sizes {
     pub index_memory_bytes: Option<u64>,
     /// Bytes written to storage over bytes written by the user.
     pub write_amplification: Option<f64>,
+    /// Time writers spent stalled by the engine's back-pressure (waiting
+    /// for a flush or compaction, or the L0 slowdown delay) since the
+    /// database was opened: what a write-latency mean far above its p99
+    /// is made of.
+    pub write_stall_seconds: Option<f64>,
 }
 
 /// Shared options, mapped onto each system's counterpart (documented in

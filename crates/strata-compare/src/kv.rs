@@ -529,6 +529,7 @@ impl<B: Backend> BenchSystem for KvPeer<B> {
             index_bytes: db.index_bytes()?,
             index_memory_bytes: None,
             write_amplification: db.write_amplification(self.user_bytes)?,
+            write_stall_seconds: None,
         })
     }
 }

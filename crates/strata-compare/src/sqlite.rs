@@ -502,6 +502,7 @@ impl BenchSystem for SqlitePeer {
             index_bytes,
             index_memory_bytes: None,
             write_amplification: None,
+            write_stall_seconds: None,
         })
     }
 }

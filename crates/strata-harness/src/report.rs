@@ -24,19 +24,21 @@ pub fn table(r: &RunResults) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11}",
-        "system", "ingest s", "reopen s", "db MB", "index MB", "index RAM KB"
+        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11} {:>8}",
+        "system", "ingest s", "reopen s", "db MB", "index MB", "index RAM KB", "stall s"
     );
     for s in &r.systems {
         let _ = writeln!(
             o,
-            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1}",
+            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1} {:>8}",
             s.system,
             s.ingest_seconds + s.settle_seconds,
             s.reopen_seconds,
             s.db_bytes as f64 / 1e6,
             s.index_bytes as f64 / 1e6,
-            s.index_memory_bytes as f64 / 1e3
+            s.index_memory_bytes as f64 / 1e3,
+            s.write_stall_seconds
+                .map_or_else(|| "-".to_string(), |v| format!("{v:.3}"))
         );
     }
     if r.systems.iter().any(|s| !s.queries.is_empty()) {

@@ -416,6 +416,7 @@ fn fill_sizes(r: &mut SystemResult, z: Sizes) {
         unknown.push("write_amplification".to_string());
         0.0
     });
+    r.write_stall_seconds = z.write_stall_seconds;
     r.unknown = unknown;
 }
 

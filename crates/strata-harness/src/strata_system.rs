@@ -296,6 +296,7 @@ impl BenchSystem for StrataSystem {
             index_bytes: Some(infos.iter().map(|i| i.stats.disk_bytes).sum()),
             index_memory_bytes: Some(infos.iter().map(|i| i.stats.memory_bytes).sum()),
             write_amplification: Some(stats.write_amplification),
+            write_stall_seconds: Some(stats.io.write_stall_micros as f64 / 1e6),
         })
     }
 
