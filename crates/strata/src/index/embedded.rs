@@ -1430,6 +1430,32 @@ mod tests {
     use super::*;
     use crate::{Db, IndexSpec, Options, QueryOptions};
 
+    /// The zone map and serialized filter of a block holding `vals`; the
+    /// table's zone map widened to include it.
+    fn block_zone(
+        vals: &[IndexValue],
+        bits_per_key: usize,
+        table: &mut Option<Zone>,
+    ) -> (Zone, Vec<u8>) {
+        let mut zone: Option<Zone> = None;
+        let mut f = BloomBuilder::new(bits_per_key);
+        for v in vals {
+            let e = v.encode();
+            let z = Zone::of(v, &e);
+            match &mut zone {
+                Some(c) => c.widen(&z),
+                None => zone = Some(z),
+            }
+            f.add_key(&e);
+        }
+        let zone = zone.unwrap();
+        match table {
+            Some(t) => t.widen(&zone),
+            None => *table = Some(zone.clone()),
+        }
+        (zone, f.finish())
+    }
+
     fn sample_blocks(ty: KeyType, bloom: bool) -> (Option<Zone>, Vec<BuiltBlock>) {
         let mut blocks = Vec::new();
         let mut table: Option<Zone> = None;
@@ -1446,29 +1472,14 @@ mod tests {
                     }
                 })
                 .collect();
-            let mut zone: Option<Zone> = None;
-            let mut f = BloomBuilder::new(10);
-            for v in &vals {
-                let e = v.encode();
-                let z = Zone::of(v, &e);
-                match &mut zone {
-                    Some(c) => c.widen(&z),
-                    None => zone = Some(z),
-                }
-                f.add_key(&e);
-            }
-            let zone = zone.unwrap();
-            match &mut table {
-                Some(t) => t.widen(&zone),
-                None => table = Some(zone.clone()),
-            }
+            let (zone, filter) = block_zone(&vals, 10, &mut table);
             blocks.push(BuiltBlock {
                 handle: BlockHandle::new(b * 1000, 900),
                 continues: b == 2,
                 newest: [40, 7, 90, 7][b as usize],
                 values: vals.len() as u32,
                 zone,
-                bloom: bloom.then(|| f.finish()),
+                bloom: bloom.then_some(filter),
             });
         }
         (table, blocks)
@@ -1504,29 +1515,14 @@ mod tests {
                 let vals: Vec<IndexValue> = (0..count)
                     .map(|_| IndexValue::I64(rnd(2000) as i64))
                     .collect();
-                let mut zone: Option<Zone> = None;
-                let mut f = BloomBuilder::new(bits_per_key);
-                for v in &vals {
-                    let e = v.encode();
-                    let z = Zone::of(v, &e);
-                    match &mut zone {
-                        Some(c) => c.widen(&z),
-                        None => zone = Some(z),
-                    }
-                    f.add_key(&e);
-                }
-                let zone = zone.unwrap();
-                match &mut table {
-                    Some(t) => t.widen(&zone),
-                    None => table = Some(zone.clone()),
-                }
+                let (zone, filter) = block_zone(&vals, bits_per_key, &mut table);
                 blocks.push(BuiltBlock {
                     handle: BlockHandle::new(b * 1000, 900),
                     continues: false,
                     newest: rnd(50),
                     values: vals.len() as u32,
                     zone,
-                    bloom: Some(f.finish()),
+                    bloom: Some(filter),
                 });
             }
             let bytes = encode(KeyType::I64, true, table.as_ref(), &blocks);
