@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::masked_crc2;
 use crate::error::{Error, Result};
+use crate::io::mapped::MIN_WINDOW;
 use crate::wal::WalRecovery;
 
 /// What a reader skipped.
@@ -51,11 +52,15 @@ enum State {
 /// genuinely torn write has nothing valid after it, while a damaged length
 /// field that points past the end must not hide the records it covers.
 ///
-/// Damage that no torn write can leave (see `certain_damage`: a complete
-/// record failing its checksum, a bad type, a length the writer never
-/// writes) is corruption even at the end of the log: the record may be an
-/// acknowledged, synced write. Only bytes cut off by the end of the file
-/// (or zero-filled) are a torn tail.
+/// Damage that no torn write of the `write`-call writer can leave (see
+/// `certain_damage`: a complete record failing its checksum, a bad type, a
+/// length the writer never writes) is corruption even at the end of the
+/// log: the record may be an acknowledged, synced write. Only bytes cut off
+/// by the end of the file (or zero-filled) are a torn tail — and, for a log
+/// that ends in a mapped writer's zero-filled preallocated window (it did
+/// not close), certain damage with nothing valid after it: the copy of the
+/// last record into the mapping was cut short (a copy does not fill the
+/// file in order), so its bytes can be a complete length with zeros inside.
 ///
 /// Memory is bounded by one block plus the logical record being assembled,
 /// which only grows from fragments whose checksums match.
@@ -71,6 +76,8 @@ pub struct LogReader {
     /// Parse position in `buf`.
     pos: usize,
     eof: bool,
+    /// The file's last byte read so far.
+    last_byte: Option<u8>,
     state: State,
     report: ReadReport,
 }
@@ -87,6 +94,7 @@ impl LogReader {
             buf_start: 0,
             pos: 0,
             eof: false,
+            last_byte: None,
             state: State::Reading,
             report: ReadReport::default(),
         }
@@ -159,6 +167,17 @@ impl LogReader {
                     let damage_start = frag_start.take().unwrap_or(start);
                     rec.clear();
                     if certain && self.mode == WalRecovery::TolerateTornTail {
+                        // A mapped writer's last copy, cut short by a crash,
+                        // can leave a complete record with zeros inside it
+                        // (a copy is not a prefix in file order): torn if
+                        // nothing valid follows and the file ends in the
+                        // writer's zero-filled preallocated window.
+                        if self.scan_for_record_start(start + 1)?.is_none()
+                            && self.ends_in_preallocated_window()
+                        {
+                            self.torn_from(damage_start);
+                            return Ok(None);
+                        }
                         return Err(Error::corruption_at(
                             &self.path,
                             Some(damage_start),
@@ -244,6 +263,15 @@ impl LogReader {
             }
             _ => false,
         }
+    }
+
+    /// The whole file has been read and it ends as a mapped writer that
+    /// did not close leaves it (`io::mapped`): its length is a whole number
+    /// of [`MIN_WINDOW`]s and its last byte is zero (a closed log is
+    /// truncated to its records).
+    fn ends_in_preallocated_window(&self) -> bool {
+        let len = self.buf_start + self.buf.len() as u64;
+        self.eof && len > 0 && len % MIN_WINDOW == 0 && self.last_byte == Some(0)
     }
 
     /// Everything from `offset` to the end of the file is a torn tail.
@@ -381,6 +409,9 @@ impl LogReader {
             }
         }
         self.buf.truncate(n);
+        if let Some(&b) = self.buf.last() {
+            self.last_byte = Some(b);
+        }
         if n < BLOCK_SIZE {
             self.eof = true;
         }
