@@ -271,7 +271,7 @@ impl LogReader {
     /// truncated to its records).
     fn ends_in_preallocated_window(&self) -> bool {
         let len = self.buf_start + self.buf.len() as u64;
-        self.eof && len > 0 && len % MIN_WINDOW == 0 && self.last_byte == Some(0)
+        self.eof && len > 0 && len.is_multiple_of(MIN_WINDOW) && self.last_byte == Some(0)
     }
 
     /// Everything from `offset` to the end of the file is a torn tail.
