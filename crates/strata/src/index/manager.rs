@@ -928,18 +928,23 @@ impl TableObserver for IndexObserver {
         // Read only if some def's value was not computed at write time.
         let mut read: Option<Option<Read>> = None;
         for (i, (d, b)) in self.defs.iter().zip(self.builders.iter_mut()).enumerate() {
+            // A compaction: the value as the inputs' index blocks store it,
+            // passed on encoded.
+            let stored = self
+                .stored
+                .get(i)
+                .and_then(|s| s.as_deref())
+                .and_then(|s| s.as_ref())
+                .and_then(|s| s.encoded(e.seq));
+            if let Some(enc) = stored {
+                b.add_encoded(e.user_key, e.seq, block, d.meta.spec.key_type, enc);
+                continue;
+            }
             let known = self
                 .flushed
                 .get_mut(i)
                 .and_then(|m| m.as_mut())
-                .and_then(|m| m.take(e.seq))
-                .or_else(|| {
-                    self.stored
-                        .get(i)
-                        .and_then(|s| s.as_deref())
-                        .and_then(|s| s.as_ref())
-                        .and_then(|s| s.get(e.seq))
-                });
+                .and_then(|m| m.take(e.seq));
             let v = match known {
                 Some(v) => Some(v),
                 None => {
