@@ -389,6 +389,30 @@ fn put_value(out: &mut Vec<u8>, ty: KeyType, enc: &[u8]) {
     }
 }
 
+/// [`get_varint64`] with the one-byte case inlined: positions and seq
+/// deltas are mostly one byte, and the call was a third of a compaction's
+/// walk over its inputs' secondary entries.
+#[inline(always)]
+fn get_varint(src: &mut &[u8]) -> Option<u64> {
+    match src.split_first() {
+        Some((&b, rest)) if b < 0x80 => {
+            *src = rest;
+            Some(u64::from(b))
+        }
+        _ => get_varint64(src),
+    }
+}
+
+/// [`put_varint64`] with the one-byte case inlined.
+#[inline(always)]
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    if v < 0x80 {
+        out.push(v as u8);
+    } else {
+        put_varint64(out, v);
+    }
+}
+
 /// Bytes of `v` as a varint.
 fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
@@ -460,9 +484,9 @@ fn encode_sec_block(ty: KeyType, arena: &[u8], items: &[Encoded], members: &[usi
         let (_, loc, seq) = e;
         offsets.extend_from_slice(&(out.len() as u32).to_le_bytes());
         put_value(&mut out, ty, enc_of(arena, e));
-        put_varint64(&mut out, u64::from(loc.0));
-        put_varint64(&mut out, u64::from(loc.1));
-        put_varint64(&mut out, seq - base);
+        put_varint(&mut out, u64::from(loc.0));
+        put_varint(&mut out, u64::from(loc.1));
+        put_varint(&mut out, seq - base);
     }
     let count = (offsets.len() / 4) as u32;
     out.extend_from_slice(&offsets);
@@ -585,7 +609,7 @@ impl<'a> SecBlock<'a> {
     pub fn entry(&self, i: u32) -> Result<SecEntry<'a>> {
         let bad = || Error::corruption(format!("bad NEXT secondary block: entry {i}"));
         let (value, mut src) = self.decode(i)?;
-        let mut v = || get_varint64(&mut src).ok_or_else(bad);
+        let mut v = || get_varint(&mut src).ok_or_else(bad);
         let h = u32::try_from(v()?).map_err(|_| bad())?;
         let e = u32::try_from(v()?).map_err(|_| bad())?;
         let seq = self.base_seq.checked_add(v()?).ok_or_else(bad)?;
@@ -627,7 +651,7 @@ impl<'a> SecBlock<'a> {
                 }
                 None => get_length_prefixed(&mut src).ok_or_else(|| bad(i))?,
             };
-            let mut v = || get_varint64(&mut src).ok_or_else(|| bad(i));
+            let mut v = || get_varint(&mut src).ok_or_else(|| bad(i));
             let (h, e, d) = (v()?, v()?, v()?);
             if u32::try_from(h).is_err() || u32::try_from(e).is_err() {
                 return Err(bad(i));
@@ -712,6 +736,9 @@ pub type Pair = (IndexValue, Loc, SeqNo);
 /// The first 8 bytes of `b`, big-endian, zero-padded: comparing prefixes
 /// agrees with comparing the bytes whenever the prefixes differ.
 fn prefix_u64(b: &[u8]) -> u64 {
+    if let Some(a) = b.first_chunk::<8>() {
+        return u64::from_be_bytes(*a);
+    }
     let mut a = [0u8; 8];
     for (d, s) in a.iter_mut().zip(b) {
         *d = *s;
@@ -946,13 +973,18 @@ pub fn build_encoded(
     let mut block: Vec<usize> = Vec::new();
     let mut block_bytes = 0usize;
     let mut block_no: u32 = 0;
-    // Current global entry: (start, envelope, last gap coordinate, max seq).
-    let mut cur: Option<(u32, Envelope, f64, SeqNo)> = None;
+    // Current global entry: (start, envelope, last gap coordinate, max
+    // seq, last encoded value). A scalar envelope's upper bound is the
+    // last value, copied when the entry closes.
+    let mut cur: Option<(u32, Envelope, f64, SeqNo, &[u8])> = None;
     let close = |entries: &mut Vec<GlobalEntry>,
-                 cur: &mut Option<(u32, Envelope, f64, SeqNo)>,
+                 cur: &mut Option<(u32, Envelope, f64, SeqNo, &[u8])>,
                  block_no: u32,
                  end: u32| {
-        if let Some((start, env, _, max_seq)) = cur.take() {
+        if let Some((start, mut env, _, max_seq, last_enc)) = cur.take() {
+            if let Envelope::Scalar(_, hi) = &mut env {
+                *hi = last_enc.to_vec();
+            }
             entries.push(GlobalEntry {
                 sec_block: block_no,
                 start,
@@ -970,7 +1002,7 @@ pub fn build_encoded(
         let gap = enc_gap(ty, enc);
         let in_block = block.len() as u32;
         // Split the global entry when the value is too far (value-aware).
-        if let Some((_, env, last, _)) = &mut cur {
+        if let Some((_, env, last, _, _)) = &mut cur {
             let split = match (env, mbr) {
                 (Envelope::Rect(r), Some(m)) => {
                     half_perimeter(&union(r, &m)) - half_perimeter(r) > delta_value
@@ -982,24 +1014,20 @@ pub fn build_encoded(
             }
         }
         match &mut cur {
-            Some((_, env, last, max_seq)) => {
-                match (env, mbr) {
-                    (Envelope::Rect(r), Some(m)) => *r = union(r, &m),
-                    (Envelope::Scalar(_, hi), _) => {
-                        hi.clear();
-                        hi.extend_from_slice(enc);
-                    }
-                    _ => {}
+            Some((_, env, last, max_seq, last_enc)) => {
+                if let (Envelope::Rect(r), Some(m)) = (env, mbr) {
+                    *r = union(r, &m);
                 }
+                *last_enc = enc;
                 *last = gap;
                 *max_seq = (*max_seq).max(*seq);
             }
             None => {
                 let env = match mbr {
                     Some(m) if ty.is_spatial() => Envelope::Rect(m),
-                    _ => Envelope::Scalar(enc.to_vec(), enc.to_vec()),
+                    _ => Envelope::Scalar(enc.to_vec(), Vec::new()),
                 };
-                cur = Some((in_block, env, gap, *seq));
+                cur = Some((in_block, env, gap, *seq, enc));
             }
         }
         block.push(i);
