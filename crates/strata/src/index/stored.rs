@@ -48,9 +48,10 @@ pub(crate) struct StoredBuilder {
     budget: usize,
 }
 
-/// Bytes of memory per stored entry besides its encoded value (its pair
-/// while building, its span, and at most 4 dense slots of 4 bytes).
-const ENTRY_BYTES: usize = std::mem::size_of::<(SeqNo, u32)>() + 8 + 16;
+/// Bytes of memory per stored entry besides its encoded value: its
+/// (seq, slot) pair and its span. The dense slots are counted in
+/// [`StoredBuilder::finish`], which uses them only within the budget.
+const ENTRY_BYTES: usize = std::mem::size_of::<(SeqNo, u32)>() + std::mem::size_of::<(u32, u32)>();
 
 impl StoredBuilder {
     /// A builder that gives up beyond `budget` bytes of memory.
@@ -90,7 +91,8 @@ impl StoredBuilder {
     }
 
     /// The pairs, indexed by sequence number: one slot per sequence number
-    /// while the range costs at most 4 slots per pair, else sorted. A
+    /// while the range costs at most 4 slots per pair and the slots fit
+    /// in the budget, else sorted (in place). A
     /// sequence number seen twice (never expected) is dropped, so that its
     /// entries are read from the records.
     pub fn finish(self) -> StoredValues {
@@ -98,38 +100,44 @@ impl StoredBuilder {
         let lo = pairs.iter().map(|p| p.0).min().unwrap_or(0);
         let hi = pairs.iter().map(|p| p.0).max().unwrap_or(0);
         let span = hi - lo;
-        let by_seq = if !pairs.is_empty() && span < (pairs.len() as u64).saturating_mul(4) {
-            let mut slots = vec![NONE; span as usize + 1];
-            let mut dup: Vec<SeqNo> = Vec::new();
-            for &(seq, slot) in &pairs {
-                if let Some(s) = slots.get_mut((seq - lo) as usize) {
-                    if *s != NONE {
-                        dup.push(seq);
+        let used = self.arena.len() + pairs.len() * ENTRY_BYTES;
+        let slots_fit = usize::try_from(span)
+            .ok()
+            .and_then(|s| s.checked_add(1)?.checked_mul(4)?.checked_add(used))
+            .is_some_and(|total| total <= self.budget);
+        let by_seq =
+            if !pairs.is_empty() && span < (pairs.len() as u64).saturating_mul(4) && slots_fit {
+                let mut slots = vec![NONE; span as usize + 1];
+                let mut dup: Vec<SeqNo> = Vec::new();
+                for &(seq, slot) in &pairs {
+                    if let Some(s) = slots.get_mut((seq - lo) as usize) {
+                        if *s != NONE {
+                            dup.push(seq);
+                        }
+                        *s = slot;
                     }
-                    *s = slot;
                 }
-            }
-            for seq in dup {
-                if let Some(s) = slots.get_mut((seq - lo) as usize) {
-                    *s = NONE;
+                for seq in dup {
+                    if let Some(s) = slots.get_mut((seq - lo) as usize) {
+                        *s = NONE;
+                    }
                 }
-            }
-            BySeq::Dense { base: lo, slots }
-        } else {
-            let mut pairs = pairs;
-            pairs.sort_unstable_by_key(|e| e.0);
-            let mut out: Vec<(SeqNo, u32)> = Vec::with_capacity(pairs.len());
-            let mut dup: Option<SeqNo> = None;
-            for e in pairs {
-                if out.last().is_some_and(|l| l.0 == e.0) || dup == Some(e.0) {
-                    out.pop_if(|l| l.0 == e.0);
-                    dup = Some(e.0);
-                    continue;
+                BySeq::Dense { base: lo, slots }
+            } else {
+                let mut pairs = pairs;
+                pairs.sort_unstable_by_key(|e| e.0);
+                let mut out: Vec<(SeqNo, u32)> = Vec::with_capacity(pairs.len());
+                let mut dup: Option<SeqNo> = None;
+                for e in pairs {
+                    if out.last().is_some_and(|l| l.0 == e.0) || dup == Some(e.0) {
+                        out.pop_if(|l| l.0 == e.0);
+                        dup = Some(e.0);
+                        continue;
+                    }
+                    out.push(e);
                 }
-                out.push(e);
-            }
-            BySeq::Sorted(out)
-        };
+                BySeq::Sorted(out)
+            };
         StoredValues {
             by_seq,
             spans: self.spans,
@@ -215,6 +223,22 @@ mod tests {
         let s = StoredBuilder::new(KeyType::I64, 1 << 20).finish();
         assert_eq!(s.len(), 0);
         assert_eq!(s.get(0), None);
+    }
+
+    #[test]
+    fn dense_slots_only_within_the_budget() {
+        // 100 values over 200 sequence numbers: dense costs 804 bytes of
+        // slots beyond the pairs.
+        for (budget, dense) in [(1 << 20, true), (100 * (8 + ENTRY_BYTES) + 500, false)] {
+            let mut b = StoredBuilder::new(KeyType::I64, budget);
+            for i in 0..100u64 {
+                assert!(b.push(i * 2, &IndexValue::I64(i as i64).encode()));
+            }
+            let s = b.finish();
+            assert_eq!(s.is_dense(), dense, "budget {budget}");
+            assert_eq!(s.get(198), Some(IndexValue::I64(99)));
+            assert_eq!(s.get(197), None);
+        }
     }
 
     #[test]
