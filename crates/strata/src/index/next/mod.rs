@@ -557,7 +557,7 @@ impl TableIndexBuilder for NextBuilder {
     /// this index's type, encoded) is `table::build_encoded`'s.
     fn add_encoded(
         &mut self,
-        _user_key: &[u8],
+        user_key: &[u8],
         seq: SeqNo,
         block: BlockHandle,
         ty: KeyType,
@@ -566,7 +566,7 @@ impl TableIndexBuilder for NextBuilder {
         if ty != self.ty {
             // Never expected: the observer passes the index's own type.
             let v = IndexValue::decode(ty, enc).ok();
-            return self.add(_user_key, seq, block, v);
+            return self.add(user_key, seq, block, v);
         }
         let pos = self.locate(block);
         let start = self.arena.len();
