@@ -18,12 +18,14 @@ pub fn put_fixed64(dst: &mut Vec<u8>, v: u64) {
 }
 
 /// The little-endian `u32` in the first 4 bytes of `src`; `None` if shorter.
+#[inline]
 pub fn decode_fixed32(src: &[u8]) -> Option<u32> {
     let b: [u8; 4] = src.get(..4)?.try_into().ok()?;
     Some(u32::from_le_bytes(b))
 }
 
 /// The little-endian `u64` in the first 8 bytes of `src`; `None` if shorter.
+#[inline]
 pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
     let b: [u8; 8] = src.get(..8)?.try_into().ok()?;
     Some(u64::from_le_bytes(b))
@@ -35,7 +37,12 @@ pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
 }
 
 /// Appends `v` as a LEB128 varint (1 to 10 bytes).
+#[inline]
 pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
+    if v < 0x80 {
+        dst.push(v as u8);
+        return;
+    }
     while v >= 0x80 {
         dst.push((v as u8) | 0x80);
         v >>= 7;
@@ -44,6 +51,7 @@ pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Number of bytes `put_varint64(v)` writes.
+#[inline]
 pub fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -55,7 +63,15 @@ pub fn varint_len(mut v: u64) -> usize {
 
 /// Reads a LEB128 varint and advances `src` past it; `None` if truncated
 /// or longer than 64 bits.
+#[inline]
 pub fn get_varint64(src: &mut &[u8]) -> Option<u64> {
+    // One byte, the common case of positions and small deltas.
+    if let Some((&b, rest)) = src.split_first() {
+        if b < 0x80 {
+            *src = rest;
+            return Some(u64::from(b));
+        }
+    }
     let mut result: u64 = 0;
     for i in 0..10 {
         let (&b, rest) = src.split_first()?;
@@ -95,12 +111,14 @@ pub fn get_fixed64(src: &mut &[u8]) -> Option<u64> {
 }
 
 /// Appends `varint(len) ‖ bytes`.
+#[inline]
 pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
     put_varint64(dst, bytes.len() as u64);
     dst.extend_from_slice(bytes);
 }
 
 /// Reads `varint(len) ‖ bytes`, borrowing the bytes from `src`.
+#[inline]
 pub fn get_length_prefixed<'a>(src: &mut &'a [u8]) -> Option<&'a [u8]> {
     let len = usize::try_from(get_varint64(src)?).ok()?;
     let (head, rest) = src.split_at_checked(len)?;

@@ -26,7 +26,7 @@ use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::fxhash::FastSet;
 use super::memo::{self, Memo};
-use super::side::{IndexSide, SeqValues};
+use super::side::IndexSide;
 use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
@@ -895,9 +895,9 @@ struct IndexObserver {
     fields: Fields,
     builders: Vec<Box<dyn TableIndexBuilder>>,
     /// A flush: per def, its values computed when the memtable's entries
-    /// were written, by sequence number, taken as the flush passes them;
-    /// an entry found there is not read again.
-    flushed: Vec<Option<SeqValues>>,
+    /// were written, encoded, by sequence number; an entry found there is
+    /// not read again.
+    flushed: Vec<Option<StoredValues>>,
     /// A compaction: per def, the values its input tables' index blocks
     /// record, by sequence number (shared by the compaction's outputs).
     stored: Vec<Option<Arc<Option<StoredValues>>>>,
@@ -928,25 +928,26 @@ impl TableObserver for IndexObserver {
         // Read only if some def's value was not computed at write time.
         let mut read: Option<Option<Read>> = None;
         for (i, (d, b)) in self.defs.iter().zip(self.builders.iter_mut()).enumerate() {
+            // The value computed at write time (a flush) or as the inputs'
+            // index blocks store it (a compaction), passed on encoded.
             let known = self
                 .flushed
-                .get_mut(i)
-                .and_then(|m| m.as_mut())
-                .and_then(|m| m.take(e.seq))
+                .get(i)
+                .and_then(|m| m.as_ref())
+                .and_then(|m| m.encoded(e.seq))
                 .or_else(|| {
                     self.stored
                         .get(i)
                         .and_then(|s| s.as_deref())
                         .and_then(|s| s.as_ref())
-                        .and_then(|s| s.get(e.seq))
+                        .and_then(|s| s.encoded(e.seq))
                 });
-            let v = match known {
-                Some(v) => Some(v),
-                None => {
-                    let r = read.get_or_insert_with(|| read_doc(e.value, &self.fields));
-                    d.extract(e.value, Doc::of(&self.fields, r)).ok()
-                }
-            };
+            if let Some(enc) = known {
+                b.add_encoded(e.user_key, e.seq, block, d.meta.spec.key_type, enc);
+                continue;
+            }
+            let r = read.get_or_insert_with(|| read_doc(e.value, &self.fields));
+            let v = d.extract(e.value, Doc::of(&self.fields, r)).ok();
             b.add(e.user_key, e.seq, block, v);
         }
     }

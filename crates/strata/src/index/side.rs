@@ -13,6 +13,7 @@ use strata_lsm::memtable::MemSide;
 use super::def::{fields_of, read_doc, Doc, IndexMeta};
 use super::fields::Fields;
 use super::preread::PreReads;
+use super::stored::{StoredBuilder, StoredValues};
 use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
@@ -302,27 +303,38 @@ impl IndexSide {
     }
 
     /// Index `id`'s values of this memtable's entries by sequence number,
-    /// for the flush of the memtable (`None` if `id` is not attached).
-    /// Entries absent were not indexed here (no attribute, or written
-    /// before `id` was attached): the flush reads them itself.
-    pub fn values_by_seq(&self, id: u32) -> Option<SeqValues> {
+    /// encoded, for the flush of the memtable (`None` if `id` is not
+    /// attached): every version in the memtable has its own sequence
+    /// number, so the sequence number alone names the entry (no key
+    /// comparison, no sort by key). Entries absent were not indexed here
+    /// (no attribute, or written before `id` was attached): the flush
+    /// reads them itself.
+    pub fn values_by_seq(&self, id: u32) -> Option<StoredValues> {
         let att = self.current();
         let (meta, side) = att.indexes.iter().find(|(d, _)| d.id == id)?;
-        let ty = meta.spec.key_type;
-        let mut out: Vec<(SeqNo, IndexValue)> = Vec::new();
+        // No budget: the values are already in memory, in the side index.
+        let mut out = StoredBuilder::new(meta.spec.key_type, usize::MAX);
         match &**side {
-            SideIndex::Scalar(s) => s.for_each(|e| {
-                if let Ok(v) = IndexValue::decode(ty, e.value()) {
-                    out.push((e.seq, v));
-                }
-            }),
+            SideIndex::Scalar(s) => {
+                let mut full = false;
+                s.for_each(|e| {
+                    // `push` refuses only beyond 2^32 values; the rest
+                    // are then read from their records.
+                    full = full || !out.push(e.seq, e.value());
+                })
+            }
             SideIndex::Spatial(s) => {
-                let st = read(s);
-                out.reserve(st.len());
-                out.extend(st.iter().map(|e| (e.seq, e.value.clone())));
+                let mut enc = Vec::with_capacity(32);
+                for e in read(s).iter() {
+                    enc.clear();
+                    e.value.encode_into(&mut enc);
+                    if !out.push(e.seq, &enc) {
+                        break;
+                    }
+                }
             }
         }
-        Some(SeqValues::new(out))
+        Some(out.finish())
     }
 
     /// The range of index `id`'s values in this memtable (every version):
@@ -442,84 +454,6 @@ pub(crate) fn bounds(mem: &strata_lsm::memtable::MemTable, id: u32) -> Option<Si
         .and_then(|s| s.bounds(id))
 }
 
-/// One index's values of a flushed memtable's entries, found by sequence
-/// number: every version in the memtable has its own sequence number, so
-/// the sequence number alone names the entry (no key comparison, no sort
-/// by key). Dense (one slot per sequence number of the memtable's range)
-/// unless the values are sparse in that range, then sorted by sequence
-/// number. Invariant: a sequence number given two values (never expected)
-/// has none, so that its entry is read from the record.
-pub(crate) enum SeqValues {
-    /// `vals[i]` is the value of sequence number `base + i`.
-    Dense {
-        base: SeqNo,
-        vals: Vec<Option<IndexValue>>,
-    },
-    /// Sorted by sequence number, without duplicates; taken values are
-    /// left `None`.
-    Sorted(Vec<(SeqNo, Option<IndexValue>)>),
-}
-
-impl SeqValues {
-    /// The values of `pairs`, (sequence number, value) in any order.
-    pub fn new(pairs: Vec<(SeqNo, IndexValue)>) -> SeqValues {
-        let (Some(lo), Some(hi)) = (
-            pairs.iter().map(|p| p.0).min(),
-            pairs.iter().map(|p| p.0).max(),
-        ) else {
-            return SeqValues::Sorted(Vec::new());
-        };
-        // Dense while it costs at most a few slots per value.
-        let span = hi - lo;
-        if span <= (pairs.len() as u64).saturating_mul(4) {
-            let mut vals: Vec<Option<IndexValue>> = vec![None; span as usize + 1];
-            let mut dup: Vec<SeqNo> = Vec::new();
-            for (seq, v) in pairs {
-                if let Some(slot) = vals.get_mut((seq - lo) as usize) {
-                    if slot.is_some() {
-                        dup.push(seq);
-                    }
-                    *slot = Some(v);
-                }
-            }
-            for seq in dup {
-                if let Some(slot) = vals.get_mut((seq - lo) as usize) {
-                    *slot = None;
-                }
-            }
-            return SeqValues::Dense { base: lo, vals };
-        }
-        let mut pairs = pairs;
-        pairs.sort_unstable_by_key(|p| p.0);
-        let mut out: Vec<(SeqNo, Option<IndexValue>)> = Vec::with_capacity(pairs.len());
-        let mut dup: Option<SeqNo> = None;
-        for (seq, v) in pairs {
-            if out.last().is_some_and(|l| l.0 == seq) || dup == Some(seq) {
-                out.pop_if(|l| l.0 == seq);
-                dup = Some(seq);
-                continue;
-            }
-            out.push((seq, Some(v)));
-        }
-        SeqValues::Sorted(out)
-    }
-
-    /// The value of the entry with sequence number `seq`, taken: each
-    /// entry is asked for once.
-    pub fn take(&mut self, seq: SeqNo) -> Option<IndexValue> {
-        match self {
-            SeqValues::Dense { base, vals } => {
-                let i = usize::try_from(seq.checked_sub(*base)?).ok()?;
-                vals.get_mut(i)?.take()
-            }
-            SeqValues::Sorted(v) => {
-                let i = v.binary_search_by_key(&seq, |p| p.0).ok()?;
-                v.get_mut(i)?.1.take()
-            }
-        }
-    }
-}
-
 /// The entries of index `id` in `mem`'s side structure matching `pred`:
 /// (key, seq) of every version, newest or not.
 pub(crate) fn candidates(
@@ -535,36 +469,6 @@ pub(crate) fn candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seq_values_find_each_value_once_and_drop_duplicates() {
-        let v = |i: i64| IndexValue::I64(i);
-        // Dense: 1,000 values over 1,500 sequence numbers, in any order,
-        // with one sequence number given twice.
-        let mut pairs: Vec<(SeqNo, IndexValue)> = (0..1000u64)
-            .rev()
-            .map(|i| (100 + i * 3 / 2, v(i as i64)))
-            .collect();
-        pairs.push((100 + 3, v(-1)));
-        let mut d = SeqValues::new(pairs);
-        assert!(matches!(d, SeqValues::Dense { .. }));
-        assert_eq!(d.take(100 + 3), None, "a duplicate has no value");
-        assert_eq!(d.take(100 + 4), Some(v(3)));
-        assert_eq!(d.take(100 + 4), None, "taken once");
-        assert_eq!(d.take(100 + 5), None, "no entry");
-        assert_eq!(d.take(99), None);
-        assert_eq!(d.take(u64::MAX), None);
-        assert_eq!(d.take(100 + 1498), Some(v(999)));
-        // Sparse: sorted, same answers.
-        let mut s = SeqValues::new(vec![(7, v(1)), (1 << 40, v(2)), (5, v(3)), (7, v(4))]);
-        assert!(matches!(s, SeqValues::Sorted(_)));
-        assert_eq!(s.take(7), None, "a duplicate has no value");
-        assert_eq!(s.take(1 << 40), Some(v(2)));
-        assert_eq!(s.take(1 << 40), None, "taken once");
-        assert_eq!(s.take(5), Some(v(3)));
-        assert_eq!(s.take(6), None);
-        assert_eq!(SeqValues::new(Vec::new()).take(0), None);
-    }
 
     #[test]
     fn sorted_runs_answer_like_an_ordered_set() {

@@ -6,40 +6,60 @@
 //! table's index blocks that record (sequence number, value) for each
 //! indexed entry identify the value of every entry a compaction copies.
 //! [`StoredValues`] holds those pairs for one index and one compaction,
-//! compactly (sequence number and offset into one byte arena, sorted by
-//! sequence number); an entry it does not hold (no attribute, or an input
-//! written before the index existed) is read from the record as before.
+//! compactly (the values in one byte arena, found by sequence number in one
+//! slot per sequence number of the inputs' range, or by binary search when
+//! the sequence numbers are sparse in that range); an entry it does not
+//! hold (no attribute, or an input written before the index existed) is
+//! read from the record as before.
 
 use strata_lsm::key::SeqNo;
 
 use super::value::{IndexValue, KeyType};
 
+/// A value slot meaning "no value" in [`BySeq::Dense`].
+const NONE: u32 = u32::MAX;
+
+/// How a sequence number finds its value's span.
+enum BySeq {
+    /// `slots[seq - base]` is the span index of `seq`, or [`NONE`].
+    Dense { base: SeqNo, slots: Vec<u32> },
+    /// (sequence number, span index), sorted by sequence number, without
+    /// duplicates.
+    Sorted(Vec<(SeqNo, u32)>),
+}
+
 /// (sequence number, value) pairs of one index across a compaction's
-/// inputs. Invariant: `entries` is sorted by sequence number with no
-/// duplicate; each (offset, length) lies inside `arena`.
+/// inputs. Invariant: every span index `by_seq` holds is an index of
+/// `spans`, and each span (offset, length) lies inside `arena`; a sequence
+/// number pushed twice (never expected) maps to nothing.
 pub(crate) struct StoredValues {
-    ty: KeyType,
-    entries: Vec<(SeqNo, u32, u32)>,
+    by_seq: BySeq,
+    spans: Vec<(u32, u32)>,
     arena: Vec<u8>,
 }
 
-/// Collects pairs up to a byte budget; [`StoredBuilder::finish`] sorts.
+/// Collects pairs up to a byte budget; [`StoredBuilder::finish`] indexes
+/// them by sequence number.
 pub(crate) struct StoredBuilder {
     ty: KeyType,
-    entries: Vec<(SeqNo, u32, u32)>,
+    pairs: Vec<(SeqNo, u32)>,
+    spans: Vec<(u32, u32)>,
     arena: Vec<u8>,
     budget: usize,
 }
 
-/// Bytes of memory per stored entry besides its encoded value.
-const ENTRY_BYTES: usize = std::mem::size_of::<(SeqNo, u32, u32)>();
+/// Bytes of memory per stored entry besides its encoded value: its
+/// (seq, slot) pair and its span. The dense slots are counted in
+/// [`StoredBuilder::finish`], which uses them only within the budget.
+const ENTRY_BYTES: usize = std::mem::size_of::<(SeqNo, u32)>() + std::mem::size_of::<(u32, u32)>();
 
 impl StoredBuilder {
     /// A builder that gives up beyond `budget` bytes of memory.
     pub fn new(ty: KeyType, budget: usize) -> StoredBuilder {
         StoredBuilder {
             ty,
-            entries: Vec::new(),
+            pairs: Vec::new(),
+            spans: Vec::new(),
             arena: Vec::new(),
             budget,
         }
@@ -47,58 +67,116 @@ impl StoredBuilder {
 
     /// Records that the entry with sequence number `seq` has the encoded
     /// value `enc`. False once the budget is exceeded (the builder is then
-    /// useless).
+    /// useless). Bytes that do not decode as a value of the index's type
+    /// are not recorded (that entry is read from its record).
     pub fn push(&mut self, seq: SeqNo, enc: &[u8]) -> bool {
-        let used = self.arena.len() + enc.len() + (self.entries.len() + 1) * ENTRY_BYTES;
-        let (Ok(off), Ok(len)) = (u32::try_from(self.arena.len()), u32::try_from(enc.len())) else {
+        if !IndexValue::is_encoding(self.ty, enc) {
+            return true;
+        }
+        let used = self.arena.len() + enc.len() + (self.pairs.len() + 1) * ENTRY_BYTES;
+        let (Ok(off), Ok(len), Ok(slot)) = (
+            u32::try_from(self.arena.len()),
+            u32::try_from(enc.len()),
+            u32::try_from(self.spans.len()),
+        ) else {
             return false;
         };
-        if used > self.budget {
+        if used > self.budget || slot == NONE {
             return false;
         }
         self.arena.extend_from_slice(enc);
-        self.entries.push((seq, off, len));
+        self.spans.push((off, len));
+        self.pairs.push((seq, slot));
         true
     }
 
-    /// The pairs, sorted; a sequence number seen twice (never expected)
-    /// is dropped, so that its entries are read from the records.
-    pub fn finish(mut self) -> StoredValues {
-        self.entries.sort_unstable_by_key(|e| e.0);
-        let mut out: Vec<(SeqNo, u32, u32)> = Vec::with_capacity(self.entries.len());
-        let mut dup: Option<SeqNo> = None;
-        for e in self.entries {
-            if out.last().is_some_and(|l| l.0 == e.0) || dup == Some(e.0) {
-                out.pop_if(|l| l.0 == e.0);
-                dup = Some(e.0);
-                continue;
-            }
-            out.push(e);
-        }
+    /// The pairs, indexed by sequence number: one slot per sequence number
+    /// while the range costs at most 4 slots per pair and the slots fit
+    /// in the budget, else sorted (in place). A
+    /// sequence number seen twice (never expected) is dropped, so that its
+    /// entries are read from the records.
+    pub fn finish(self) -> StoredValues {
+        let pairs = self.pairs;
+        let lo = pairs.iter().map(|p| p.0).min().unwrap_or(0);
+        let hi = pairs.iter().map(|p| p.0).max().unwrap_or(0);
+        let span = hi - lo;
+        let used = self.arena.len() + pairs.len() * ENTRY_BYTES;
+        let slots_fit = usize::try_from(span)
+            .ok()
+            .and_then(|s| s.checked_add(1)?.checked_mul(4)?.checked_add(used))
+            .is_some_and(|total| total <= self.budget);
+        let by_seq =
+            if !pairs.is_empty() && span < (pairs.len() as u64).saturating_mul(4) && slots_fit {
+                let mut slots = vec![NONE; span as usize + 1];
+                let mut dup: Vec<SeqNo> = Vec::new();
+                for &(seq, slot) in &pairs {
+                    if let Some(s) = slots.get_mut((seq - lo) as usize) {
+                        if *s != NONE {
+                            dup.push(seq);
+                        }
+                        *s = slot;
+                    }
+                }
+                for seq in dup {
+                    if let Some(s) = slots.get_mut((seq - lo) as usize) {
+                        *s = NONE;
+                    }
+                }
+                BySeq::Dense { base: lo, slots }
+            } else {
+                let mut pairs = pairs;
+                pairs.sort_unstable_by_key(|e| e.0);
+                let mut out: Vec<(SeqNo, u32)> = Vec::with_capacity(pairs.len());
+                let mut dup: Option<SeqNo> = None;
+                for e in pairs {
+                    if out.last().is_some_and(|l| l.0 == e.0) || dup == Some(e.0) {
+                        out.pop_if(|l| l.0 == e.0);
+                        dup = Some(e.0);
+                        continue;
+                    }
+                    out.push(e);
+                }
+                BySeq::Sorted(out)
+            };
         StoredValues {
-            ty: self.ty,
-            entries: out,
+            by_seq,
+            spans: self.spans,
             arena: self.arena,
         }
     }
 }
 
 impl StoredValues {
-    /// The value of the entry with sequence number `seq`, if stored (and
-    /// decodable; a value that does not decode is read from the record).
-    pub fn get(&self, seq: SeqNo) -> Option<IndexValue> {
-        let i = self.entries.binary_search_by_key(&seq, |e| e.0).ok()?;
-        let &(_, off, len) = self.entries.get(i)?;
-        let enc = self
-            .arena
-            .get(off as usize..(off as usize).checked_add(len as usize)?)?;
-        IndexValue::decode(self.ty, enc).ok()
+    /// The encoded value of the entry with sequence number `seq`, if
+    /// stored: [`IndexValue::encode`] of a value of the index's type.
+    pub fn encoded(&self, seq: SeqNo) -> Option<&[u8]> {
+        let slot = match &self.by_seq {
+            BySeq::Dense { base, slots } => {
+                let s = *slots.get(usize::try_from(seq.checked_sub(*base)?).ok()?)?;
+                (s != NONE).then_some(s)?
+            }
+            BySeq::Sorted(v) => {
+                let i = v.binary_search_by_key(&seq, |e| e.0).ok()?;
+                v.get(i)?.1
+            }
+        };
+        let &(off, len) = self.spans.get(slot as usize)?;
+        self.arena
+            .get(off as usize..(off as usize).checked_add(len as usize)?)
     }
 
     /// Number of stored pairs.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.entries.len()
+        match &self.by_seq {
+            BySeq::Dense { slots, .. } => slots.iter().filter(|s| **s != NONE).count(),
+            BySeq::Sorted(v) => v.len(),
+        }
+    }
+
+    #[cfg(test)]
+    fn is_dense(&self) -> bool {
+        matches!(self.by_seq, BySeq::Dense { .. })
     }
 }
 
@@ -106,32 +184,70 @@ impl StoredValues {
 mod tests {
     use super::*;
 
+    impl StoredValues {
+        /// The value of `seq`, for an i64 index.
+        fn get(&self, seq: SeqNo) -> Option<IndexValue> {
+            IndexValue::decode(KeyType::I64, self.encoded(seq)?).ok()
+        }
+    }
+
     #[test]
     fn lookups_by_sequence_number() {
+        // Dense (the range 1..=9 holds 7 pushes) and sparse (far apart).
+        for far in [0u64, 1 << 40] {
+            let mut b = StoredBuilder::new(KeyType::I64, 1 << 20);
+            for seq in [5u64, 1, 9 + far, 3] {
+                assert!(b.push(seq, &IndexValue::I64(seq as i64 * 10).encode()));
+            }
+            // A duplicate sequence number makes both unknown.
+            assert!(b.push(7, &IndexValue::I64(1).encode()));
+            assert!(b.push(7, &IndexValue::I64(2).encode()));
+            assert!(b.push(7, &IndexValue::I64(3).encode()));
+            let s = b.finish();
+            assert_eq!(s.is_dense(), far == 0);
+            assert_eq!(s.len(), 4);
+            for seq in [1u64, 3, 5, 9 + far] {
+                assert_eq!(s.get(seq), Some(IndexValue::I64(seq as i64 * 10)));
+            }
+            for seq in [7, 2, 0, 8, 10 + far, u64::MAX] {
+                assert_eq!(s.get(seq), None, "{seq}");
+            }
+        }
+        // Bytes that are no i64 are not stored.
         let mut b = StoredBuilder::new(KeyType::I64, 1 << 20);
-        for seq in [5u64, 1, 9, 3] {
-            assert!(b.push(seq, &IndexValue::I64(seq as i64 * 10).encode()));
-        }
-        // A duplicate sequence number makes both unknown.
-        assert!(b.push(7, &IndexValue::I64(1).encode()));
-        assert!(b.push(7, &IndexValue::I64(2).encode()));
-        assert!(b.push(7, &IndexValue::I64(3).encode()));
+        assert!(b.push(1, &[1, 2, 3]));
+        assert!(b.push(2, &IndexValue::I64(-4).encode()));
         let s = b.finish();
-        assert_eq!(s.len(), 4);
-        for seq in [1u64, 3, 5, 9] {
-            assert_eq!(s.get(seq), Some(IndexValue::I64(seq as i64 * 10)));
+        assert_eq!(s.get(1), None);
+        assert_eq!(s.encoded(2), Some(&IndexValue::I64(-4).encode()[..]));
+        let s = StoredBuilder::new(KeyType::I64, 1 << 20).finish();
+        assert_eq!(s.len(), 0);
+        assert_eq!(s.get(0), None);
+    }
+
+    #[test]
+    fn dense_slots_only_within_the_budget() {
+        // 100 values over 200 sequence numbers: dense costs 804 bytes of
+        // slots beyond the pairs.
+        for (budget, dense) in [(1 << 20, true), (100 * (8 + ENTRY_BYTES) + 500, false)] {
+            let mut b = StoredBuilder::new(KeyType::I64, budget);
+            for i in 0..100u64 {
+                assert!(b.push(i * 2, &IndexValue::I64(i as i64).encode()));
+            }
+            let s = b.finish();
+            assert_eq!(s.is_dense(), dense, "budget {budget}");
+            assert_eq!(s.get(198), Some(IndexValue::I64(99)));
+            assert_eq!(s.get(197), None);
         }
-        assert_eq!(s.get(7), None);
-        assert_eq!(s.get(2), None);
     }
 
     #[test]
     fn budget_is_enforced() {
-        let mut b = StoredBuilder::new(KeyType::I64, 100);
+        let mut b = StoredBuilder::new(KeyType::I64, 1000);
         let mut pushed = 0;
         while b.push(pushed, &IndexValue::I64(0).encode()) {
             pushed += 1;
         }
-        assert!(pushed > 0 && (pushed as usize) * (8 + ENTRY_BYTES) <= 100);
+        assert!(pushed > 0 && (pushed as usize) * (8 + ENTRY_BYTES) <= 1000);
     }
 }

@@ -48,7 +48,7 @@ use super::memo::Memo;
 use super::sidefile::SideFiles;
 use super::stored::StoredValues;
 use super::tree::IndexTree;
-use super::value::{IndexValue, Predicate};
+use super::value::{IndexValue, KeyType, Predicate};
 use super::{Hit, IndexSpec, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView, SyncGate};
 
 /// Every strategy, by the name [`IndexSpec::strategy`] takes.
@@ -194,6 +194,21 @@ pub(crate) trait TableIndexBuilder: Send {
     /// the handle of its data block; `attr` is the entry's attribute for a
     /// put whose value has one, else `None`.
     fn add(&mut self, user_key: &[u8], seq: SeqNo, block: BlockHandle, attr: Option<IndexValue>);
+
+    /// [`TableIndexBuilder::add`] of a put whose attribute is `enc`, the
+    /// [`IndexValue::encode`] of a value of type `ty` (as a compaction's
+    /// inputs store it). The default decodes it; a builder that keeps
+    /// encoded values (NEXT) takes the bytes as they are.
+    fn add_encoded(
+        &mut self,
+        user_key: &[u8],
+        seq: SeqNo,
+        block: BlockHandle,
+        ty: KeyType,
+        enc: &[u8],
+    ) {
+        self.add(user_key, seq, block, IndexValue::decode(ty, enc).ok());
+    }
 
     /// The meta blocks to store in the table. The builder keeps what the
     /// strategy needs until the table is installed.

@@ -132,6 +132,17 @@ impl IndexValue {
         }
     }
 
+    /// True if [`IndexValue::decode`]`(ty, b)` succeeds, checked without
+    /// building the value.
+    pub fn is_encoding(ty: KeyType, b: &[u8]) -> bool {
+        match ty {
+            KeyType::I64 | KeyType::F64 => b.len() == 8,
+            KeyType::String => std::str::from_utf8(b).is_ok(),
+            KeyType::Point => b.len() == 16,
+            KeyType::Rect => b.len() == 32,
+        }
+    }
+
     /// Inverse of [`IndexValue::encode`]; `Error::Corruption` on bad bytes.
     pub fn decode(ty: KeyType, b: &[u8]) -> Result<IndexValue> {
         let bad = || {

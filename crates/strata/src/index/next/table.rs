@@ -389,6 +389,30 @@ fn put_value(out: &mut Vec<u8>, ty: KeyType, enc: &[u8]) {
     }
 }
 
+/// [`get_varint64`] with the one-byte case inlined: positions and seq
+/// deltas are mostly one byte, and the call was a third of a compaction's
+/// walk over its inputs' secondary entries.
+#[inline(always)]
+fn get_varint(src: &mut &[u8]) -> Option<u64> {
+    match src.split_first() {
+        Some((&b, rest)) if b < 0x80 => {
+            *src = rest;
+            Some(u64::from(b))
+        }
+        _ => get_varint64(src),
+    }
+}
+
+/// [`put_varint64`] with the one-byte case inlined.
+#[inline(always)]
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    if v < 0x80 {
+        out.push(v as u8);
+    } else {
+        put_varint64(out, v);
+    }
+}
+
 /// Bytes of `v` as a varint.
 fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
@@ -400,8 +424,43 @@ fn varint_len(mut v: u64) -> usize {
 }
 
 /// An entry being built: the bounds of its encoded value in the build's
-/// arena, location, seq, value.
-type Encoded = ((usize, usize), Loc, SeqNo, IndexValue);
+/// arena, location, seq.
+pub type Encoded = ((usize, usize), Loc, SeqNo);
+
+/// The MBR of an encoded spatial value of type `ty` (what
+/// [`IndexValue::mbr`] gives for the decoded value); `None` for scalars
+/// and for bytes that are not a spatial value of `ty`.
+fn enc_mbr(ty: KeyType, enc: &[u8]) -> Option<[f64; 4]> {
+    let f = |i: usize| {
+        enc.get(i * 8..i * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(f64::from_le_bytes)
+    };
+    match (ty, enc.len()) {
+        (KeyType::Point, 16) => {
+            let (x, y) = (f(0)?, f(1)?);
+            Some([x, y, x, y])
+        }
+        (KeyType::Rect, 32) => Some([f(0)?, f(1)?, f(2)?, f(3)?]),
+        _ => None,
+    }
+}
+
+/// The gap coordinate ([`IndexValue::gap_coordinate`]) of an encoded value
+/// of type `ty`, read from the encoding without decoding it (0 for bytes
+/// too short for `ty`).
+fn enc_gap(ty: KeyType, enc: &[u8]) -> f64 {
+    let first8 = || enc.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+    match ty {
+        KeyType::I64 => first8().map_or(0.0, |b| (u64::from_be_bytes(b) ^ (1 << 63)) as i64 as f64),
+        KeyType::F64 => first8().map_or(0.0, |b| {
+            let t = u64::from_be_bytes(b);
+            f64::from_bits(if t >> 63 == 1 { t ^ (1 << 63) } else { !t })
+        }),
+        KeyType::String => prefix_u64(enc) as f64,
+        KeyType::Point | KeyType::Rect => first8().map_or(0.0, f64::from_le_bytes),
+    }
+}
 
 /// The encoded value of `e`, whose bounds lie in `arena`.
 fn enc_of<'a>(arena: &'a [u8], e: &Encoded) -> &'a [u8] {
@@ -417,21 +476,22 @@ fn encode_sec_block(ty: KeyType, arena: &[u8], items: &[Encoded], members: &[usi
         .map(|e| e.2)
         .min()
         .unwrap_or(0);
-    let mut out = Vec::with_capacity(SEC_BLOCK_BYTES + 64);
-    let mut offsets = Vec::with_capacity(members.len());
+    // The offset array follows the area: built in its own buffer, at its
+    // final size, then appended.
+    let mut out = Vec::with_capacity(SEC_BLOCK_BYTES + 5 * members.len() + SEC_TRAILER + 64);
+    let mut offsets: Vec<u8> = Vec::with_capacity(4 * members.len());
     for e in members.iter().filter_map(|&i| items.get(i)) {
-        let (_, loc, seq, _) = e;
-        offsets.push(out.len() as u32);
+        let (_, loc, seq) = e;
+        offsets.extend_from_slice(&(out.len() as u32).to_le_bytes());
         put_value(&mut out, ty, enc_of(arena, e));
-        put_varint64(&mut out, u64::from(loc.0));
-        put_varint64(&mut out, u64::from(loc.1));
-        put_varint64(&mut out, seq - base);
+        put_varint(&mut out, u64::from(loc.0));
+        put_varint(&mut out, u64::from(loc.1));
+        put_varint(&mut out, seq - base);
     }
-    for o in &offsets {
-        out.extend_from_slice(&o.to_le_bytes());
-    }
+    let count = (offsets.len() / 4) as u32;
+    out.extend_from_slice(&offsets);
     out.extend_from_slice(&base.to_le_bytes());
-    out.extend_from_slice(&(offsets.len() as u32).to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
     out
 }
 
@@ -549,7 +609,7 @@ impl<'a> SecBlock<'a> {
     pub fn entry(&self, i: u32) -> Result<SecEntry<'a>> {
         let bad = || Error::corruption(format!("bad NEXT secondary block: entry {i}"));
         let (value, mut src) = self.decode(i)?;
-        let mut v = || get_varint64(&mut src).ok_or_else(bad);
+        let mut v = || get_varint(&mut src).ok_or_else(bad);
         let h = u32::try_from(v()?).map_err(|_| bad())?;
         let e = u32::try_from(v()?).map_err(|_| bad())?;
         let seq = self.base_seq.checked_add(v()?).ok_or_else(bad)?;
@@ -561,6 +621,50 @@ impl<'a> SecBlock<'a> {
             loc: (h, e),
             seq,
         })
+    }
+
+    /// Calls `f` with the encoded value and sequence number of every entry,
+    /// in order, decoding the area front to back (a compaction reading its
+    /// inputs' values: no offset search per entry). Checks what
+    /// [`SecBlock::entry`] checks: each entry starts at its offset and
+    /// decodes exactly to the next one's. Stops early, returning false,
+    /// when `f` does.
+    pub fn for_each_value(&self, mut f: impl FnMut(&'a [u8], SeqNo) -> bool) -> Result<bool> {
+        let bad = |i: usize| Error::corruption(format!("bad NEXT secondary block: entry {i}"));
+        let width = match self.ty {
+            KeyType::Point => Some(16),
+            KeyType::Rect => Some(32),
+            _ => None,
+        };
+        let mut src = self.area;
+        // `parse` made `offsets` exactly `4 * count` bytes.
+        for (i, off) in self.offsets.chunks_exact(4).enumerate() {
+            let at = self.area.len() - src.len();
+            if decode_fixed32(off).map(|o| o as usize) != Some(at) {
+                return Err(bad(i));
+            }
+            let value = match width {
+                Some(w) => {
+                    let (v, rest) = src.split_at_checked(w).ok_or_else(|| bad(i))?;
+                    src = rest;
+                    v
+                }
+                None => get_length_prefixed(&mut src).ok_or_else(|| bad(i))?,
+            };
+            let mut v = || get_varint(&mut src).ok_or_else(|| bad(i));
+            let (h, e, d) = (v()?, v()?, v()?);
+            if u32::try_from(h).is_err() || u32::try_from(e).is_err() {
+                return Err(bad(i));
+            }
+            let seq = self.base_seq.checked_add(d).ok_or_else(|| bad(i))?;
+            if !f(value, seq) {
+                return Ok(false);
+            }
+        }
+        if !src.is_empty() {
+            return Err(bad(self.count as usize));
+        }
+        Ok(true)
     }
 
     /// The first position in `[start, end)` whose value is `>= key`
@@ -626,11 +730,15 @@ pub struct Built {
 
 /// An indexed entry as the builder collects it: attribute value, where the
 /// entry is, and its sequence number.
+#[cfg(test)]
 pub type Pair = (IndexValue, Loc, SeqNo);
 
 /// The first 8 bytes of `b`, big-endian, zero-padded: comparing prefixes
 /// agrees with comparing the bytes whenever the prefixes differ.
 fn prefix_u64(b: &[u8]) -> u64 {
+    if let Some(a) = b.first_chunk::<8>() {
+        return u64::from_be_bytes(*a);
+    }
     let mut a = [0u8; 8];
     for (d, s) in a.iter_mut().zip(b) {
         *d = *s;
@@ -759,15 +867,44 @@ fn entry_order(arena: &[u8], items: &[Encoded], curve: Option<&[u64]>, fast: boo
 }
 
 /// Algorithm 1 with value-aware splitting. `pairs` are (value, position in
-/// `handles` and in its block, sequence number).
+/// `handles` and in its block, sequence number): [`build_encoded`] of the
+/// encoded values (tests build from values).
+#[cfg(test)]
 pub fn build(
     index_id: u32,
     ty: KeyType,
     delta: Delta,
     handles: Vec<BlockHandle>,
-    mut pairs: Vec<Pair>,
+    pairs: Vec<Pair>,
 ) -> Built {
-    let n = pairs.len();
+    let mut arena: Vec<u8> = Vec::with_capacity(pairs.len().saturating_mul(16));
+    let items = pairs
+        .into_iter()
+        .map(|(v, loc, seq)| {
+            let start = arena.len();
+            v.encode_into(&mut arena);
+            ((start, arena.len()), loc, seq)
+        })
+        .collect();
+    build_encoded(index_id, ty, delta, handles, &arena, items)
+}
+
+/// Algorithm 1 with value-aware splitting over entries whose values are
+/// already encoded, all in one arena (no allocation per entry): `items`
+/// are (bounds of the encoded value in `arena`, position in `handles` and
+/// in its block, sequence number). Contract: every value is
+/// [`IndexValue::encode`] of a value of type `ty`; the encoding is
+/// canonical, so the blocks are those the decoded values give. A compaction takes the values encoded from its inputs'
+/// secondary blocks and never decodes them.
+pub fn build_encoded(
+    index_id: u32,
+    ty: KeyType,
+    delta: Delta,
+    handles: Vec<BlockHandle>,
+    arena: &[u8],
+    items: Vec<Encoded>,
+) -> Built {
+    let n = items.len();
     // Sort and compute δ.
     let mut table_mbr = [
         f64::INFINITY,
@@ -775,20 +912,10 @@ pub fn build(
         f64::NEG_INFINITY,
         f64::NEG_INFINITY,
     ];
-    // Every encoded value in one arena: no allocation per entry.
-    let mut arena: Vec<u8> = Vec::with_capacity(n.saturating_mul(16));
-    let mut push_enc = |v: &IndexValue| {
-        let start = arena.len();
-        v.encode_into(&mut arena);
-        (start, arena.len())
-    };
-    let items: Vec<Encoded>;
-    let order: Vec<usize>;
-    if ty.is_spatial() {
-        for (v, _, _) in &pairs {
-            if let Some(m) = v.mbr() {
-                table_mbr = union(&table_mbr, &m);
-            }
+    let mbr_of = |e: &Encoded| enc_mbr(ty, enc_of(arena, e));
+    let order: Vec<usize> = if ty.is_spatial() {
+        for m in items.iter().filter_map(mbr_of) {
+            table_mbr = union(&table_mbr, &m);
         }
         let (w, h) = (
             (table_mbr[2] - table_mbr[0]).max(1e-12),
@@ -796,28 +923,20 @@ pub fn build(
         );
         let scale =
             |v: f64, lo: f64, span: f64| (((v - lo) / span) * 65535.0).clamp(0.0, 65535.0) as u32;
-        let mut curve: Vec<u64> = Vec::with_capacity(n);
-        items = pairs
-            .drain(..)
-            .map(|(v, h_, seq)| {
-                let m = v.mbr().unwrap_or([0.0; 4]);
+        let curve: Vec<u64> = items
+            .iter()
+            .map(|e| {
+                let m = mbr_of(e).unwrap_or([0.0; 4]);
                 let cx = (m[0] + m[2]) / 2.0;
                 let cy = (m[1] + m[3]) / 2.0;
-                curve.push(hilbert(
-                    scale(cx, table_mbr[0], w),
-                    scale(cy, table_mbr[1], h),
-                ));
-                (push_enc(&v), h_, seq, v)
+                hilbert(scale(cx, table_mbr[0], w), scale(cy, table_mbr[1], h))
             })
             .collect();
-        order = entry_order(&arena, &items, Some(&curve), fixed_width(&items));
+        entry_order(arena, &items, Some(&curve), fixed_width(&items))
     } else {
-        items = pairs
-            .drain(..)
-            .map(|(v, h, seq)| (push_enc(&v), h, seq, v))
-            .collect();
-        order = entry_order(&arena, &items, None, fixed_width(&items));
-    }
+        entry_order(arena, &items, None, fixed_width(&items))
+    };
+    let gap_of = |e: &Encoded| enc_gap(ty, enc_of(arena, e));
     let first = order.first().and_then(|&i| items.get(i));
     let last = order.last().and_then(|&i| items.get(i));
     let delta_value = match delta {
@@ -835,8 +954,8 @@ pub fn build(
                     f64::INFINITY
                 }
             } else {
-                let lo = first.map_or(0.0, |e| e.3.gap_coordinate());
-                let hi = last.map_or(0.0, |e| e.3.gap_coordinate());
+                let lo = first.map_or(0.0, gap_of);
+                let hi = last.map_or(0.0, gap_of);
                 let d = 8.0 * (hi - lo) / (n - 1) as f64;
                 if d > 0.0 {
                     d
@@ -854,13 +973,18 @@ pub fn build(
     let mut block: Vec<usize> = Vec::new();
     let mut block_bytes = 0usize;
     let mut block_no: u32 = 0;
-    // Current global entry: (start, envelope, last gap coordinate, max seq).
-    let mut cur: Option<(u32, Envelope, f64, SeqNo)> = None;
+    // Current global entry: (start, envelope, last gap coordinate, max
+    // seq, last encoded value). A scalar envelope's upper bound is the
+    // last value, copied when the entry closes.
+    let mut cur: Option<(u32, Envelope, f64, SeqNo, &[u8])> = None;
     let close = |entries: &mut Vec<GlobalEntry>,
-                 cur: &mut Option<(u32, Envelope, f64, SeqNo)>,
+                 cur: &mut Option<(u32, Envelope, f64, SeqNo, &[u8])>,
                  block_no: u32,
                  end: u32| {
-        if let Some((start, env, _, max_seq)) = cur.take() {
+        if let Some((start, mut env, _, max_seq, last_enc)) = cur.take() {
+            if let Envelope::Scalar(_, hi) = &mut env {
+                *hi = last_enc.to_vec();
+            }
             entries.push(GlobalEntry {
                 sec_block: block_no,
                 start,
@@ -872,40 +996,38 @@ pub fn build(
     };
     for &i in &order {
         let Some(item) = items.get(i) else { continue };
-        let (_, loc, seq, v) = item;
-        let enc = enc_of(&arena, item);
+        let (_, loc, seq) = item;
+        let enc = enc_of(arena, item);
+        let mbr = enc_mbr(ty, enc);
+        let gap = enc_gap(ty, enc);
         let in_block = block.len() as u32;
         // Split the global entry when the value is too far (value-aware).
-        if let Some((_, env, last, _)) = &mut cur {
-            let split = match (env, v.mbr()) {
+        if let Some((_, env, last, _, _)) = &mut cur {
+            let split = match (env, mbr) {
                 (Envelope::Rect(r), Some(m)) => {
                     half_perimeter(&union(r, &m)) - half_perimeter(r) > delta_value
                 }
-                _ => v.gap_coordinate() - *last > delta_value,
+                _ => gap - *last > delta_value,
             };
             if split {
                 close(&mut entries, &mut cur, block_no, in_block);
             }
         }
         match &mut cur {
-            Some((_, env, last, max_seq)) => {
-                match (env, v.mbr()) {
-                    (Envelope::Rect(r), Some(m)) => *r = union(r, &m),
-                    (Envelope::Scalar(_, hi), _) => {
-                        hi.clear();
-                        hi.extend_from_slice(enc);
-                    }
-                    _ => {}
+            Some((_, env, last, max_seq, last_enc)) => {
+                if let (Envelope::Rect(r), Some(m)) = (env, mbr) {
+                    *r = union(r, &m);
                 }
-                *last = v.gap_coordinate();
+                *last_enc = enc;
+                *last = gap;
                 *max_seq = (*max_seq).max(*seq);
             }
             None => {
-                let env = match v.mbr() {
+                let env = match mbr {
                     Some(m) if ty.is_spatial() => Envelope::Rect(m),
-                    _ => Envelope::Scalar(enc.to_vec(), enc.to_vec()),
+                    _ => Envelope::Scalar(enc.to_vec(), Vec::new()),
                 };
-                cur = Some((in_block, env, v.gap_coordinate(), *seq));
+                cur = Some((in_block, env, gap, *seq, enc));
             }
         }
         block.push(i);
@@ -915,7 +1037,7 @@ pub fn build(
             close(&mut entries, &mut cur, block_no, block.len() as u32);
             blocks.push((
                 sec_block_name(index_id, block_no),
-                encode_sec_block(ty, &arena, &items, &block),
+                encode_sec_block(ty, arena, &items, &block),
             ));
             block.clear();
             block_bytes = 0;
@@ -926,7 +1048,7 @@ pub fn build(
         close(&mut entries, &mut cur, block_no, block.len() as u32);
         blocks.push((
             sec_block_name(index_id, block_no),
-            encode_sec_block(ty, &arena, &items, &block),
+            encode_sec_block(ty, arena, &items, &block),
         ));
         block_no += 1;
     }
@@ -1201,6 +1323,42 @@ mod tests {
                 }
             }
         }
+        // The sequential walk gives what `entry` gives, and errs where a
+        // corrupt block makes some `entry` err.
+        for b in &b.blocks[..b.blocks.len() - 1] {
+            let sb = SecBlock::parse(&b.1, KeyType::I64).unwrap();
+            let mut walked = Vec::new();
+            assert!(sb
+                .for_each_value(|v, s| {
+                    walked.push((v, s));
+                    true
+                })
+                .unwrap());
+            let direct: Vec<_> = (0..sb.len())
+                .map(|i| sb.entry(i).map(|e| (e.value, e.seq)).unwrap())
+                .collect();
+            assert_eq!(walked, direct);
+        }
+        for at in 0..bytes.len() {
+            let mut c = bytes.clone();
+            c[at] ^= 0x81;
+            if let Ok(sb) = SecBlock::parse(&c, KeyType::I64) {
+                let all_ok = (0..sb.len()).all(|i| sb.entry(i).is_ok());
+                let mut n = 0;
+                let walk = sb.for_each_value(|_, _| {
+                    n += 1;
+                    true
+                });
+                if all_ok {
+                    // Entries that decode one by one also decode in a walk
+                    // (the offsets checked the same way).
+                    assert!(walk.is_ok(), "flip at {at}");
+                    assert_eq!(n, sb.len());
+                } else {
+                    assert!(walk.is_err(), "flip at {at}");
+                }
+            }
+        }
         // A version-1 directory (no max seqs) decodes, but queries refuse
         // it with a rebuild hint.
         let mut dir = vec![1u8, 1];
@@ -1311,7 +1469,7 @@ mod tests {
                 v.encode_into(&mut arena);
                 // Positions not in item order.
                 let loc = ((next() % 40) as u32, (next() % 3) as u32);
-                items.push(((start, arena.len()), loc, u64::from(i), v));
+                items.push(((start, arena.len()), loc, u64::from(i)));
                 curve.push(next() % 9);
             }
             assert!(fixed_width(&items));
@@ -1327,7 +1485,7 @@ mod tests {
         for (i, s) in ["b", "ab", "a"].iter().enumerate() {
             let start = arena.len();
             IndexValue::Str(s.to_string()).encode_into(&mut arena);
-            items.push(((start, arena.len()), (0, i as u32), 0, IndexValue::I64(0)));
+            items.push(((start, arena.len()), (0, i as u32), 0));
         }
         assert!(!fixed_width(&items), "strings of several lengths");
     }
@@ -1394,6 +1552,39 @@ mod tests {
             want.sort_by_key(|&i| (keys[i], i));
             assert_eq!(radix_order(&keys), want, "{n} keys, mask {mask:x}");
         }
+    }
+
+    #[test]
+    fn encoded_gap_and_mbr_are_the_values() {
+        let values = [
+            (KeyType::I64, IndexValue::I64(i64::MIN)),
+            (KeyType::I64, IndexValue::I64(-1)),
+            (KeyType::I64, IndexValue::I64(0)),
+            (KeyType::I64, IndexValue::I64(123_456_789_012)),
+            (KeyType::I64, IndexValue::I64(i64::MAX)),
+            (KeyType::F64, IndexValue::F64(-0.0)),
+            (KeyType::F64, IndexValue::F64(0.0)),
+            (KeyType::F64, IndexValue::F64(-2.5e300)),
+            (KeyType::F64, IndexValue::F64(f64::MIN_POSITIVE)),
+            (KeyType::F64, IndexValue::F64(f64::INFINITY)),
+            (KeyType::String, IndexValue::Str(String::new())),
+            (KeyType::String, IndexValue::Str("ab".into())),
+            (KeyType::String, IndexValue::Str("longer than eight".into())),
+            (KeyType::Point, IndexValue::Point([-0.0, 3.25])),
+            (KeyType::Point, IndexValue::Point([-122.4, 37.8])),
+            (KeyType::Rect, IndexValue::Rect([1.0, -2.0, 3.5, 4.0])),
+        ];
+        for (ty, v) in values {
+            let enc = v.encode();
+            assert_eq!(
+                enc_gap(ty, &enc).to_bits(),
+                v.gap_coordinate().to_bits(),
+                "{v:?}"
+            );
+            assert_eq!(enc_mbr(ty, &enc), v.mbr(), "{v:?}");
+        }
+        assert_eq!(enc_mbr(KeyType::Point, &[0; 15]), None);
+        assert_eq!(enc_gap(KeyType::I64, &[1, 2]), 0.0);
     }
 
     #[test]
