@@ -35,6 +35,8 @@ pub mod read;
 pub mod sstable;
 pub mod stats;
 pub mod sync;
+#[cfg(test)]
+mod test_data;
 pub mod version;
 pub mod wal;
 

@@ -445,7 +445,8 @@ impl Drop for MappedLog {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::wal::tests::payload;
+
+    use crate::test_data::payload;
 
     fn mapped(path: &Path) -> MappedLog {
         match create(path).unwrap() {

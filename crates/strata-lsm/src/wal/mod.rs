@@ -68,18 +68,7 @@ pub(crate) mod tests {
     use crate::error::{Error, Result};
     use crate::wal::WalRecovery::{self, BestEffort, TolerateTornTail};
 
-    /// Deterministic test payload of `len` bytes, distinct per `seed`.
-    pub(crate) fn payload(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
+    pub(crate) use crate::test_data::payload;
 
     /// Writes `records` to a new log; returns the file offset at which each
     /// record's bytes (including any leading block padding) end.
