@@ -53,10 +53,12 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use memmap2::{MmapMut, MmapOptions};
+
+use crate::sync::{lock, wait};
 
 /// Length of the first window.
 pub const MIN_WINDOW: u64 = 256 << 10;
@@ -119,10 +121,6 @@ struct Work {
     stop: bool,
 }
 
-fn lock_work(shared: &Shared) -> MutexGuard<'_, Work> {
-    shared.work.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Worker {
     /// Starts the worker of `file`, whose bytes `0..allocated_to` are
     /// allocated; `None` if the thread cannot be started.
@@ -145,17 +143,52 @@ impl Worker {
             thread: Some(thread),
         })
     }
+    /// Waits until the window `start..start + len` is allocated, asking
+    /// for it if it was not yet; false if it is not the worker's next
+    /// window (never expected: the caller allocates it).
+    fn allocate(&self, start: u64, len: u64) -> std::io::Result<bool> {
+        let shared = &self.shared;
+        let mut w = lock(&shared.work);
+        loop {
+            if w.allocated_to >= start + len {
+                return Ok(true);
+            }
+            if let Some(e) = w.alloc_err.take() {
+                return Err(e);
+            }
+            if w.alloc.is_none() {
+                if w.allocated_to != start {
+                    return Ok(false);
+                }
+                w.alloc = Some((start, len));
+                shared.wake.notify_one();
+            }
+            w = wait(&shared.allocated, w);
+        }
+    }
+}
+
+/// Stops the worker once it has done what was asked (an allocation asked
+/// for is made), and waits for it.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        lock(&self.shared.work).stop = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The worker: allocations first (a writer may be waiting), then
 /// writeback, each system call made without the lock.
 fn work_loop(shared: &Shared, file: &File) {
-    let mut w = lock_work(shared);
+    let mut w = lock(&shared.work);
     loop {
         if let Some((start, len)) = w.alloc.take() {
             drop(w);
             let r = allocate(file, start, len);
-            w = lock_work(shared);
+            w = lock(&shared.work);
             match r {
                 Ok(()) => w.allocated_to = start + len,
                 Err(e) => w.alloc_err = Some(e),
@@ -167,14 +200,14 @@ fn work_loop(shared: &Shared, file: &File) {
             let (from, to) = (w.writeback_done, w.writeback_to);
             drop(w);
             start_writeback(file, from, to - from);
-            w = lock_work(shared);
+            w = lock(&shared.work);
             w.writeback_done = w.writeback_done.max(to);
             continue;
         }
         if w.stop {
             return;
         }
-        w = shared.wake.wait(w).unwrap_or_else(|e| e.into_inner());
+        w = wait(&shared.wake, w);
     }
 }
 
@@ -309,44 +342,22 @@ impl MappedLog {
     }
 
     /// Maps the window at `start` (the current one is full or unmapped),
-    /// once its bytes are allocated: by the worker (asked now if it was
-    /// not yet; waits for it), or here without a worker.
+    /// once its bytes are allocated: by the worker ([`Worker::allocate`]),
+    /// or here without a worker.
     fn next_window(&mut self) -> std::io::Result<()> {
         if let Some(m) = self.map.take() {
             self.start += m.len() as u64;
         }
         let len = window_len(self.start);
-        let end = self.start + len;
-        let mut inline = true;
-        if let Some(worker) = &self.worker {
-            let shared = &worker.shared;
-            let mut w = lock_work(shared);
-            loop {
-                if w.allocated_to >= end {
-                    inline = false;
-                    break;
-                }
-                if let Some(e) = w.alloc_err.take() {
-                    // Asked again by the next write.
-                    self.next_asked = false;
-                    return Err(e);
-                }
-                if w.alloc.is_none() {
-                    if w.allocated_to != self.start {
-                        // Not the worker's next window (never expected):
-                        // allocated here.
-                        break;
-                    }
-                    w.alloc = Some((self.start, len));
-                    shared.wake.notify_one();
-                }
-                w = shared.allocated.wait(w).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        if inline {
+        // Asked again (by the next write) if this one fails.
+        self.next_asked = false;
+        let by_worker = match &self.worker {
+            Some(w) => w.allocate(self.start, len)?,
+            None => false,
+        };
+        if !by_worker {
             allocate(&self.file, self.start, len)?;
         }
-        self.next_asked = false;
         self.map = Some(map_window(&self.file, self.start, len)?);
         Ok(())
     }
@@ -363,7 +374,7 @@ impl MappedLog {
         }
         self.next_asked = true;
         let next = self.start + len;
-        let mut w = lock_work(&worker.shared);
+        let mut w = lock(&worker.shared.work);
         if w.alloc.is_none() && w.allocated_to == next {
             w.alloc = Some((next, window_len(next)));
             worker.shared.wake.notify_one();
@@ -402,7 +413,7 @@ impl Write for MappedLog {
         if done_pages.saturating_sub(self.written_back) >= WRITEBACK_CHUNK {
             match &self.worker {
                 Some(worker) => {
-                    let mut w = lock_work(&worker.shared);
+                    let mut w = lock(&worker.shared.work);
                     w.writeback_to = w.writeback_to.max(done_pages);
                     worker.shared.wake.notify_one();
                 }
@@ -427,13 +438,7 @@ impl Drop for MappedLog {
     fn drop(&mut self) {
         // The worker first: no allocation may extend the file after the
         // truncation below.
-        if let Some(mut worker) = self.worker.take() {
-            lock_work(&worker.shared).stop = true;
-            worker.shared.wake.notify_one();
-            if let Some(t) = worker.thread.take() {
-                let _ = t.join();
-            }
-        }
+        self.worker = None;
         self.map = None;
         // Best effort: a file left longer ends in zeros, read as a torn
         // tail.

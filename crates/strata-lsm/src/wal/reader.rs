@@ -166,24 +166,6 @@ impl LogReader {
                     let certain = self.certain_damage(start, reason);
                     let damage_start = frag_start.take().unwrap_or(start);
                     rec.clear();
-                    if certain && self.mode == WalRecovery::TolerateTornTail {
-                        // A mapped writer's last copy, cut short by a crash,
-                        // can leave a complete record with zeros inside it
-                        // (a copy is not a prefix in file order): torn if
-                        // nothing valid follows and the file ends in the
-                        // writer's zero-filled preallocated window.
-                        if self.scan_for_record_start(start + 1)?.is_none()
-                            && self.ends_in_preallocated_window()
-                        {
-                            self.torn_from(damage_start);
-                            return Ok(None);
-                        }
-                        return Err(Error::corruption_at(
-                            &self.path,
-                            Some(damage_start),
-                            format!("a valid log record ({reason}; not a torn write)"),
-                        ));
-                    }
                     if !self.skip_damage(damage_start, start, reason, certain)? {
                         return Ok(None);
                     }
@@ -195,7 +177,12 @@ impl LogReader {
     /// Handles damage spanning from `damage_start` to at least `at` (an
     /// offset in the current block). Returns false if the log ends there
     /// (a torn tail, or with `certain` damage that `BestEffort` skips),
-    /// true if parsing resumes at a later FULL/FIRST record.
+    /// true if parsing resumes at a later FULL/FIRST record. `certain`
+    /// damage with nothing valid after it is an error in `TolerateTornTail`
+    /// mode — unless the file ends in a mapped writer's zero-filled
+    /// preallocated window: that writer's last copy, cut short by a crash,
+    /// can leave a complete record with zeros inside it (a copy is not a
+    /// prefix in file order), a torn tail.
     fn skip_damage(
         &mut self,
         damage_start: u64,
@@ -204,7 +191,14 @@ impl LogReader {
         certain: bool,
     ) -> Result<bool> {
         match self.scan_for_record_start(at + 1)? {
-            None if certain => {
+            None if certain && !self.ends_in_preallocated_window() => {
+                if self.mode == WalRecovery::TolerateTornTail {
+                    return Err(Error::corruption_at(
+                        &self.path,
+                        Some(damage_start),
+                        format!("a valid log record ({reason}; not a torn write)"),
+                    ));
+                }
                 let end = self.buf_start + self.buf.len() as u64;
                 self.report.corrupted_bytes += end.saturating_sub(damage_start);
                 Ok(false)

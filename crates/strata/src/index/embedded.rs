@@ -462,27 +462,23 @@ impl SlicedFilters {
     }
 
     /// The filter buffer of the blocks not sliced (their offsets moved
-    /// there); members of a shape get an empty view (`BlockFilter::view`
-    /// of an out-of-range offset), which says "maybe".
+    /// there, in file order); members of a shape get an out-of-range
+    /// offset, whose empty view (`BlockFilter::view`) says "maybe".
     fn keep_others(&self, blocks: &mut [BlockZone], filters: &[u8]) -> Vec<u8> {
         let mut kept = Vec::new();
-        let mut other = vec![false; blocks.len()];
         for &i in &self.others {
-            if let Some(o) = other.get_mut(i as usize) {
-                *o = true;
+            if let Some(f) = blocks.get_mut(i as usize).and_then(|b| b.bloom.as_mut()) {
+                let (off, len) = (f.off as usize, f.len as usize);
+                f.off = kept.len() as u32;
+                kept.extend_from_slice(filters.get(off..off + len).unwrap_or_default());
             }
         }
-        for (b, &is_other) in blocks.iter_mut().zip(&other) {
-            let Some(f) = b.bloom.as_mut() else {
-                continue;
-            };
-            if !is_other {
-                f.off = u32::MAX;
-                continue;
+        for s in &self.shapes {
+            for &i in &s.members {
+                if let Some(f) = blocks.get_mut(i as usize).and_then(|b| b.bloom.as_mut()) {
+                    f.off = u32::MAX;
+                }
             }
-            let (off, len) = (f.off as usize, f.len as usize);
-            f.off = kept.len() as u32;
-            kept.extend_from_slice(filters.get(off..off + len).unwrap_or_default());
         }
         kept.shrink_to_fit();
         kept
@@ -738,7 +734,6 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
     if sum != values {
         return Err(bad("block value counts do not add up to the table's"));
     }
-    filters.shrink_to_fit();
     let n_blocks = u32::try_from(blocks.len()).map_err(|_| bad("too many blocks"))?;
     let mut by_newest: Vec<u32> = (0..n_blocks).collect();
     // Stable: equal bounds (every block of a version-1 table) keep file order.
@@ -748,9 +743,10 @@ pub fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<TableZones> 
     } else {
         None
     };
-    if let Some(s) = &sliced {
+    match &sliced {
         // The sliced rows hold the members' bits: keep only the others'.
-        filters = s.keep_others(&mut blocks, &filters);
+        Some(s) => filters = s.keep_others(&mut blocks, &filters),
+        None => filters.shrink_to_fit(),
     }
     Ok(TableZones {
         key_type: expect,

@@ -859,13 +859,7 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for ty in [
-            KeyType::I64,
-            KeyType::F64,
-            KeyType::String,
-            KeyType::Point,
-            KeyType::Rect,
-        ] {
+        for ty in KeyType::ALL {
             let (mut a, mut b) = (builder(ty), builder(ty));
             for i in 0..6000u64 {
                 let block = BlockHandle::new((i / 37) * 4096, 4000);

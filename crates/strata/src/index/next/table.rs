@@ -28,7 +28,7 @@ use rstar::{RTree, AABB};
 use crate::index::value::{IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{
     decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_length_prefixed,
-    put_varint64,
+    put_varint64, varint_len,
 };
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
@@ -389,76 +389,28 @@ fn put_value(out: &mut Vec<u8>, ty: KeyType, enc: &[u8]) {
     }
 }
 
-/// [`get_varint64`] with the one-byte case inlined: positions and seq
-/// deltas are mostly one byte, and the call was a third of a compaction's
-/// walk over its inputs' secondary entries.
-#[inline(always)]
-fn get_varint(src: &mut &[u8]) -> Option<u64> {
-    match src.split_first() {
-        Some((&b, rest)) if b < 0x80 => {
-            *src = rest;
-            Some(u64::from(b))
-        }
-        _ => get_varint64(src),
-    }
-}
-
-/// [`put_varint64`] with the one-byte case inlined.
-#[inline(always)]
-fn put_varint(out: &mut Vec<u8>, v: u64) {
-    if v < 0x80 {
-        out.push(v as u8);
-    } else {
-        put_varint64(out, v);
-    }
-}
-
-/// Bytes of `v` as a varint.
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// An entry being built: the bounds of its encoded value in the build's
 /// arena, location, seq.
 pub type Encoded = ((usize, usize), Loc, SeqNo);
 
 /// The MBR of an encoded spatial value of type `ty` (what
 /// [`IndexValue::mbr`] gives for the decoded value); `None` for scalars
-/// and for bytes that are not a spatial value of `ty`.
+/// and for bytes that are not a spatial value of `ty`. Decoding a point or
+/// rectangle allocates nothing.
 fn enc_mbr(ty: KeyType, enc: &[u8]) -> Option<[f64; 4]> {
-    let f = |i: usize| {
-        enc.get(i * 8..i * 8 + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(f64::from_le_bytes)
-    };
-    match (ty, enc.len()) {
-        (KeyType::Point, 16) => {
-            let (x, y) = (f(0)?, f(1)?);
-            Some([x, y, x, y])
-        }
-        (KeyType::Rect, 32) => Some([f(0)?, f(1)?, f(2)?, f(3)?]),
-        _ => None,
+    if !ty.is_spatial() {
+        return None;
     }
+    IndexValue::decode(ty, enc).ok().and_then(|v| v.mbr())
 }
 
 /// The gap coordinate ([`IndexValue::gap_coordinate`]) of an encoded value
-/// of type `ty`, read from the encoding without decoding it (0 for bytes
-/// too short for `ty`).
+/// of type `ty` (0 for bytes that are not a value of `ty`); a string's is
+/// read from its first bytes, without building the `String`.
 fn enc_gap(ty: KeyType, enc: &[u8]) -> f64 {
-    let first8 = || enc.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
     match ty {
-        KeyType::I64 => first8().map_or(0.0, |b| (u64::from_be_bytes(b) ^ (1 << 63)) as i64 as f64),
-        KeyType::F64 => first8().map_or(0.0, |b| {
-            let t = u64::from_be_bytes(b);
-            f64::from_bits(if t >> 63 == 1 { t ^ (1 << 63) } else { !t })
-        }),
         KeyType::String => prefix_u64(enc) as f64,
-        KeyType::Point | KeyType::Rect => first8().map_or(0.0, f64::from_le_bytes),
+        _ => IndexValue::decode(ty, enc).map_or(0.0, |v| v.gap_coordinate()),
     }
 }
 
@@ -484,9 +436,9 @@ fn encode_sec_block(ty: KeyType, arena: &[u8], items: &[Encoded], members: &[usi
         let (_, loc, seq) = e;
         offsets.extend_from_slice(&(out.len() as u32).to_le_bytes());
         put_value(&mut out, ty, enc_of(arena, e));
-        put_varint(&mut out, u64::from(loc.0));
-        put_varint(&mut out, u64::from(loc.1));
-        put_varint(&mut out, seq - base);
+        put_varint64(&mut out, u64::from(loc.0));
+        put_varint64(&mut out, u64::from(loc.1));
+        put_varint64(&mut out, seq - base);
     }
     let count = (offsets.len() / 4) as u32;
     out.extend_from_slice(&offsets);
@@ -609,7 +561,7 @@ impl<'a> SecBlock<'a> {
     pub fn entry(&self, i: u32) -> Result<SecEntry<'a>> {
         let bad = || Error::corruption(format!("bad NEXT secondary block: entry {i}"));
         let (value, mut src) = self.decode(i)?;
-        let mut v = || get_varint(&mut src).ok_or_else(bad);
+        let mut v = || get_varint64(&mut src).ok_or_else(bad);
         let h = u32::try_from(v()?).map_err(|_| bad())?;
         let e = u32::try_from(v()?).map_err(|_| bad())?;
         let seq = self.base_seq.checked_add(v()?).ok_or_else(bad)?;
@@ -651,7 +603,7 @@ impl<'a> SecBlock<'a> {
                 }
                 None => get_length_prefixed(&mut src).ok_or_else(|| bad(i))?,
             };
-            let mut v = || get_varint(&mut src).ok_or_else(|| bad(i));
+            let mut v = || get_varint64(&mut src).ok_or_else(|| bad(i));
             let (h, e, d) = (v()?, v()?, v()?);
             if u32::try_from(h).is_err() || u32::try_from(e).is_err() {
                 return Err(bad(i));
