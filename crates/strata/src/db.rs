@@ -441,6 +441,10 @@ impl Db {
     /// interrupted by a crash resumes with the tables not covered yet.
     fn per_table_build(&self, def: &Arc<index::IndexDef>) -> Result<()> {
         self.engine.flush()?;
+        // A compaction that began before the index existed writes tables
+        // without its structures; once it has installed them, the loop
+        // below sees them uncovered (later ones carry the index).
+        self.engine.wait_for_running_compaction();
         def.set_online(true);
         let (done, bytes) = self.index.side_covered(def);
         let p = &def.progress;

@@ -351,3 +351,111 @@ fn concurrent_writers_during_a_build() {
         assert!(db.check_index("by_n").unwrap().ok(), "{strategy}");
     }
 }
+
+/// Holds the first compaction output table armed for, in its observer's
+/// `finish` (after every extension's observer was created), until
+/// released.
+struct Gate {
+    state: Arc<(Mutex<(bool, bool, bool)>, std::sync::Condvar)>,
+}
+
+struct GateObserver {
+    state: Arc<(Mutex<(bool, bool, bool)>, std::sync::Condvar)>,
+}
+
+impl strata::lsm::sstable::observer::TableObserver for GateObserver {
+    fn on_entry(
+        &mut self,
+        _: &strata::lsm::sstable::observer::EntryRef<'_>,
+        _: strata::lsm::sstable::BlockHandle,
+    ) {
+    }
+    fn finish(&mut self) -> strata::Result<Vec<(String, Vec<u8>)>> {
+        let (m, cv) = &*self.state;
+        let mut s = m.lock().unwrap();
+        // (armed, entered, released)
+        s.1 = true;
+        cv.notify_all();
+        while !s.2 {
+            s = cv.wait(s).unwrap();
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl strata::lsm::hooks::EngineHooks for Gate {
+    fn name(&self) -> &str {
+        "test.gate"
+    }
+    fn table_observer(
+        &self,
+        ctx: &strata::lsm::hooks::TableContext,
+    ) -> Option<Box<dyn strata::lsm::sstable::observer::TableObserver>> {
+        let mut s = self.state.0.lock().unwrap();
+        if ctx.reason != strata::lsm::hooks::TableReason::Compaction || !s.0 {
+            return None;
+        }
+        s.0 = false;
+        Some(Box::new(GateObserver {
+            state: self.state.clone(),
+        }))
+    }
+}
+
+/// Regression: a compaction that began before `create_index` writes its
+/// tables without the new index's blocks; if it installed them after the
+/// build's last pass, the index was marked ready while a live table lacked
+/// its structures (queries skipped the table; reopen refused the
+/// database: "table N lacks the block ... of ready index").
+#[test]
+fn a_compaction_begun_before_the_index_is_covered_by_its_build() {
+    for strategy in PER_TABLE {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new((Mutex::new((false, false, false)), std::sync::Condvar::new()));
+        let mut o = Options::small_for_tests();
+        o.hooks.push(Arc::new(Gate {
+            state: state.clone(),
+        }));
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        let mut rng = Rng::new(5);
+        for i in 0..600u64 {
+            db.put(&key(rng.below(400)), &doc((i % 20) as i64, 40))
+                .unwrap();
+            if i % 150 == 149 {
+                db.flush().unwrap();
+            }
+        }
+        db.wait_for_compactions().unwrap();
+        state.0.lock().unwrap().0 = true;
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            let compaction = s.spawn(|| db.compact_range(None, None));
+            {
+                let (m, cv) = &*state;
+                let mut g = m.lock().unwrap();
+                while !g.1 {
+                    g = cv.wait(g).unwrap();
+                }
+            }
+            let build = s.spawn(|| {
+                let r = db.create_index(spec_for(strategy, "by_n", "n", KeyType::I64));
+                let _ = done_tx.send(());
+                r
+            });
+            // A fixed build finishes only after the held compaction; an
+            // unfixed one before it. Release it either way.
+            let _ = done_rx.recv_timeout(std::time::Duration::from_millis(500));
+            let (m, cv) = &*state;
+            m.lock().unwrap().2 = true;
+            cv.notify_all();
+            compaction.join().unwrap().unwrap();
+            build.join().unwrap().unwrap();
+        });
+        check_exact(&db, "by_n", &mut rng);
+        drop(db);
+        let db = Db::open(dir.path(), o).unwrap_or_else(|e| panic!("{strategy}: reopen: {e}"));
+        assert_eq!(db.indexes()[0].state, IndexState::Ready, "{strategy}");
+        check_exact(&db, "by_n", &mut rng);
+        assert!(db.check_index("by_n").unwrap().ok(), "{strategy}");
+    }
+}
