@@ -352,15 +352,18 @@ fn concurrent_writers_during_a_build() {
     }
 }
 
+/// The gate's state: (armed, entered, released).
+type GateState = Arc<(Mutex<(bool, bool, bool)>, std::sync::Condvar)>;
+
 /// Holds the first compaction output table armed for, in its observer's
 /// `finish` (after every extension's observer was created), until
 /// released.
 struct Gate {
-    state: Arc<(Mutex<(bool, bool, bool)>, std::sync::Condvar)>,
+    state: GateState,
 }
 
 struct GateObserver {
-    state: Arc<(Mutex<(bool, bool, bool)>, std::sync::Condvar)>,
+    state: GateState,
 }
 
 impl strata::lsm::sstable::observer::TableObserver for GateObserver {
@@ -373,7 +376,6 @@ impl strata::lsm::sstable::observer::TableObserver for GateObserver {
     fn finish(&mut self) -> strata::Result<Vec<(String, Vec<u8>)>> {
         let (m, cv) = &*self.state;
         let mut s = m.lock().unwrap();
-        // (armed, entered, released)
         s.1 = true;
         cv.notify_all();
         while !s.2 {
@@ -411,7 +413,8 @@ impl strata::lsm::hooks::EngineHooks for Gate {
 fn a_compaction_begun_before_the_index_is_covered_by_its_build() {
     for strategy in PER_TABLE {
         let dir = tempfile::tempdir().unwrap();
-        let state = Arc::new((Mutex::new((false, false, false)), std::sync::Condvar::new()));
+        let state: GateState =
+            Arc::new((Mutex::new((false, false, false)), std::sync::Condvar::new()));
         let mut o = Options::small_for_tests();
         o.hooks.push(Arc::new(Gate {
             state: state.clone(),
