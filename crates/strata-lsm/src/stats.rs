@@ -252,6 +252,10 @@ pub struct Stats {
     pub memtable_filter_bytes: u64,
     /// Immutable memtables waiting to be flushed.
     pub immutable_memtables: usize,
+    /// Flushed memtables that readers still hold (freed by a background
+    /// thread once released; counted in no other field).
+    #[serde(default)]
+    pub retired_memtables: usize,
     /// Bytes charged to the block cache.
     pub block_cache_bytes: u64,
     /// Sum of live table file sizes.

@@ -140,8 +140,23 @@ impl DbInner {
             let popped = st.imm.pop_front();
             debug_assert!(popped.is_some_and(|p| Arc::ptr_eq(&p, &mem)));
         })?;
+        lock(&self.retired_mems).push(mem);
         self.delete_obsolete_files();
         Ok(true)
+    }
+
+    /// Frees the retired memtables no reader holds any more (see
+    /// `retired_mems`), outside the lock.
+    pub(crate) fn free_retired_memtables(&self) {
+        let free: Vec<Arc<MemTable>> = {
+            let mut r = lock(&self.retired_mems);
+            let (free, keep) = std::mem::take(&mut *r)
+                .into_iter()
+                .partition(|m| Arc::strong_count(m) == 1);
+            *r = keep;
+            free
+        };
+        drop(free);
     }
 
     /// Before a flush retires WAL files: makes the current WAL durable, then
@@ -253,6 +268,7 @@ impl DbInner {
     /// in-progress output references, old manifests and temporaries.
     /// Failures are ignored: the file is retried at the next call or open.
     pub(crate) fn delete_obsolete_files(&self) {
+        self.free_retired_memtables();
         // Pending outputs first: an install moves a file from pending to the
         // current version (version first, then pending), so reading in this
         // order sees every new file in at least one of the two sets. Tables

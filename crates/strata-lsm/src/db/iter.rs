@@ -13,6 +13,9 @@ use crate::merge::{self, MergeOperator};
 /// A user key with the sequence number and value of its visible version.
 pub type VersionedEntry = (Vec<u8>, SeqNo, Vec<u8>);
 
+/// [`VersionedEntry`] borrowed from the iterator until its next step.
+pub type EntryView<'a> = (&'a [u8], SeqNo, &'a [u8]);
+
 /// Forward iterator over `(key, value)` pairs in `[from, to)`.
 ///
 /// It owns what it reads (the merged sources hold `Arc`s of memtables,
@@ -25,6 +28,10 @@ pub struct DbIterator {
     from: Option<Vec<u8>>,
     done: bool,
     merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// The current entry's user key and value (reused: a scan copies each
+    /// visible entry once, without allocating once the buffers have grown).
+    key_buf: Vec<u8>,
+    val_buf: Vec<u8>,
     /// Keeps the version (and so its files) alive while iterating.
     _pin: Box<dyn std::any::Any + Send>,
 }
@@ -46,6 +53,8 @@ impl DbIterator {
             from,
             done: false,
             merge_operator,
+            key_buf: Vec::new(),
+            val_buf: Vec::new(),
             _pin: pin,
         }
     }
@@ -54,11 +63,25 @@ impl DbIterator {
     /// number and value of its newest visible version (index rebuilds need
     /// the sequence number).
     pub fn next_versioned(&mut self) -> Option<Result<VersionedEntry>> {
+        match self.next_ref()? {
+            Ok((_, seq, _)) => {
+                let k = std::mem::take(&mut self.key_buf);
+                let v = std::mem::take(&mut self.val_buf);
+                Some(Ok((k, seq, v)))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`DbIterator::next_versioned`] without allocating: the key, sequence
+    /// number and value of the next visible user key, borrowed until the
+    /// next call (scans that look at each entry once).
+    pub fn next_ref(&mut self) -> Option<Result<EntryView<'_>>> {
         if self.done {
             return None;
         }
         match self.step() {
-            Ok(Some(e)) => Some(Ok(e)),
+            Ok(Some(seq)) => Some(Ok((&self.key_buf, seq, &self.val_buf))),
             Ok(None) => {
                 self.done = true;
                 None
@@ -70,9 +93,9 @@ impl DbIterator {
         }
     }
 
-    /// Advances to the next visible user key; returns it with its sequence
-    /// number and value.
-    fn step(&mut self) -> Result<Option<VersionedEntry>> {
+    /// Advances to the next visible user key; leaves it and its value in
+    /// `key_buf` and `val_buf` and returns its sequence number.
+    fn step(&mut self) -> Result<Option<SeqNo>> {
         if !self.started {
             self.started = true;
             match &self.from {
@@ -91,30 +114,37 @@ impl DbIterator {
                 self.inner.next()?;
                 continue;
             }
-            // Newest visible entry of this user key (one copy of the key,
-            // moved into the result).
-            let user_key = parsed.user_key.to_vec();
-            let found = match parsed.kind {
+            // Newest visible entry of this user key.
+            self.key_buf.clear();
+            self.key_buf.extend_from_slice(parsed.user_key);
+            let (seq, kind) = (parsed.seq, parsed.kind);
+            let found = match kind {
                 ValueKind::Value => {
-                    let r = Some((parsed.seq, self.inner.value().to_vec()));
+                    self.val_buf.clear();
+                    self.val_buf.extend_from_slice(self.inner.value());
                     self.inner.next()?;
-                    r
+                    Some(seq)
                 }
                 ValueKind::Deletion => {
                     self.inner.next()?;
                     None
                 }
                 ValueKind::Merge => {
-                    let seq = parsed.seq;
-                    self.merged(&user_key)?.map(|v| (seq, v))
+                    let user_key = std::mem::take(&mut self.key_buf);
+                    let merged = self.merged(&user_key);
+                    self.key_buf = user_key;
+                    merged?.map(|v| {
+                        self.val_buf = v;
+                        seq
+                    })
                 }
             };
             // Skip the older versions of the same key.
-            while self.inner.valid() && key::user_key(self.inner.key()) == user_key.as_slice() {
+            while self.inner.valid() && key::user_key(self.inner.key()) == self.key_buf.as_slice() {
                 self.inner.next()?;
             }
-            if let Some((seq, value)) = found {
-                return Ok(Some((user_key, seq, value)));
+            if found.is_some() {
+                return Ok(found);
             }
         }
         Ok(None)

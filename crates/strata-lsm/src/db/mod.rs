@@ -97,6 +97,10 @@ pub(crate) struct DbInner {
     pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
+    /// Flushed memtables that readers may still hold: freed here (by the
+    /// flush or obsolete-file thread) once this list is their only holder,
+    /// so that no reader or writer pays for freeing a memtable's entries.
+    pub retired_mems: Mutex<Vec<Arc<MemTable>>>,
     /// Held for the whole of `flush_one` (taken before `versions`).
     pub flush_lock: Mutex<()>,
     /// The extensions (`Options::hooks`).
@@ -343,6 +347,7 @@ impl Db {
             },
             snapshots,
             compaction_lock: Mutex::new(()),
+            retired_mems: Mutex::new(Vec::new()),
             flush_lock: Mutex::new(()),
             hooks,
             hosted,
@@ -815,6 +820,7 @@ impl Db {
             memtable_side_bytes: side_bytes,
             memtable_filter_bytes: filter_bytes,
             immutable_memtables: imm,
+            retired_memtables: lock(&inner.retired_mems).len(),
             block_cache_bytes: inner.block_cache.as_ref().map(|c| c.usage()).unwrap_or(0),
             last_sequence: inner.last_sequence.load(Ordering::SeqCst),
         }

@@ -83,15 +83,16 @@ impl Deli {
     ) -> Result<Vec<Hit>> {
         let snap = strategy::main_view(pinned, StrategyKind::Deli.name())?;
         let (cands, keys) = scan_entries(self.ty, &self.tree, snap, q, true, profile)?;
-        let entry_of: std::collections::HashMap<(Vec<u8>, u64), Vec<u8>> =
-            cands.iter().cloned().zip(keys).collect();
-        let (hits, stale) = strategy::resolve(cands, q, &Check::Direct, &self.counters, profile)?;
+        let (hits, stale) =
+            strategy::resolve(cands.clone(), q, &Check::Direct, &self.counters, profile)?;
         if !stale.is_empty() {
+            let entry_of: std::collections::HashMap<(&[u8], u64), Vec<u8>> =
+                cands.iter().zip(keys).collect();
             // A stale (key, seq) never becomes valid again: deleting its
             // entry is safe whatever writes run concurrently.
             let mut batch = WriteBatch::new();
             for s in &stale {
-                if let Some(k) = entry_of.get(s) {
+                if let Some(k) = entry_of.get(&(s.0.as_slice(), s.1)) {
                     batch.delete(k);
                 }
             }

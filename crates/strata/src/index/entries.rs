@@ -9,7 +9,7 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
 use strata_lsm::Snapshot;
 
-use super::strategy::{Cand, Query};
+use super::strategy::{CandList, Query};
 use super::tree::{self, IndexTree};
 use super::value::{IndexValue, KeyType};
 use super::QueryProfile;
@@ -29,7 +29,7 @@ pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
 }
 
 /// `(primary key, seq)` of an entry key.
-pub(crate) fn decode_entry(ty: KeyType, key: &[u8]) -> Result<(Vec<u8>, SeqNo)> {
+pub(crate) fn decode_entry(ty: KeyType, key: &[u8]) -> Result<(&[u8], SeqNo)> {
     let sk = tree::sort_key_len(ty, key)?;
     let Some((pk, seq)) = key
         .get(sk..)
@@ -38,7 +38,7 @@ pub(crate) fn decode_entry(ty: KeyType, key: &[u8]) -> Result<(Vec<u8>, SeqNo)> 
         return Err(Error::corruption("index tree entry key too short"));
     };
     let seq = tree::read_seq(seq, false)?;
-    Ok((pk.to_vec(), seq))
+    Ok((pk, seq))
 }
 
 /// Candidates `(pk, seq)` with `seq <= q.snapshot` of the entries of
@@ -51,21 +51,22 @@ pub(crate) fn scan_entries(
     q: &Query<'_>,
     keep_keys: bool,
     profile: &mut QueryProfile,
-) -> Result<(Vec<Cand>, Vec<Vec<u8>>)> {
+) -> Result<(CandList, Vec<Vec<u8>>)> {
     let before = tree.blocks_read();
-    let mut out = Vec::new();
+    let mut out = CandList::default();
     let mut keys = Vec::new();
     for (from, to) in tree::key_ranges(q.pred, tree.extent()) {
-        for kv in snap.iter(Some(&from), to.as_deref())? {
-            let (k, geom) = kv?;
-            if tree::is_meta(&k) {
+        let mut it = snap.iter(Some(&from), to.as_deref())?;
+        while let Some(kv) = it.next_ref() {
+            let (k, _, geom) = kv?;
+            if tree::is_meta(k) {
                 continue;
             }
-            let (pk, seq) = decode_entry(ty, &k)?;
-            if seq <= q.snapshot && tree::entry_matches(ty, q.pred, &geom)? {
-                out.push((pk, seq));
+            let (pk, seq) = decode_entry(ty, k)?;
+            if seq <= q.snapshot && tree::entry_matches(ty, q.pred, geom)? {
+                out.push(pk, seq);
                 if keep_keys {
-                    keys.push(k);
+                    keys.push(k.to_vec());
                 }
             }
         }

@@ -207,7 +207,7 @@ impl TableObserver for RepairObserver {
         }
         // A key that does not decode is left alone (queries report it).
         if let Ok((pk, seq)) = decode_entry(self.shared.ty, e.user_key) {
-            self.entries.push((pk, seq, block, ordinal));
+            self.entries.push((pk.to_vec(), seq, block, ordinal));
         }
     }
 

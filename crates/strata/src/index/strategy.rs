@@ -532,6 +532,49 @@ pub(crate) enum Check<'a> {
     Timestamp(&'a Snapshot),
 }
 
+/// Candidates `(primary key, seq)` with their keys in one buffer, so that
+/// a scan over many index entries allocates as the buffer grows, not per
+/// entry.
+#[derive(Default, Debug, Clone)]
+pub(crate) struct CandList {
+    bytes: Vec<u8>,
+    /// `(start, end, seq)`: the key is `bytes[start..end]`.
+    items: Vec<(usize, usize, SeqNo)>,
+}
+
+impl CandList {
+    pub fn push(&mut self, key: &[u8], seq: SeqNo) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        self.items.push((start, self.bytes.len(), seq));
+    }
+
+    /// The candidates, in insertion order (sorted after [`resolve`]).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], SeqNo)> + '_ {
+        self.items
+            .iter()
+            .map(|&(a, b, seq)| (key_at(&self.bytes, a, b), seq))
+    }
+}
+
+/// `bytes[a..b]`; the ranges are [`CandList`]'s own, so never out of bounds.
+fn key_at(bytes: &[u8], a: usize, b: usize) -> &[u8] {
+    bytes.get(a..b).unwrap_or_default()
+}
+
+impl From<Vec<Cand>> for CandList {
+    fn from(v: Vec<Cand>) -> CandList {
+        let mut l = CandList {
+            bytes: Vec::with_capacity(v.iter().map(|c| c.0.len()).sum()),
+            items: Vec::with_capacity(v.len()),
+        };
+        for (k, seq) in &v {
+            l.push(k, *seq);
+        }
+        l
+    }
+}
+
 /// Turns candidates `(key, seq)` (each with `seq <= q.snapshot`, already
 /// matching the predicate) into results: newest first, validated by
 /// `check`, values fetched with one batched lookup per chunk, at most
@@ -539,73 +582,75 @@ pub(crate) enum Check<'a> {
 /// Top-K works through the candidates newest first in chunks and stops as
 /// soon as K are valid.
 pub(crate) fn resolve(
-    mut cands: Vec<Cand>,
+    cands: impl Into<CandList>,
     q: &Query<'_>,
     check: &Check<'_>,
     counters: &Counters,
     profile: &mut QueryProfile,
 ) -> Result<(Vec<Hit>, Vec<Cand>)> {
-    cands.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    cands.dedup();
+    let CandList { bytes, mut items } = cands.into();
+    let key = |&(a, b, _): &(usize, usize, SeqNo)| key_at(&bytes, a, b);
+    items.sort_unstable_by(|a, b| b.2.cmp(&a.2).then_with(|| key(a).cmp(key(b))));
+    items.dedup_by(|a, b| a.2 == b.2 && key(a) == key(b));
     let limit = q.opts.limit.unwrap_or(usize::MAX);
     // Chunks of K, then doubling while stale candidates leave the top K
     // incomplete; everything at once without a limit.
     let mut chunk = match q.opts.limit {
         Some(k) => k.max(1),
-        None => cands.len().max(1),
+        None => items.len().max(1),
     };
     let mut hits = Vec::new();
-    let mut stale = Vec::new();
+    let mut stale: Vec<Cand> = Vec::new();
     let before = (q.view.data_blocks_read)();
-    let mut rest: &[Cand] = &cands;
+    let mut rest: &[(usize, usize, SeqNo)] = &items;
     while !rest.is_empty() && hits.len() < limit {
         let (part, tail) = rest.split_at(chunk.min(rest.len()));
         rest = tail;
         chunk = chunk.saturating_mul(2);
         profile.candidates += part.len() as u64;
-        let mut live: Vec<&(Vec<u8>, SeqNo)> = Vec::with_capacity(part.len());
+        let mut live: Vec<(&[u8], SeqNo)> = Vec::with_capacity(part.len());
         match check {
             Check::Timestamp(pk) => {
-                let keys: Vec<&[u8]> = part.iter().map(|(k, _)| k.as_slice()).collect();
+                let keys: Vec<&[u8]> = part.iter().map(key).collect();
                 let found = pk.multi_get(&keys)?;
                 counters.validations.fetch_add(part.len() as u64, Relaxed);
-                for (c, f) in part.iter().zip(found) {
+                for ((k, c), f) in keys.iter().zip(part).zip(found) {
                     let newest = f.map(|b| super::tree::read_seq(&b, false)).transpose()?;
-                    if newest == Some(c.1) {
-                        live.push(c);
+                    if newest == Some(c.2) {
+                        live.push((k, c.2));
                     } else {
-                        stale.push(c.clone());
+                        stale.push((k.to_vec(), c.2));
                     }
                 }
             }
-            _ => live.extend(part.iter()),
+            _ => live.extend(part.iter().map(|c| (key(c), c.2))),
         }
         if q.opts.keys_only && !matches!(check, Check::Direct) {
-            for (key, seq) in live {
+            for (k, seq) in live {
                 if hits.len() < limit {
                     hits.push(Hit {
-                        key: key.clone(),
+                        key: k.to_vec(),
                         value: None,
-                        seq: *seq,
+                        seq,
                     });
                 }
             }
             continue;
         }
-        let keys: Vec<&[u8]> = live.iter().map(|(k, _)| k.as_slice()).collect();
+        let keys: Vec<&[u8]> = live.iter().map(|(k, _)| *k).collect();
         let found = (q.view.fetch)(&keys, q.snapshot)?;
         // Exact candidates are checked too (a mismatch is a bug, reported).
         if !matches!(check, Check::Timestamp(_)) {
             counters.validations.fetch_add(live.len() as u64, Relaxed);
         }
-        for ((key, seq), f) in live.into_iter().zip(found) {
+        for ((k, seq), f) in live.into_iter().zip(found) {
             match f {
-                Some((s, value)) if s == *seq => {
+                Some((s, value)) if s == seq => {
                     if hits.len() < limit {
                         hits.push(Hit {
-                            key: key.clone(),
+                            key: k.to_vec(),
                             value: (!q.opts.keys_only).then_some(value),
-                            seq: *seq,
+                            seq,
                         });
                     }
                 }
@@ -613,11 +658,11 @@ pub(crate) fn resolve(
                     if let Check::Exact = check {
                         return Err(Error::corruption(format!(
                             "index holds key {:?} at seq {seq}, the data has {:?}",
-                            String::from_utf8_lossy(key),
+                            String::from_utf8_lossy(k),
                             other.map(|(s, _)| s)
                         )));
                     }
-                    stale.push((key.clone(), *seq));
+                    stale.push((k.to_vec(), seq));
                 }
             }
         }
