@@ -85,6 +85,10 @@ pub struct OutputArgs {
     /// Where the databases are built (default: a temporary directory).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Leave each system's database in WORK_DIR/sysN (in --systems order)
+    /// after its run.
+    #[arg(long, requires = "work_dir")]
+    pub keep_dbs: bool,
 }
 
 /// Trace file formats.
@@ -163,6 +167,7 @@ impl From<OutputArgs> for Output {
             tiered: a.tiered,
             out: a.out,
             work_dir: a.work_dir,
+            keep_dbs: a.keep_dbs,
         }
     }
 }

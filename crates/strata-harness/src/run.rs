@@ -118,6 +118,9 @@ pub struct Output {
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
     pub work_dir: Option<PathBuf>,
+    /// Leave each system's database in `work_dir/sysN` after its run
+    /// (needs `work_dir`), for inspection or further measurements.
+    pub keep_dbs: bool,
 }
 
 impl Output {
@@ -154,6 +157,7 @@ impl RunConfig {
                 tiered: false,
                 out,
                 work_dir: None,
+                keep_dbs: false,
             },
         }
     }
@@ -425,6 +429,7 @@ fn run_system(
     trace: &Trace,
     exec: &Exec,
     dir: &Path,
+    keep: bool,
 ) -> Result<(SystemResult, Option<MixedObs>), Error> {
     let name = spec.name().to_string();
     if dir.exists() {
@@ -484,8 +489,10 @@ fn run_system(
         Some(obs)
     };
     drop(sys);
-    // Best effort: the next system needs the space, not this directory.
-    let _ = std::fs::remove_dir_all(dir);
+    if !keep {
+        // Best effort: the next system needs the space, not this directory.
+        let _ = std::fs::remove_dir_all(dir);
+    }
     Ok((result, obs))
 }
 
@@ -781,6 +788,11 @@ fn execute(
     let out = output.out.as_path();
     std::fs::create_dir_all(out)
         .map_err(|e| Error::Other(format!("create {}: {e}", out.display())))?;
+    if output.keep_dbs && output.work_dir.is_none() {
+        return Err(Error::Other(
+            "keeping the databases needs a work directory (--work-dir)".into(),
+        ));
+    }
     let (_tmp, base) = match &output.work_dir {
         Some(d) => {
             std::fs::create_dir_all(d)
@@ -797,7 +809,8 @@ fn execute(
     let mut obs = Vec::new();
     let partial = out.join("results.partial.json");
     for (i, spec) in systems.iter().enumerate() {
-        let (r, o) = run_system(spec, trace, exec, &base.join(format!("sys{i}")))?;
+        let dir = base.join(format!("sys{i}"));
+        let (r, o) = run_system(spec, trace, exec, &dir, output.keep_dbs)?;
         systems_out.push(r);
         obs.extend(o);
         if i + 1 < systems.len() {

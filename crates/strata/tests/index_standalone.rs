@@ -461,6 +461,43 @@ fn closing_during_merge_repair_leaves_nothing_locked() {
     );
 }
 
+/// A lazy range top-K (component by component) matching fewer than K
+/// entries, spread over the memtable and several tables, cannot stop
+/// early: its candidates are validated together, with one batched record
+/// lookup, not one per component.
+#[test]
+fn posting_lazy_range_top_k_of_few_entries_validates_in_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::small_for_tests()
+        .l0_compaction_trigger(100)
+        .l0_slowdown_trigger(100)
+        .l0_stop_trigger(100);
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_index(IndexSpec::field("u", "user", KeyType::I64).strategy("posting-lazy"))
+        .unwrap();
+    let key = |k: i64| format!("k{k:03}").into_bytes();
+    for k in 0..40i64 {
+        // User 7 gets every tenth record: four tables and the memtable
+        // each hold one or two of its entries.
+        db.put(&key(k), &rec(if k % 10 == 3 { 7 } else { k % 5 }))
+            .unwrap();
+        if k % 10 == 9 {
+            db.flush().unwrap();
+        }
+    }
+    db.put(&key(40), &rec(7)).unwrap();
+    let (hits, p) = db
+        .query_profiled(
+            "u",
+            &strata::Predicate::Range(IndexValue::I64(7), IndexValue::I64(8)),
+            QueryOptions::default().limit(10),
+        )
+        .unwrap();
+    let want: Vec<Vec<u8>> = [40, 33, 23, 13, 3].into_iter().map(key).collect();
+    assert_eq!(hits.iter().map(|h| h.key.clone()).collect::<Vec<_>>(), want);
+    assert_eq!((p.candidates, p.record_lookups), (5, 1), "{p:?}");
+}
+
 /// Posting-lazy answers a range top-K component by component. Level
 /// order is not sequence order across list keys: a compaction pushes one
 /// value range down while older entries of other ranges stay above. With

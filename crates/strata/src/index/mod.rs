@@ -343,6 +343,10 @@ pub struct QueryProfile {
     pub candidates: u64,
     /// Of [`QueryProfile::candidates`], those found stale.
     pub stale: u64,
+    /// Batched record lookups made to validate or fetch candidates (one
+    /// `multi_get` each).
+    #[serde(default)]
+    pub record_lookups: u64,
     /// Tables skipped because the top K was already known.
     pub tables_skipped: u64,
     /// Range filters (`filter`): components (memtables and tables at the

@@ -645,20 +645,43 @@ impl Posting {
                 Ok(true)
             }
             ComponentEvent::End { rest_max_seq } => {
-                // Only candidates that can enter the current top K.
-                let floor = kth_newest(&hits, k);
-                let found: Vec<Cand> = std::mem::take(&mut cands)
-                    .into_iter()
-                    .filter(|c| floor.is_none_or(|f| c.1 > f))
-                    .collect();
-                let (more, _) =
-                    strategy::resolve(found, &sub, &Check::Direct, &self.counters, profile)?;
-                hits.extend(more);
-                newest_first(&mut hits, k);
+                // With fewer than K results and candidates together the
+                // visit cannot stop here, whatever is valid: the candidates
+                // wait for the next component's (one batched lookup, not
+                // one per component; most lists hold fewer than K).
+                if hits.len() + cands.len() < k {
+                    return Ok(true);
+                }
+                self.resolve_newest(&mut hits, &mut cands, &sub, k, profile)?;
                 Ok(kth_newest(&hits, k).is_none_or(|f| f <= rest_max_seq))
             }
         })?;
+        self.resolve_newest(&mut hits, &mut cands, &sub, k, profile)?;
         Ok(hits)
+    }
+
+    /// Validates `cands` (emptied) that can enter the current top `k` of
+    /// `hits` and adds the valid ones, keeping `hits` the `k` newest.
+    fn resolve_newest(
+        &self,
+        hits: &mut Vec<Hit>,
+        cands: &mut Vec<Cand>,
+        sub: &Query<'_>,
+        k: usize,
+        profile: &mut QueryProfile,
+    ) -> Result<()> {
+        if cands.is_empty() {
+            return Ok(());
+        }
+        let floor = kth_newest(hits, k);
+        let found: Vec<Cand> = std::mem::take(cands)
+            .into_iter()
+            .filter(|c| floor.is_none_or(|f| c.1 > f))
+            .collect();
+        let (more, _) = strategy::resolve(found, sub, &Check::Direct, &self.counters, profile)?;
+        hits.extend(more);
+        newest_first(hits, k);
+        Ok(())
     }
 
     fn apply_lazy(

@@ -612,6 +612,7 @@ pub(crate) fn resolve(
         match check {
             Check::Timestamp(pk) => {
                 let keys: Vec<&[u8]> = part.iter().map(key).collect();
+                profile.record_lookups += 1;
                 let found = pk.multi_get(&keys)?;
                 counters.validations.fetch_add(part.len() as u64, Relaxed);
                 for ((k, c), f) in keys.iter().zip(part).zip(found) {
@@ -638,6 +639,7 @@ pub(crate) fn resolve(
             continue;
         }
         let keys: Vec<&[u8]> = live.iter().map(|(k, _)| *k).collect();
+        profile.record_lookups += 1;
         let found = (q.view.fetch)(&keys, q.snapshot)?;
         // Exact candidates are checked too (a mismatch is a bug, reported).
         if !matches!(check, Check::Timestamp(_)) {
