@@ -169,6 +169,12 @@ pub struct OpSummary {
     pub p95_us: f64,
     /// 99th-percentile latency, in µs.
     pub p99_us: f64,
+    /// Mean CPU time of the calling thread per operation (user and
+    /// system), in µs, where measured: the rest of `mean_us` was spent
+    /// waiting, for the CPU (other threads: flushes, compactions), for
+    /// locks or for I/O. Includes part of the clock reads' own cost (a
+    /// system call each, about 0.2 µs).
+    pub cpu_mean_us: Option<f64>,
     /// Gets whose found / not-found differs from the expected state, or
     /// queries counted as in [`QueryResult::mismatches`]. Must be 0.
     pub mismatches: u64,

@@ -147,6 +147,14 @@ fn hand_written_trace_with_string_ids() {
         let means = |name: &str| row(name)["mean_us"].as_f64().unwrap();
         let whole = (2.0 * means("query:lookup") + means("query:range")) / 3.0;
         assert!((whole - means("query")).abs() < 1e-6 * whole.max(1.0));
+        // Each row has the thread CPU time of its operations: positive,
+        // and the class rows add up to the `query` row.
+        let cpu = |name: &str| row(name)["cpu_mean_us"].as_f64().unwrap();
+        for o in ops {
+            assert!(o["cpu_mean_us"].as_f64().unwrap() > 0.0, "{o}");
+        }
+        let whole = (2.0 * cpu("query:lookup") + cpu("query:range")) / 3.0;
+        assert!((whole - cpu("query")).abs() < 1e-6 * whole.max(1.0));
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("query:lookup") && report.contains("query:range"));

@@ -111,19 +111,20 @@ pub fn ops_table(r: &RunResults) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "\n{:<34} {:<7} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
-        "system", "op", "count", "ops/s", "mean us", "p50 us", "p99 us", "mismatch"
+        "\n{:<34} {:<7} {:>8} {:>11} {:>10} {:>8} {:>10} {:>10} {:>10}",
+        "system", "op", "count", "ops/s", "mean us", "cpu us", "p50 us", "p99 us", "mismatch"
     );
     for s in &r.systems {
         for op in &s.ops {
             let _ = writeln!(
                 o,
-                "{:<34} {:<7} {:>8} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10}",
+                "{:<34} {:<7} {:>8} {:>11.0} {:>10.1} {:>8} {:>10.1} {:>10.1} {:>10}",
                 s.system,
                 op.op,
                 op.count,
                 op.ops_per_sec,
                 op.mean_us,
+                cpu_cell(op),
                 op.p50_us,
                 op.p99_us,
                 op.mismatches
@@ -528,9 +529,12 @@ fn render_markdown(r: &RunResults, plots: &Plots) -> String {
         w(&mut s, "\n## Operations\n".into());
         w(
             &mut s,
-            "| system | op | count | ops/s | mean µs | p50 µs | p95 µs | p99 µs |".into(),
+            "| system | op | count | ops/s | mean µs | cpu µs | p50 µs | p95 µs | p99 µs |".into(),
         );
-        w(&mut s, "|---|---|---:|---:|---:|---:|---:|---:|".into());
+        w(
+            &mut s,
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|".into(),
+        );
         for x in &r.systems {
             for o in &x.ops {
                 w(&mut s, op_row(&x.system, o));
@@ -631,9 +635,23 @@ fn render_markdown(r: &RunResults, plots: &Plots) -> String {
 
 fn op_row(system: &str, o: &OpSummary) -> String {
     format!(
-        "| {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
-        system, o.op, o.count, o.ops_per_sec, o.mean_us, o.p50_us, o.p95_us, o.p99_us
+        "| {} | {} | {} | {:.0} | {:.1} | {} | {:.1} | {:.1} | {:.1} |",
+        system,
+        o.op,
+        o.count,
+        o.ops_per_sec,
+        o.mean_us,
+        cpu_cell(o),
+        o.p50_us,
+        o.p95_us,
+        o.p99_us
     )
+}
+
+/// An operation's mean thread CPU time, `–` where not measured.
+fn cpu_cell(o: &OpSummary) -> String {
+    o.cpu_mean_us
+        .map_or_else(|| "–".to_string(), |c| format!("{c:.1}"))
 }
 
 // --------------------------------------------------------- paper vs us

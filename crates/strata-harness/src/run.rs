@@ -243,6 +243,8 @@ impl OptSum {
 #[derive(Default)]
 struct SetAcc {
     lat_us: Vec<f64>,
+    /// Thread CPU time of the queries, µs (mixed runs only).
+    cpu_us: f64,
     results: u64,
     blocks: OptSum,
     min_blocks: OptSum,
@@ -341,11 +343,14 @@ impl SetAcc {
     }
 }
 
-fn op_summary(op: &str, lat_us: &mut [f64]) -> OpSummary {
+/// The summary of operations `op` with latencies `lat_us` and, if
+/// measured, `cpu_us` of thread CPU time in all.
+fn op_summary(op: &str, lat_us: &mut [f64], cpu_us: Option<f64>) -> OpSummary {
     lat_us.sort_by(f64::total_cmp);
     let n = lat_us.len();
     let total: f64 = lat_us.iter().sum();
     OpSummary {
+        cpu_mean_us: cpu_us.map(|c| c / n.max(1) as f64),
         op: op.to_string(),
         count: n as u64,
         ops_per_sec: if total > 0.0 {
@@ -568,12 +573,16 @@ fn run_mixed(
     let mut labels: Vec<SetAcc> = trace.labels.iter().map(|_| SetAcc::default()).collect();
     let mut iv_sum = [0f64; 4];
     let mut iv_n = [0u64; 4];
+    let mut cpu_sum = [0f64; 4];
     let interval = exec.interval.max(1);
     let mut bar = Progress::new(format!("{}: {}", result.system, trace.workload), n as u64);
     let start = Instant::now();
     for (i, op) in trace.ops.iter().enumerate() {
         let kind = op.kind();
         let mut stats: Option<(usize, QueryStats)> = None;
+        // Read outside the timed span: the clock's system call is not
+        // in the latency.
+        let cpu0 = thread_cpu_us();
         let t = Instant::now();
         let ran = match op {
             Op::Put(p) => {
@@ -603,10 +612,13 @@ fn run_mixed(
         };
         if ran {
             let us = t.elapsed().as_secs_f64() * 1e6;
+            let cpu = thread_cpu_us() - cpu0;
             if let Some((label, s)) = stats {
                 labels[label].add(us, &s);
+                labels[label].cpu_us += cpu;
             }
             let k = kind_index(kind);
+            cpu_sum[k] += cpu;
             lat[k].push(us);
             iv_sum[k] += us;
             iv_n[k] += 1;
@@ -635,9 +647,9 @@ fn run_mixed(
         bar.tick(i as u64 + 1);
     }
     result.mixed_seconds = start.elapsed().as_secs_f64();
-    for (k, l) in OpKind::ALL.iter().zip(lat.iter_mut()) {
+    for ((k, l), cpu) in OpKind::ALL.iter().zip(lat.iter_mut()).zip(cpu_sum) {
         if !l.is_empty() {
-            result.ops.push(op_summary(k.name(), l));
+            result.ops.push(op_summary(k.name(), l, Some(cpu)));
         }
     }
     // With queries of several classes (a chirp replay's LOOKUP and
@@ -646,9 +658,11 @@ fn run_mixed(
         for (li, acc) in labels.iter().enumerate() {
             if !acc.lat_us.is_empty() {
                 let mut lat = acc.lat_us.clone();
-                result
-                    .ops
-                    .push(op_summary(&label_op_name(trace, li), &mut lat));
+                result.ops.push(op_summary(
+                    &label_op_name(trace, li),
+                    &mut lat,
+                    Some(acc.cpu_us),
+                ));
             }
         }
     }
@@ -1059,4 +1073,10 @@ pub fn trace(args: &TraceConfig) -> Result<TraceWritten, Error> {
         preload: t.load.len(),
         counts,
     })
+}
+
+/// CPU time this thread has used, in µs.
+fn thread_cpu_us() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 * 1e6 + t.tv_nsec as f64 / 1e3
 }
