@@ -22,11 +22,11 @@
 //! the requested bytes out. Whenever the kernel refuses direct I/O (EINVAL at
 //! open or at read) the file falls back to buffered reads.
 //!
-//! Read buffers come from a small per-thread pool ([`take_buffer`],
+//! Read buffers come from a small per-thread pool ([`take_unfilled`],
 //! [`recycle`]): a decoded block returns its bytes to the pool when dropped,
-//! so a steady stream of block reads allocates nothing and zero-fills at
-//! most the few bytes by which a buffer grows (a recycled buffer keeps its
-//! initialized length; the read overwrites every byte it hands out).
+//! so a steady stream of block reads allocates nothing. Buffered reads go
+//! into a buffer's spare capacity (`rustix`'s `pread` into uninitialized
+//! memory, no `unsafe` here), so no read zero-fills its buffer first.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -97,6 +97,34 @@ pub fn take_buffer(len: usize) -> Vec<u8> {
             b.resize(len, 0);
             b
         }
+    }
+}
+
+/// Largest spare capacity beyond the requested length that
+/// [`take_unfilled`] hands out: a read fills the whole spare capacity, so
+/// this bounds the bytes read past the wanted range.
+const UNFILLED_SLACK: usize = POOL_CLASS / 2;
+
+/// An empty buffer with capacity for at least `len` bytes and at most
+/// `len + UNFILLED_SLACK`, for a read into its spare capacity: a recycled
+/// buffer of this thread if one fits, else a new one of capacity `len`.
+/// Nothing is zero-filled.
+pub fn take_unfilled(len: usize) -> Vec<u8> {
+    let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() - len <= UNFILLED_SLACK;
+    let pooled = POOL
+        .try_with(|p| {
+            let mut p = p.try_borrow_mut().ok()?;
+            let i = p.iter().rposition(fits)?;
+            Some(p.swap_remove(i))
+        })
+        .ok()
+        .flatten();
+    match pooled {
+        Some(mut b) => {
+            b.clear();
+            b
+        }
+        None => Vec::with_capacity(len),
     }
 }
 
@@ -218,24 +246,23 @@ impl RandomAccessFile {
     }
 
     fn read_buffered(&self, file: &File, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = take_buffer(len);
-        let got = match read_fully(file, &mut buf, offset) {
-            Ok(got) => got,
-            Err(e) => {
-                recycle(buf);
-                return Err(Error::io(
-                    format!("read {} at {offset} (+{len})", self.path.display()),
-                    e,
-                ));
-            }
-        };
-        if got < len {
+        let mut buf = take_unfilled(len);
+        if let Err(e) = read_into_spare(file, &mut buf, offset, len) {
+            recycle(buf);
+            return Err(Error::io(
+                format!("read {} at {offset} (+{len})", self.path.display()),
+                e,
+            ));
+        }
+        if buf.len() < len {
+            let got = buf.len();
             recycle(buf);
             return Err(Error::corruption(format!(
                 "file too short: {} has {got} of the {len} bytes wanted at offset {offset}",
                 self.path.display()
             )));
         }
+        buf.truncate(len);
         Ok(buf)
     }
 
@@ -300,26 +327,31 @@ impl RandomAccessFile {
             return Ok(None);
         }
         Ok(window.get(skip..skip + len).map(|w| {
-            let mut out = take_buffer(len);
-            out.copy_from_slice(w);
+            let mut out = take_unfilled(len);
+            out.extend_from_slice(w);
             out
         }))
     }
 }
 
-/// Reads into `buf` at `offset` until it is full or the file ends; returns
-/// the number of bytes read.
-fn read_fully(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut got = 0;
-    while let Some(unread) = buf.get_mut(got..).filter(|u| !u.is_empty()) {
-        match file.read_at(unread, offset + got as u64) {
+/// Reads at `offset` into the spare capacity of the empty `buf` (never
+/// zero-filled first) until it holds at least `len` bytes or the file ends.
+/// A read may fill the whole spare capacity, so `buf` can end up to
+/// [`UNFILLED_SLACK`] bytes longer than `len`: the caller truncates.
+fn read_into_spare(file: &File, buf: &mut Vec<u8>, offset: u64, len: usize) -> std::io::Result<()> {
+    if buf.capacity() < len {
+        buf.reserve_exact(len - buf.len());
+    }
+    while buf.len() < len {
+        let at = offset + buf.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(buf), at) {
             Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(got)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -404,6 +436,40 @@ mod tests {
         recycle(a);
         let b = take_buffer(4350);
         assert_eq!((b.len(), b.as_ptr()), (4350, ptr));
+    }
+
+    /// Reads go into a recycled buffer's spare capacity: the result is
+    /// exactly the wanted bytes, whatever the buffer held before and however
+    /// much more the read could fill; buffers with more than the slack to
+    /// spare are not taken (a read fills the whole spare capacity).
+    #[test]
+    fn unfilled_reads_return_exactly_the_wanted_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, data) = write_pattern(dir.path(), 20_000);
+        let f = RandomAccessFile::open(&p, false).unwrap();
+        POOL.with(|p| p.borrow_mut().clear());
+        for (off, len) in [(0usize, 4096usize), (100, 3000), (7, 4500), (15_000, 5000)] {
+            let mut stale = Vec::with_capacity(len + UNFILLED_SLACK);
+            stale.resize(len + UNFILLED_SLACK, 0xAA);
+            let ptr = stale.as_ptr();
+            recycle(stale);
+            // The stale buffer is the one a read of `len` bytes takes.
+            let b = take_unfilled(len);
+            assert_eq!((b.len(), b.as_ptr()), (0, ptr));
+            let mut stale = b;
+            stale.resize(len + UNFILLED_SLACK, 0xAA);
+            recycle(stale);
+            let got = f.read_at(off as u64, len).unwrap();
+            assert_eq!(got.as_slice(), data.get(off..off + len).unwrap());
+        }
+        POOL.with(|p| p.borrow_mut().clear());
+        let big = Vec::<u8>::with_capacity(4096 + UNFILLED_SLACK + 1);
+        let big_ptr = big.as_ptr();
+        recycle(big);
+        let b = take_unfilled(4096);
+        assert_ne!(b.as_ptr(), big_ptr);
+        assert!(b.is_empty() && b.capacity() >= 4096);
+        assert!(b.capacity() - 4096 <= UNFILLED_SLACK);
     }
 
     #[test]

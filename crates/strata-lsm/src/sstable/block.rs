@@ -92,6 +92,11 @@ impl Block {
         })
     }
 
+    /// The bytes `range` of the contents, if in bounds.
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        self.data.get(range)
+    }
+
     /// Bytes of contents (the cache charge).
     pub fn size(&self) -> usize {
         self.data.len()
@@ -162,6 +167,11 @@ pub struct BlockIter {
 }
 
 impl BlockIter {
+    /// Where the current entry's value lies in the block's contents.
+    pub(crate) fn value_range(&self) -> std::ops::Range<usize> {
+        self.value_start..self.value_start + self.value_len
+    }
+
     /// Makes the iterator skip the entries `marks` marks obsolete; call
     /// before positioning it.
     pub fn with_marks(mut self, marks: Option<BlockMarks>) -> BlockIter {

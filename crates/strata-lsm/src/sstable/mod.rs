@@ -18,4 +18,7 @@ pub mod table;
 
 pub use builder::{BuiltTable, TableBuildOptions, TableBuilder};
 pub use format::{BlockHandle, Compression};
-pub use table::{Found, LookupCounts, Table, TableIter, TableProperties, TableReadOptions};
+pub use table::{
+    Found, LookupCounts, MetaBlock, MetaBlockId, Table, TableIter, TableProperties,
+    TableReadOptions,
+};

@@ -174,6 +174,27 @@ impl TableReadOptions {
     }
 }
 
+/// A meta block of one table, by position in its metaindex
+/// ([`Table::meta_block_id`]); valid for that table's file only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaBlockId(usize);
+
+/// A meta block's payload, borrowed from its (cached) block.
+///
+/// Invariant: `range` lies within the block's contents (checked by
+/// [`Table::read_meta_block`]).
+pub struct MetaBlock {
+    block: Arc<Block>,
+    range: std::ops::Range<usize>,
+}
+
+impl MetaBlock {
+    /// The payload bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.block.slice(self.range.clone()).unwrap_or(&[])
+    }
+}
+
 /// An open table. Index block, filter, properties and metaindex are loaded
 /// at open and pinned; data and named meta blocks are read on demand.
 pub struct Table {
@@ -693,24 +714,48 @@ impl Table {
     /// as a meta block read). `None` if the table has no block of that name.
     /// The engine's own `strata.*` blocks are not readable here.
     pub fn meta_block(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        Ok(match self.meta_block_id(name) {
+            Some(id) => Some(self.read_meta_block(id)?.bytes().to_vec()),
+            None => None,
+        })
+    }
+
+    /// The id of a named meta block of the observers (`None` if absent or
+    /// reserved), for [`Table::read_meta_block`]: resolving a name once
+    /// keeps formatting and searching names off repeated reads.
+    pub fn meta_block_id(&self, name: &str) -> Option<MetaBlockId> {
         if name.starts_with(RESERVED_META_PREFIX) {
-            return Ok(None);
+            return None;
         }
-        let Some(handle) = self.meta_handle(name) else {
-            return Ok(None);
-        };
-        let block = self.read_block(handle, BlockKind::Meta, ReadPurpose::Query)?;
+        self.meta
+            .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
+            .ok()
+            .map(MetaBlockId)
+    }
+
+    /// The meta block `id` of this table, read through the block cache (a
+    /// query read) and borrowed from the cached block: no copy. Checks that
+    /// the block holds exactly its name's one entry.
+    pub fn read_meta_block(&self, id: MetaBlockId) -> Result<MetaBlock> {
+        let (name, handle) = self
+            .meta
+            .get(id.0)
+            .ok_or_else(|| self.corrupt(&format!("no meta block {}", id.0)))?;
+        let block = self.read_block(*handle, BlockKind::Meta, ReadPurpose::Query)?;
         let mut it = block.iter(bytewise_cmp);
         it.seek_to_first().map_err(|e| self.wrap(e))?;
         if !it.valid() || it.key() != name.as_bytes() {
             return Err(self.corrupt(&format!("meta block {name:?} does not hold its name")));
         }
-        let value = it.value().to_vec();
+        let range = it.value_range();
         it.next().map_err(|e| self.wrap(e))?;
         if it.valid() {
             return Err(self.corrupt(&format!("meta block {name:?} has extra entries")));
         }
-        Ok(Some(value))
+        if block.slice(range.clone()).is_none() {
+            return Err(self.corrupt(&format!("meta block {name:?} value out of bounds")));
+        }
+        Ok(MetaBlock { block, range })
     }
 
     /// On-disk size (without trailer) of a named meta block, if present.
@@ -1599,6 +1644,18 @@ mod tests {
             assert_eq!(t.meta_block("missing").unwrap(), None);
             assert_eq!(t.meta_block("strata.properties").unwrap(), None);
             assert_eq!(stats(&t).delta(&before).meta_blocks.disk, 3);
+            // Resolved ids read the same payloads, borrowed from the block.
+            for (name, want) in [
+                ("zone.map", &b"zone-data"[..]),
+                ("a.empty", b""),
+                ("next.index", &big[..]),
+            ] {
+                let id = t.meta_block_id(name).unwrap();
+                assert_eq!(t.read_meta_block(id).unwrap().bytes(), want, "{name}");
+            }
+            assert_eq!(t.meta_block_id("missing"), None);
+            assert_eq!(t.meta_block_id("strata.properties"), None);
+            assert!(t.read_meta_block(MetaBlockId(3)).is_err());
         }
     }
 

@@ -38,7 +38,7 @@ use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemGet;
 use strata_lsm::sstable::block::Block;
-use strata_lsm::sstable::{BlockHandle, Table};
+use strata_lsm::sstable::{BlockHandle, MetaBlock, Table};
 use strata_lsm::version::{FileMetaData, Version};
 
 pub use table::{Delta, Probe, SecBlock, TableIndex};
@@ -63,20 +63,43 @@ impl NextGlobal {
     }
 }
 
+/// A secondary block's bytes: borrowed from the block cache (the table's
+/// own meta block) or read from a side file.
+enum SecBytes {
+    Cached(MetaBlock),
+    Side(Vec<u8>),
+}
+
+impl SecBytes {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            SecBytes::Cached(m) => m.bytes(),
+            SecBytes::Side(v) => v,
+        }
+    }
+}
+
 /// Reads secondary block `b` of index `index_id` of `table` (from its side
-/// file if `ti` came from one).
-fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Result<Vec<u8>> {
-    let name = table::sec_block_name(index_id, b);
-    let block = match &ti.side {
-        Some(side) => side.block(&name)?,
-        None => table.meta_block(&name)?,
-    };
-    block.ok_or_else(|| {
+/// file if `ti` came from one). A table's own block is found by the id
+/// resolved when `ti` was read, and borrowed from the block cache.
+fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Result<SecBytes> {
+    let lacks = || {
         Error::corruption(format!(
-            "table {} lacks NEXT block {name}",
-            table.file_number()
+            "table {} lacks NEXT block {}",
+            table.file_number(),
+            table::sec_block_name(index_id, b)
         ))
-    })
+    };
+    match &ti.side {
+        Some(side) => side
+            .block(&table::sec_block_name(index_id, b))?
+            .map(SecBytes::Side)
+            .ok_or_else(lacks),
+        None => match ti.sec_block_id(table, index_id, b) {
+            Some(id) => Ok(SecBytes::Cached(table.read_meta_block(id)?)),
+            None => Err(lacks()),
+        },
+    }
 }
 
 /// A valid result: the hit and the (table, block offset) it was read from.
@@ -251,7 +274,7 @@ impl TableScan<'_> {
         validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
     ) -> Result<()> {
         let mut cands: Vec<Cand> = Vec::new();
-        let mut current: Option<(u32, Vec<u8>)> = None;
+        let mut current: Option<(u32, SecBytes)> = None;
         for &i in hits {
             let e = ti
                 .entries
@@ -267,7 +290,7 @@ impl TableScan<'_> {
             let Some((_, bytes)) = &current else {
                 continue;
             };
-            let sb = SecBlock::parse(bytes, self.ty)?;
+            let sb = SecBlock::parse(bytes.bytes(), self.ty)?;
             sb.for_each_match(e.start, e.end, self.probe, |se| {
                 if se.seq <= self.snapshot {
                     cands.push((se.loc.0, se.loc.1, se.seq));
@@ -309,7 +332,7 @@ impl TableScan<'_> {
             }
         }
         // Blocks read by this query, each read once.
-        let mut sec: HashMap<(u32, u32), Vec<u8>> = HashMap::new();
+        let mut sec: HashMap<(u32, u32), SecBytes> = HashMap::new();
         let mut data: HashMap<(u32, u32), Arc<Block>> = HashMap::new();
         let mut touched = vec![false; visits.len()];
         while let Some(&(bound, _)) = heap.peek() {
@@ -338,7 +361,7 @@ impl TableScan<'_> {
                             v.insert(read_sec_block(table, ti, self.index_id, e.sec_block)?)
                         }
                     };
-                    let sb = SecBlock::parse(bytes, self.ty)?;
+                    let sb = SecBlock::parse(bytes.bytes(), self.ty)?;
                     sb.for_each_match(e.start, e.end, self.probe, |se| {
                         if se.seq > e.max_seq {
                             return Err(Error::corruption(format!(
@@ -624,7 +647,7 @@ impl IndexStrategy for Next {
             let t = self.tables.get(f.number, f.file_size)?;
             for b in 0..ti.sec_blocks {
                 let bytes = read_sec_block(&t, &ti, self.id, b)?;
-                let block = SecBlock::parse(&bytes, self.ty)?;
+                let block = SecBlock::parse(bytes.bytes(), self.ty)?;
                 if !block.for_each_value(|value, seq| out.push(seq, value))? {
                     return Ok(None);
                 }

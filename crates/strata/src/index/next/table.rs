@@ -32,7 +32,7 @@ use strata_lsm::coding::{
 };
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
-use strata_lsm::sstable::BlockHandle;
+use strata_lsm::sstable::{BlockHandle, MetaBlockId, Table};
 
 /// Where an indexed entry is: position of its data block in the handle
 /// table, and position of the entry inside that block.
@@ -180,6 +180,12 @@ pub struct TableIndex {
     /// the index (an online build, `index::sidefile`); `None` when they are
     /// the table's own meta blocks.
     pub side: Option<std::sync::Arc<crate::index::sidefile::SideFile>>,
+    /// The table's meta block of each secondary block (`None`: missing, a
+    /// corruption reported when a query needs it), resolved once per table
+    /// (when its directory is read, or at the first use of an index built
+    /// with the table) so that queries neither format nor search block
+    /// names. Unused for a side file's blocks.
+    sec_ids: std::sync::OnceLock<Vec<Option<MetaBlockId>>>,
     rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
 }
 
@@ -222,8 +228,24 @@ impl TableIndex {
             sec_blocks,
             disk_bytes: 0,
             side: None,
+            sec_ids: std::sync::OnceLock::new(),
             rtree,
         }
+    }
+
+    /// The meta block id of secondary block `b` of index `index_id` in
+    /// `table`, the table this index describes (resolved for every block at
+    /// the first call).
+    pub fn sec_block_id(&self, table: &Table, index_id: u32, b: u32) -> Option<MetaBlockId> {
+        self.sec_ids
+            .get_or_init(|| {
+                (0..self.sec_blocks)
+                    .map(|n| table.meta_block_id(&sec_block_name(index_id, n)))
+                    .collect()
+            })
+            .get(b as usize)
+            .copied()
+            .flatten()
     }
 
     /// An error unless the table's blocks are of the current format.
