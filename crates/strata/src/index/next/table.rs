@@ -25,7 +25,7 @@
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, AABB};
 
-use crate::index::value::{IndexValue, KeyType, Predicate};
+use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{
     decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_length_prefixed,
     put_varint64, varint_len,
@@ -142,9 +142,36 @@ impl<'a> Probe<'a> {
     pub fn matches_encoded(&self, v: &[u8]) -> Result<bool> {
         match &self.bounds {
             Some((lo, hi)) => Ok(lo.as_slice() <= v && v <= hi.as_slice()),
-            None if self.ty.is_spatial() => Ok(self.pred.matches(&IndexValue::decode(self.ty, v)?)),
+            None if self.ty.is_spatial() => {
+                // A window test reads the coordinates in place (the
+                // predicate's own test on the value's MBR); anything else,
+                // or a value of the wrong width, goes through the decoder.
+                if let (Predicate::Within(w), Some(m)) = (self.pred, encoded_mbr(self.ty, v)) {
+                    return Ok(intersects(&m, w));
+                }
+                Ok(self.pred.matches(&IndexValue::decode(self.ty, v)?))
+            }
             None => Ok(false),
         }
+    }
+}
+
+/// The MBR of an encoded point (16 bytes) or rectangle (32 bytes), as
+/// [`IndexValue::mbr`] of its decoding gives it; `None` for another type or
+/// width.
+fn encoded_mbr(ty: KeyType, v: &[u8]) -> Option<[f64; 4]> {
+    let f = |i: usize| -> Option<f64> {
+        v.get(i * 8..i * 8 + 8)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map(f64::from_le_bytes)
+    };
+    match (ty, v.len()) {
+        (KeyType::Point, 16) => {
+            let (x, y) = (f(0)?, f(1)?);
+            Some([x, y, x, y])
+        }
+        (KeyType::Rect, 32) => Some([f(0)?, f(1)?, f(2)?, f(3)?]),
+        _ => None,
     }
 }
 
@@ -683,10 +710,12 @@ impl<'a> SecBlock<'a> {
                 }
             }
             None => {
+                // The value is tested before the rest of the entry (its
+                // location and sequence varints) is decoded: few entries of
+                // a spatial slice match.
                 for i in start..end {
-                    let e = self.entry(i)?;
-                    if probe.matches_encoded(e.value)? {
-                        f(e)?;
+                    if probe.matches_encoded(self.decode(i)?.0)? {
+                        f(self.entry(i)?)?;
                     }
                 }
             }
@@ -1147,6 +1176,56 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-place window test of encoded points and rectangles answers as
+    /// the predicate does on the decoded value, special values included.
+    #[test]
+    fn encoded_window_test_agrees_with_the_predicate() {
+        let special = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pick = (x >> 40) as usize;
+            if pick % 5 == 0 {
+                special[pick % special.len()]
+            } else {
+                ((x >> 11) % 41) as f64 / 4.0 - 5.0
+            }
+        };
+        for _ in 0..20_000 {
+            let w = [next(), next(), next(), next()];
+            let pred = Predicate::Within(w);
+            for v in [
+                IndexValue::Point([next(), next()]),
+                IndexValue::Rect([next(), next(), next(), next()]),
+            ] {
+                let probe = Probe::new(&pred, v.key_type());
+                assert_eq!(
+                    probe.matches_encoded(&v.encode()).unwrap(),
+                    pred.matches(&v),
+                    "{v:?} within {w:?}"
+                );
+            }
+        }
+        // A value of the wrong width is corruption, as decoding says.
+        let pred = Predicate::Within([0.0, 0.0, 1.0, 1.0]);
+        assert!(Probe::new(&pred, KeyType::Point)
+            .matches_encoded(&[0; 15])
+            .is_err());
+        assert!(Probe::new(&pred, KeyType::Rect)
+            .matches_encoded(&[0; 16])
+            .is_err());
+    }
 
     fn handles(n: u64) -> Vec<BlockHandle> {
         (0..n).map(|i| BlockHandle::new(i * 100, 90)).collect()
