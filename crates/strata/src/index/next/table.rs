@@ -1196,7 +1196,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let pick = (x >> 40) as usize;
-            if pick % 5 == 0 {
+            if pick.is_multiple_of(5) {
                 special[pick % special.len()]
             } else {
                 ((x >> 11) % 41) as f64 / 4.0 - 5.0
