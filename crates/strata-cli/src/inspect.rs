@@ -282,6 +282,7 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
             "data_blocks": p.num_data_blocks,
             "data_block_handles": handles.len(),
             "data_bytes": p.data_bytes,
+            "data_restart_interval": p.data_restart_interval,
             "raw_key_bytes": p.raw_key_bytes,
             "raw_value_bytes": p.raw_value_bytes,
             "smallest": ikey_json(&p.smallest_key),
@@ -329,11 +330,15 @@ pub fn run_sst(file: &Path, as_json: bool) -> Result<(), CliError> {
         p.largest_seq
     );
     s += &format!(
-        "data blocks {} ({} bytes on disk; raw keys {} B, raw values {} B)\n",
+        "data blocks {} ({} bytes on disk; raw keys {} B, raw values {} B; restart every {})\n",
         handles.len(),
         p.data_bytes,
         p.raw_key_bytes,
-        p.raw_value_bytes
+        p.raw_value_bytes,
+        match p.data_restart_interval {
+            0 => "? entries (not recorded)".to_string(),
+            n => format!("{n} entries"),
+        }
     );
     s += &format!(
         "bloom filter (strata.filter): {}\n",

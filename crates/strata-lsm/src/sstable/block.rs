@@ -232,6 +232,16 @@ impl BlockIter {
         Ok(())
     }
 
+    /// Positions at restart point `i`; corruption if the block has no
+    /// such restart point.
+    pub(crate) fn seek_to_restart_point(&mut self, i: usize) -> Result<()> {
+        if i >= self.block.num_restarts {
+            let off = self.block.restarts_off;
+            return Err(self.corrupt(off));
+        }
+        self.seek_to_restart(i)
+    }
+
     fn seek_to_restart(&mut self, i: usize) -> Result<()> {
         self.key.clear();
         self.next_off = self.block.restart_point(i);

@@ -126,6 +126,8 @@ impl TableBuilder {
             last_key: Vec::new(),
             props: TableProperties {
                 smallest_seq: u64::MAX,
+                // As `BlockBuilder::new` applies it.
+                data_restart_interval: opts.restart_interval.max(1) as u64,
                 ..TableProperties::default()
             },
             opts,

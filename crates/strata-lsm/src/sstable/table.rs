@@ -54,6 +54,10 @@ pub struct TableProperties {
     pub raw_value_bytes: u64,
     /// Bytes of data blocks on disk (with trailers).
     pub data_bytes: u64,
+    /// Entries between restart points of the data blocks (0: not recorded,
+    /// a table written before the field existed).
+    #[serde(default)]
+    pub data_restart_interval: u64,
 }
 
 /// Wire type of a property: the low bit of its tag.
@@ -71,6 +75,7 @@ const P_LARGEST_KEY: u64 = 7;
 const P_RAW_KEY_BYTES: u64 = 8;
 const P_RAW_VALUE_BYTES: u64 = 9;
 const P_DATA_BYTES: u64 = 10;
+const P_DATA_RESTART_INTERVAL: u64 = 11;
 
 impl TableProperties {
     /// Encodes as a sequence of fields `varint(field << 1 | wire) ‖ payload`,
@@ -96,6 +101,7 @@ impl TableProperties {
         num(&mut v, P_RAW_KEY_BYTES, self.raw_key_bytes);
         num(&mut v, P_RAW_VALUE_BYTES, self.raw_value_bytes);
         num(&mut v, P_DATA_BYTES, self.data_bytes);
+        num(&mut v, P_DATA_RESTART_INTERVAL, self.data_restart_interval);
         v
     }
 
@@ -119,6 +125,7 @@ impl TableProperties {
                         P_RAW_KEY_BYTES => p.raw_key_bytes = x,
                         P_RAW_VALUE_BYTES => p.raw_value_bytes = x,
                         P_DATA_BYTES => p.data_bytes = x,
+                        P_DATA_RESTART_INTERVAL => p.data_restart_interval = x,
                         P_SMALLEST_KEY | P_LARGEST_KEY => return Err(bad()),
                         _ => {}
                     }
@@ -128,7 +135,7 @@ impl TableProperties {
                     match field {
                         P_SMALLEST_KEY => p.smallest_key = b.to_vec(),
                         P_LARGEST_KEY => p.largest_key = b.to_vec(),
-                        P_NUM_ENTRIES..=P_DATA_BYTES => return Err(bad()),
+                        P_NUM_ENTRIES..=P_DATA_RESTART_INTERVAL => return Err(bad()),
                         _ => {}
                     }
                 }
@@ -648,11 +655,20 @@ impl Table {
         it.seek_to_first().map_err(|e| self.wrap(e))?;
         let mut at: u32 = 0;
         let mut done: Option<u32> = None;
+        // Blocks restart exactly every `interval` entries: an entry past the
+        // next restart point is reached from the restart before it.
+        let interval = u32::try_from(self.props.data_restart_interval).unwrap_or(0);
         for want in ordinals {
             if done.is_some_and(|d| want <= d) {
                 continue;
             }
             done = Some(want);
+            if interval > 0 && want / interval > at / interval {
+                let r = want / interval;
+                it.seek_to_restart_point(r as usize)
+                    .map_err(|e| self.wrap(e))?;
+                at = r * interval;
+            }
             while at < want && it.valid() {
                 it.next().map_err(|e| self.wrap(e))?;
                 at += 1;
@@ -1535,8 +1551,18 @@ mod tests {
         }
     }
 
+    /// Entries by ordinal, with the restart interval recorded (the reader
+    /// jumps to the restart point before a wanted entry) for several
+    /// intervals, and with it unrecorded (a table written before the
+    /// property: the reader walks from the block's start).
     #[test]
     fn visit_data_block_entries_reads_entries_by_ordinal() {
+        for (interval, recorded) in [(4, true), (1, true), (3, true), (16, true), (3, false)] {
+            visit_by_ordinal(interval, recorded);
+        }
+    }
+
+    fn visit_by_ordinal(interval: usize, recorded: bool) {
         let entries = dataset(400);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.sst");
@@ -1545,8 +1571,14 @@ mod tests {
             seen: seen.clone(),
             blocks: Vec::new(),
         })];
-        let size = build(&path, &entries, opts(Compression::None, 10), observers);
-        let t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+        let mut o = opts(Compression::None, 10);
+        o.restart_interval = interval;
+        let size = build(&path, &entries, o, observers);
+        let mut t = Table::open(&path, 1, size, read_opts(None)).unwrap();
+        assert_eq!(t.properties().data_restart_interval, interval as u64);
+        if !recorded {
+            t.props.data_restart_interval = 0;
+        }
         let s = seen.lock().unwrap();
         // Entries by block, in the order the observer saw them.
         let mut by_block: Vec<(BlockHandle, Vec<usize>)> = Vec::new();
@@ -1564,6 +1596,8 @@ mod tests {
                 (0..n).collect::<Vec<u32>>(),
                 vec![n - 1],
                 vec![0, 0, n / 2, n / 2, n - 1],
+                (0..n).step_by(3).collect(),
+                (1..n).step_by(5).collect(),
             ] {
                 let mut got = Vec::new();
                 t.visit_data_block_entries(
