@@ -37,6 +37,14 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
     /// The state's high bits depend on every input bit, its low bits do
     /// not (a product's low bits see only the operands' low bits), and
     /// the table indexes buckets by the low bits: a murmur3 finalizer

@@ -20,10 +20,11 @@
 pub mod table;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use crate::index::fxhash::FastMap;
 use crate::index::memo::Validity;
 use crate::index::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
@@ -317,7 +318,10 @@ impl TableScan<'_> {
         acc: &mut Acc,
         validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
     ) -> Result<u64> {
-        let mut heap: BinaryHeap<(SeqNo, Work)> = BinaryHeap::new();
+        // Sized for the slices and the entries of a typical top-K: growing
+        // it one doubling at a time showed in small queries' profiles.
+        let slices: usize = visits.iter().map(|v| v.2.len()).sum();
+        let mut heap: BinaryHeap<(SeqNo, Work)> = BinaryHeap::with_capacity(slices + 64);
         for (t, (_, ti, hits)) in visits.iter().enumerate() {
             for &i in hits {
                 if let Some(e) = ti.entries.get(i) {
@@ -332,8 +336,10 @@ impl TableScan<'_> {
             }
         }
         // Blocks read by this query, each read once.
-        let mut sec: HashMap<(u32, u32), SecBytes> = HashMap::new();
-        let mut data: HashMap<(u32, u32), Arc<Block>> = HashMap::new();
+        // Small integer keys: a multiplicative hash, not SipHash (which
+        // was a fifth of an equality top-10 query's instructions).
+        let mut sec: FastMap<(u32, u32), SecBytes> = FastMap::default();
+        let mut data: FastMap<(u32, u32), Arc<Block>> = FastMap::default();
         let mut touched = vec![false; visits.len()];
         while let Some(&(bound, _)) = heap.peek() {
             if acc.full_before(bound) {
