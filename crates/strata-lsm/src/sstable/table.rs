@@ -743,10 +743,7 @@ impl Table {
         if name.starts_with(RESERVED_META_PREFIX) {
             return None;
         }
-        self.meta
-            .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
-            .ok()
-            .map(MetaBlockId)
+        self.meta_position(name).map(MetaBlockId)
     }
 
     /// The meta block `id` of this table, read through the block cache (a
@@ -805,10 +802,15 @@ impl Table {
         e.with_location(&self.path, None)
     }
 
-    fn meta_handle(&self, name: &str) -> Option<BlockHandle> {
+    /// Position of `name` in the metaindex (sorted by name).
+    fn meta_position(&self, name: &str) -> Option<usize> {
         self.meta
             .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
             .ok()
+    }
+
+    fn meta_handle(&self, name: &str) -> Option<BlockHandle> {
+        self.meta_position(name)
             .and_then(|i| self.meta.get(i))
             .map(|&(_, h)| h)
     }

@@ -152,13 +152,6 @@ impl IndexValue {
                 b.len()
             ))
         };
-        let f = |i: usize| -> Result<f64> {
-            let a: [u8; 8] = b
-                .get(i * 8..i * 8 + 8)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?;
-            Ok(f64::from_le_bytes(a))
-        };
         Ok(match ty {
             KeyType::I64 => {
                 let a: [u8; 8] = b.try_into().map_err(|_| bad())?;
@@ -170,18 +163,30 @@ impl IndexValue {
             }
             KeyType::String => IndexValue::Str(String::from_utf8(b.to_vec()).map_err(|_| bad())?),
             KeyType::Point => {
-                if b.len() != 16 {
-                    return Err(bad());
-                }
-                IndexValue::Point([f(0)?, f(1)?])
+                let [x, y, ..] = Self::encoded_mbr(ty, b).ok_or_else(bad)?;
+                IndexValue::Point([x, y])
             }
-            KeyType::Rect => {
-                if b.len() != 32 {
-                    return Err(bad());
-                }
-                IndexValue::Rect([f(0)?, f(1)?, f(2)?, f(3)?])
-            }
+            KeyType::Rect => IndexValue::Rect(Self::encoded_mbr(ty, b).ok_or_else(bad)?),
         })
+    }
+
+    /// The MBR of an encoded point (16 bytes: `x`, `y`) or rectangle (32
+    /// bytes), read in place: what [`IndexValue::mbr`] of its decoding
+    /// gives. `None` for a scalar type or a wrong width.
+    pub fn encoded_mbr(ty: KeyType, b: &[u8]) -> Option<[f64; 4]> {
+        let f = |i: usize| -> Option<f64> {
+            b.get(i * 8..i * 8 + 8)
+                .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                .map(f64::from_le_bytes)
+        };
+        match (ty, b.len()) {
+            (KeyType::Point, 16) => {
+                let (x, y) = (f(0)?, f(1)?);
+                Some([x, y, x, y])
+            }
+            (KeyType::Rect, 32) => Some([f(0)?, f(1)?, f(2)?, f(3)?]),
+            _ => None,
+        }
     }
 
     /// Bounding box `[xmin, ymin, xmax, ymax]` of a spatial value.

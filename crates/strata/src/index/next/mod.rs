@@ -81,8 +81,9 @@ impl SecBytes {
 }
 
 /// Reads secondary block `b` of index `index_id` of `table` (from its side
-/// file if `ti` came from one). A table's own block is found by the id
-/// resolved when `ti` was read, and borrowed from the block cache.
+/// file if `ti` came from one). A table's own block is found by its
+/// resolved id ([`TableIndex::sec_block_id`]) and borrowed from the block
+/// cache.
 fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Result<SecBytes> {
     let lacks = || {
         Error::corruption(format!(

@@ -146,32 +146,15 @@ impl<'a> Probe<'a> {
                 // A window test reads the coordinates in place (the
                 // predicate's own test on the value's MBR); anything else,
                 // or a value of the wrong width, goes through the decoder.
-                if let (Predicate::Within(w), Some(m)) = (self.pred, encoded_mbr(self.ty, v)) {
+                if let (Predicate::Within(w), Some(m)) =
+                    (self.pred, IndexValue::encoded_mbr(self.ty, v))
+                {
                     return Ok(intersects(&m, w));
                 }
                 Ok(self.pred.matches(&IndexValue::decode(self.ty, v)?))
             }
             None => Ok(false),
         }
-    }
-}
-
-/// The MBR of an encoded point (16 bytes) or rectangle (32 bytes), as
-/// [`IndexValue::mbr`] of its decoding gives it; `None` for another type or
-/// width.
-fn encoded_mbr(ty: KeyType, v: &[u8]) -> Option<[f64; 4]> {
-    let f = |i: usize| -> Option<f64> {
-        v.get(i * 8..i * 8 + 8)
-            .and_then(|s| <[u8; 8]>::try_from(s).ok())
-            .map(f64::from_le_bytes)
-    };
-    match (ty, v.len()) {
-        (KeyType::Point, 16) => {
-            let (x, y) = (f(0)?, f(1)?);
-            Some([x, y, x, y])
-        }
-        (KeyType::Rect, 32) => Some([f(0)?, f(1)?, f(2)?, f(3)?]),
-        _ => None,
     }
 }
 
@@ -208,9 +191,8 @@ pub struct TableIndex {
     /// the table's own meta blocks.
     pub side: Option<std::sync::Arc<crate::index::sidefile::SideFile>>,
     /// The table's meta block of each secondary block (`None`: missing, a
-    /// corruption reported when a query needs it), resolved once per table
-    /// (when its directory is read, or at the first use of an index built
-    /// with the table) so that queries neither format nor search block
+    /// corruption reported when a query needs it), resolved at the first
+    /// read of one of them so that queries neither format nor search block
     /// names. Unused for a side file's blocks.
     sec_ids: std::sync::OnceLock<Vec<Option<MetaBlockId>>>,
     rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
