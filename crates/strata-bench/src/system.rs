@@ -137,12 +137,19 @@ pub trait BenchSystem {
     fn supports_queries(&self) -> bool {
         true
     }
+    /// True if [`BenchSystem::floor_seconds`] measures something: the
+    /// harness then runs each query set a second time, untimed, to measure
+    /// the floors after the timed pass.
+    fn measures_floor(&self) -> bool {
+        false
+    }
     /// The physical floor of the previous [`BenchSystem::query`]: seconds
     /// to read, outside every cache of the system, and checksum each
     /// distinct data block holding that query's results once (measured
     /// now, after the query; the OS page cache is left as the query left
     /// it). `None` if the system cannot locate its records' blocks. Called
-    /// by the harness outside the timed query.
+    /// by the harness after an untimed run of the query, in a pass after
+    /// the timed queries, so that its reads disturb no timed query.
     fn floor_seconds(&mut self) -> SysResult<Option<f64>> {
         Ok(None)
     }

@@ -58,6 +58,12 @@ fn static_tweets_small() {
             assert!(
                 q["blocks_read_mean"].as_f64().unwrap() >= q["min_blocks_mean"].as_f64().unwrap()
             );
+            // The floor pass ran after the timed one: every answer with
+            // results in tables has a floor.
+            if q["results_mean"].as_f64().unwrap() > 0.0 {
+                assert!(q["floor_us_mean"].as_f64().unwrap() > 0.0, "{q}");
+                assert!(q["floor_multiple"].as_f64().unwrap() > 0.0, "{q}");
+            }
             for f in [
                 "attribute",
                 "class",

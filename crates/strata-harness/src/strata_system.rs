@@ -304,6 +304,10 @@ impl BenchSystem for StrataSystem {
         self.has_indexes
     }
 
+    fn measures_floor(&self) -> bool {
+        true
+    }
+
     /// Locates each result's data block (`strata_lsm::Db::locate_entry`;
     /// results still in a memtable need none), then times one
     /// `read_block_verified` (pread + CRC32C, no block cache) per distinct

@@ -7,7 +7,10 @@
 //! ```
 //!
 //! DB is an existing database (opened with `Options::paper()`) with index
-//! INDEX (`LIMIT=k` in the environment: top-k queries, newest first);
+//! INDEX (`LIMIT=k` in the environment: top-k queries, newest first;
+//! `CACHE_KB=n`: an n KiB block cache, so that blocks come from the file;
+//! `PRE=INDEX:FILE.json`: that query set runs once first; `COLD=1`: no
+//! warm-up pass);
 //! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
@@ -71,7 +74,16 @@ fn main() -> Res<()> {
         .iter()
         .map(predicate)
         .collect::<Res<Vec<_>>>()?;
-    let db = Db::open(db, Options::paper().create_if_missing(false))?;
+    let mut options = Options::paper().create_if_missing(false);
+    // `CACHE_KB=n`: a block cache of n KiB instead of the preset's 64 MiB
+    // (0 disables it), so that the timed rounds read blocks from the file.
+    if let Some(kb) = std::env::var("CACHE_KB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        options = options.block_cache_bytes(kb << 10);
+    }
+    let db = Db::open(db, options)?;
     let mut opts = QueryOptions::default().keys_only(keys_only);
     // `LIMIT=k`: top-k queries (newest first).
     if let Some(k) = std::env::var("LIMIT")
@@ -80,9 +92,25 @@ fn main() -> Res<()> {
     {
         opts = opts.limit(k);
     }
+    // `PRE=INDEX:QUERIES.json`: run that set once first (as `bench run`
+    // runs the classes one after another), then this set once untimed.
+    if let Ok(pre) = std::env::var("PRE") {
+        let (pre_index, pre_file) = pre.split_once(':').ok_or("PRE=INDEX:QUERIES.json")?;
+        let set: serde_json::Value = serde_json::from_slice(&std::fs::read(pre_file)?)?;
+        for q in set
+            .get("queries")
+            .and_then(|q| q.as_array())
+            .ok_or("PRE: no queries")?
+        {
+            std::hint::black_box(db.query(pre_index, &predicate(q)?, opts)?);
+        }
+    }
     let mut results = 0usize;
-    for p in &preds {
-        results += db.query(index, p, opts)?.len();
+    let cold = std::env::var("COLD").is_ok();
+    if !cold {
+        for p in &preds {
+            results += db.query(index, p, opts)?.len();
+        }
     }
     let before = db.stats().io;
     let mut times = Vec::with_capacity(preds.len() * rounds);
@@ -90,6 +118,9 @@ fn main() -> Res<()> {
         for p in &preds {
             let t = Instant::now();
             let hits = db.query(index, p, opts)?;
+            if cold {
+                results += hits.len();
+            }
             if parse {
                 let docs = hits
                     .iter()

@@ -650,42 +650,23 @@ impl Table {
         mut f: impl FnMut(u32, &[u8], SeqNo, ValueKind, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let marks = self.obsolete.as_ref().and_then(|m| m.block(handle.offset));
-        // Without marks the iterator yields every stored entry, in order.
-        let mut it = block.iter(compare_internal);
-        it.seek_to_first().map_err(|e| self.wrap(e))?;
-        let mut at: u32 = 0;
-        let mut done: Option<u32> = None;
-        // Blocks restart exactly every `interval` entries: an entry past the
-        // next restart point is reached from the restart before it.
-        let interval = u32::try_from(self.props.data_restart_interval).unwrap_or(0);
-        for want in ordinals {
-            if done.is_some_and(|d| want <= d) {
-                continue;
-            }
-            done = Some(want);
-            if interval > 0 && want / interval > at / interval {
-                let r = want / interval;
-                it.seek_to_restart_point(r as usize)
-                    .map_err(|e| self.wrap(e))?;
-                at = r * interval;
-            }
-            while at < want && it.valid() {
-                it.next().map_err(|e| self.wrap(e))?;
-                at += 1;
-            }
-            if !it.valid() {
-                return Err(self.corrupt(&format!(
-                    "entry {want} of data block at {} is past its end",
-                    handle.offset
-                )));
-            }
-            if marks.as_ref().is_some_and(|m| m.is_marked(want as usize)) {
-                continue;
-            }
-            let p = parse_internal_key(it.key()).map_err(|e| self.wrap(e))?;
-            f(want, p.user_key, p.seq, p.kind, it.value())?;
-        }
-        Ok(())
+        // Blocks restart exactly every `interval` entries (0: not recorded,
+        // walked from the first entry).
+        let interval = usize::try_from(self.props.data_restart_interval).unwrap_or(0);
+        // Errors of `f` pass through as they are; the walk's own name this
+        // table.
+        let mut from_f = false;
+        block
+            .visit_ordinals(interval, ordinals, |want, key, value| {
+                if marks.as_ref().is_some_and(|m| m.is_marked(want as usize)) {
+                    return Ok(());
+                }
+                let p = parse_internal_key(key)?;
+                let r = f(want, p.user_key, p.seq, p.kind, value);
+                from_f = r.is_err();
+                r
+            })
+            .map_err(|e| if from_f { e } else { self.wrap(e) })
     }
 
     /// Calls `f(user_key, seq, kind, value, marked)` for every entry stored

@@ -122,7 +122,9 @@ impl Acc {
     fn new(limit: Option<usize>) -> Acc {
         Acc {
             limit,
-            found: Vec::new(),
+            // Sized for a small answer: growing from empty one doubling at
+            // a time was 2.5% of an equality query's instructions.
+            found: Vec::with_capacity(limit.unwrap_or(32).min(1024)),
             top: BinaryHeap::new(),
         }
     }
@@ -275,7 +277,7 @@ impl TableScan<'_> {
         acc: &mut Acc,
         validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
     ) -> Result<()> {
-        let mut cands: Vec<Cand> = Vec::new();
+        let mut cands: Vec<Cand> = Vec::with_capacity(32);
         let mut current: Option<(u32, SecBytes)> = None;
         for &i in hits {
             let e = ti
