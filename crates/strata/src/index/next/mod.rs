@@ -17,6 +17,7 @@
 //! valid results newer than everything left are known — about K data
 //! blocks when nothing is stale.
 
+mod order;
 pub mod table;
 
 use std::cmp::Reverse;
@@ -150,34 +151,44 @@ impl Acc {
 
     /// The hits, newest first, and the number of distinct data blocks
     /// holding them.
-    fn finish(mut self) -> (Vec<Hit>, u64) {
-        let v = &mut self.found;
+    fn finish(self) -> (Vec<Hit>, u64) {
         // Every version of every key has its own sequence number, and
         // validation passes at most one version of a key (the newest at
         // the snapshot), so sorting by sequence number alone orders the
         // hits; an entry reached twice (overlapping global slices) is
-        // adjacent to itself. Sorting integers, not heap-allocated keys, is
-        // what keeps this off the profile of large queries.
-        v.sort_unstable_by_key(|h| Reverse(h.0.seq));
-        v.dedup_by(|a, b| a.0.seq == b.0.seq);
+        // adjacent to itself. The sort moves (seq, position) pairs, not the
+        // 80-byte hits.
+        let mut ranked: Vec<(SeqNo, u32)> = self
+            .found
+            .iter()
+            .zip(0u32..)
+            .map(|(h, i)| (h.0.seq, i))
+            .collect();
+        order::by_seq_desc(&mut ranked);
+        ranked.dedup_by_key(|o| o.0);
+        if let Some(k) = self.limit {
+            ranked.truncate(k);
+        }
+        let mut slots: Vec<Option<Found>> = self.found.into_iter().map(Some).collect();
+        let mut hits = Vec::with_capacity(ranked.len());
+        let mut blocks: Vec<(u64, u64)> = Vec::with_capacity(ranked.len());
+        for (_, i) in ranked {
+            if let Some((hit, block)) = slots.get_mut(i as usize).and_then(Option::take) {
+                hits.push(hit);
+                blocks.extend(block);
+            }
+        }
         debug_assert!(
             {
-                let mut keys: Vec<&[u8]> = v.iter().map(|h| h.0.key.as_slice()).collect();
+                let mut keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
                 keys.sort_unstable();
                 keys.windows(2).all(|w| w.first() != w.get(1))
             },
             "validation passed two versions of one key"
         );
-        if let Some(k) = self.limit {
-            v.truncate(k);
-        }
-        let mut blocks: Vec<(u64, u64)> = v.iter().filter_map(|(_, b)| *b).collect();
         blocks.sort_unstable();
         blocks.dedup();
-        (
-            self.found.into_iter().map(|(h, _)| h).collect(),
-            blocks.len() as u64,
-        )
+        (hits, blocks.len() as u64)
     }
 }
 
@@ -302,7 +313,9 @@ impl TableScan<'_> {
                 Ok(())
             })?;
         }
-        cands.sort_unstable();
+        // Equal positions are one entry (the same sequence number), which
+        // `take` visits once.
+        order::by_position(&mut cands, ti.handles.len());
         for group in cands.chunk_by(|a, b| a.0 == b.0) {
             if let Some(first) = group.first() {
                 self.take(table, ti, first.0, None, group, profile, acc, validate)?;
