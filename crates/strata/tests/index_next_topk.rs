@@ -50,6 +50,10 @@ fn top_k_reads_about_k_data_blocks_across_tables() {
             all.len()
         );
         assert!(full.data_blocks_read > 3 * p.data_blocks_read, "{full:?}");
+        // Nothing is stale: every block a full query reads holds a result,
+        // and the distinct blocks of the results are those it read.
+        assert_eq!(full.min_data_blocks, full.data_blocks_read, "{full:?}");
+        assert!(p.min_data_blocks <= 10 && p.min_data_blocks > 0, "{p:?}");
     }
 }
 

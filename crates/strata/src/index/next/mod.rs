@@ -169,13 +169,33 @@ impl Acc {
         if let Some(k) = self.limit {
             ranked.truncate(k);
         }
+        // Distinct blocks: without a limit every hit is kept, and a full
+        // scan takes each block's hits in one group (`scan_table`), so the
+        // blocks are the runs of equal blocks in the order found (no sort
+        // of 16-byte pairs per hit); a top-K query sorts its K.
+        let runs = match self.limit {
+            None => {
+                let mut prev = None;
+                let mut runs = 0u64;
+                for (_, b) in &self.found {
+                    if b.is_some() && *b != prev {
+                        runs += 1;
+                    }
+                    prev = *b;
+                }
+                Some(runs)
+            }
+            Some(_) => None,
+        };
         let mut slots: Vec<Option<Found>> = self.found.into_iter().map(Some).collect();
         let mut hits = Vec::with_capacity(ranked.len());
-        let mut blocks: Vec<(u64, u64)> = Vec::with_capacity(ranked.len());
+        let mut blocks: Vec<(u64, u64)> = Vec::new();
         for (_, i) in ranked {
             if let Some((hit, block)) = slots.get_mut(i as usize).and_then(Option::take) {
                 hits.push(hit);
-                blocks.extend(block);
+                if runs.is_none() {
+                    blocks.extend(block);
+                }
             }
         }
         debug_assert!(
@@ -186,9 +206,12 @@ impl Acc {
             },
             "validation passed two versions of one key"
         );
-        blocks.sort_unstable();
-        blocks.dedup();
-        (hits, blocks.len() as u64)
+        let distinct = runs.unwrap_or_else(|| {
+            blocks.sort_unstable();
+            blocks.dedup();
+            blocks.len() as u64
+        });
+        (hits, distinct)
     }
 }
 
