@@ -151,7 +151,27 @@ impl Acc {
 
     /// The hits, newest first, and the number of distinct data blocks
     /// holding them.
-    fn finish(self) -> (Vec<Hit>, u64) {
+    fn finish(mut self) -> (Vec<Hit>, u64) {
+        // A small answer (every top-K, most equality queries) is sorted in
+        // place: no further vectors.
+        if self.found.len() <= 64 {
+            let v = &mut self.found;
+            v.sort_unstable_by_key(|h| Reverse(h.0.seq));
+            v.dedup_by(|a, b| a.0.seq == b.0.seq);
+            if let Some(k) = self.limit {
+                v.truncate(k);
+            }
+            let mut blocks = [(0u64, 0u64); 64];
+            let mut n = 0;
+            for (slot, b) in blocks.iter_mut().zip(v.iter().filter_map(|(_, b)| *b)) {
+                *slot = b;
+                n += 1;
+            }
+            let blocks = blocks.get_mut(..n).unwrap_or_default();
+            blocks.sort_unstable();
+            let distinct = blocks.chunk_by(|a, b| a == b).count() as u64;
+            return (self.found.into_iter().map(|(h, _)| h).collect(), distinct);
+        }
         // Every version of every key has its own sequence number, and
         // validation passes at most one version of a key (the newest at
         // the snapshot), so sorting by sequence number alone orders the

@@ -656,7 +656,7 @@ impl<'a> SecBlock<'a> {
         let (mut lo, mut hi) = (start, end.min(self.count));
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.value(mid)? < key {
+            if encoded_lt(self.value(mid)?, key) {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -684,7 +684,7 @@ impl<'a> SecBlock<'a> {
                 let mut i = self.lower_bound(start, end, lo)?;
                 while i < end {
                     let e = self.entry(i)?;
-                    if e.value > hi.as_slice() {
+                    if encoded_lt(hi, e.value) {
                         break;
                     }
                     f(e)?;
@@ -717,6 +717,19 @@ pub struct Built {
 /// entry is, and its sequence number.
 #[cfg(test)]
 pub type Pair = (IndexValue, Loc, SeqNo);
+
+/// `a < b` bytewise; two 8-byte values (every encoded `i64` and `f64`)
+/// compare as one big-endian integer, not through `memcmp` (3.7% of an
+/// equality top-10 query's instructions).
+#[inline]
+fn encoded_lt(a: &[u8], b: &[u8]) -> bool {
+    match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        (Some(x), Some(y)) if a.len() == 8 && b.len() == 8 => {
+            u64::from_be_bytes(*x) < u64::from_be_bytes(*y)
+        }
+        _ => a < b,
+    }
+}
 
 /// The first 8 bytes of `b`, big-endian, zero-padded: comparing prefixes
 /// agrees with comparing the bytes whenever the prefixes differ.
@@ -1158,6 +1171,28 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The integer comparison of 8-byte values agrees with the bytewise
+    /// one, for encoded numbers and for values of other lengths.
+    #[test]
+    fn encoded_lt_agrees_with_bytewise_order() {
+        let mut vals: Vec<Vec<u8>> = [i64::MIN, -5, -1, 0, 1, 255, 256, 1 << 40, i64::MAX]
+            .iter()
+            .map(|&v| IndexValue::I64(v).encode())
+            .collect();
+        vals.extend([
+            vec![],
+            vec![0x80],
+            vec![0x80; 9],
+            b"abcdefgh".to_vec(),
+            b"abcdefg".to_vec(),
+        ]);
+        for a in &vals {
+            for b in &vals {
+                assert_eq!(encoded_lt(a, b), a < b, "{a:?} < {b:?}");
+            }
+        }
+    }
 
     /// The in-place window test of encoded points and rectangles answers as
     /// the predicate does on the decoded value, special values included.
