@@ -88,7 +88,7 @@ impl Envelope {
     fn may_match(&self, probe: &Probe<'_>) -> bool {
         match self {
             Envelope::Scalar(lo, hi) => match &probe.bounds {
-                Some((a, b)) => lo.as_slice() <= b.as_slice() && a.as_slice() <= hi.as_slice(),
+                Some((a, b)) => !encoded_lt(b, lo) && !encoded_lt(hi, a),
                 None => false,
             },
             Envelope::Rect(r) => probe
@@ -141,7 +141,7 @@ impl<'a> Probe<'a> {
     /// and tested exactly.
     pub fn matches_encoded(&self, v: &[u8]) -> Result<bool> {
         match &self.bounds {
-            Some((lo, hi)) => Ok(lo.as_slice() <= v && v <= hi.as_slice()),
+            Some((lo, hi)) => Ok(!encoded_lt(v, lo) && !encoded_lt(hi, v)),
             None if self.ty.is_spatial() => {
                 // A window test reads the coordinates in place (the
                 // predicate's own test on the value's MBR); anything else,
@@ -290,7 +290,7 @@ impl TableIndex {
             return Vec::new();
         };
         let first = self.entries.partition_point(|e| match &e.env {
-            Envelope::Scalar(_, hi) => hi.as_slice() < a.as_slice(),
+            Envelope::Scalar(_, hi) => encoded_lt(hi, a),
             Envelope::Rect(_) => false,
         });
         self.entries
@@ -298,7 +298,7 @@ impl TableIndex {
             .enumerate()
             .skip(first)
             .take_while(|(_, e)| match &e.env {
-                Envelope::Scalar(lo, _) => lo.as_slice() <= b.as_slice(),
+                Envelope::Scalar(lo, _) => !encoded_lt(b, lo),
                 Envelope::Rect(_) => false,
             })
             .filter(|(_, e)| e.env.may_match(probe))
