@@ -21,27 +21,9 @@ pub(crate) fn by_position(cands: &mut Vec<(u32, u32, u64)>, blocks: usize) {
         cands.sort_unstable_by_key(key);
         return;
     }
-    let mut start = vec![0u32; blocks + 1];
-    for c in cands.iter() {
-        if let Some(s) = start.get_mut(c.0 as usize + 1) {
-            *s += 1;
-        }
-    }
-    for i in 1..start.len() {
-        let prev = start.get(i - 1).copied().unwrap_or(0);
-        if let Some(s) = start.get_mut(i) {
-            *s += prev;
-        }
-    }
+    let mut start = vec![0usize; blocks + 1];
     let mut out = vec![(0u32, 0u32, 0u64); n];
-    for c in cands.iter() {
-        if let Some(s) = start.get_mut(c.0 as usize) {
-            if let Some(slot) = out.get_mut(*s as usize) {
-                *slot = *c;
-            }
-            *s += 1;
-        }
-    }
+    scatter(cands, &mut out, &mut start, |c| c.0 as usize);
     // Within a block (few entries each), by entry position.
     for group in out.chunk_by_mut(|a, b| a.0 == b.0) {
         if group.len() > 1 {
@@ -69,31 +51,39 @@ pub(crate) fn by_seq_desc(items: &mut Vec<(u64, u32)>) {
     let mut dst = vec![(0u64, 0u32); src.len()];
     let mut shift = 0;
     while shift < bits {
-        let digit = |o: &(u64, u32)| ((!o.0 >> shift) & 0xff) as usize;
         let mut start = [0usize; 257];
-        for o in &src {
-            if let Some(s) = start.get_mut(digit(o) + 1) {
-                *s += 1;
-            }
-        }
-        for i in 1..start.len() {
-            let prev = start.get(i - 1).copied().unwrap_or(0);
-            if let Some(s) = start.get_mut(i) {
-                *s += prev;
-            }
-        }
-        for o in &src {
-            if let Some(s) = start.get_mut(digit(o)) {
-                if let Some(slot) = dst.get_mut(*s) {
-                    *slot = *o;
-                }
-                *s += 1;
-            }
-        }
+        scatter(&src, &mut dst, &mut start, |o| {
+            ((!o.0 >> shift) & 0xff) as usize
+        });
         std::mem::swap(&mut src, &mut dst);
         shift += 8;
     }
     *items = src;
+}
+
+/// One counting-sort pass: moves `src` into `dst` (of the same length)
+/// ordered by `bucket`, stably. `start` holds one more counter than there
+/// are buckets, all zero; every bucket must be below `start.len() - 1`.
+fn scatter<T: Copy>(src: &[T], dst: &mut [T], start: &mut [usize], bucket: impl Fn(&T) -> usize) {
+    for x in src {
+        if let Some(s) = start.get_mut(bucket(x) + 1) {
+            *s += 1;
+        }
+    }
+    for i in 1..start.len() {
+        let prev = start.get(i - 1).copied().unwrap_or(0);
+        if let Some(s) = start.get_mut(i) {
+            *s += prev;
+        }
+    }
+    for x in src {
+        if let Some(s) = start.get_mut(bucket(x)) {
+            if let Some(slot) = dst.get_mut(*s) {
+                *slot = *x;
+            }
+            *s += 1;
+        }
+    }
 }
 
 #[cfg(test)]
