@@ -358,13 +358,18 @@ pub fn load_file(
     let mut batch = WriteBatch::new();
     // The batch's records' readings, in batch order.
     let mut reads: Vec<(Vec<u8>, Read)> = Vec::new();
-    let write = |batch: WriteBatch, reads: &mut Vec<(Vec<u8>, Read)>| -> Result<()> {
+    // Writes `batch`, leaving in its place an empty one sized like it, and
+    // `reads` empty with its capacity (no regrowth from empty per batch).
+    let write = |batch: &mut WriteBatch, reads: &mut Vec<(Vec<u8>, Read)>| -> Result<()> {
+        let full = std::mem::replace(batch, WriteBatch::with_capacity(batch.encoded_len()));
         let _registered = (!reads.is_empty()).then(|| {
-            db.index_manager()
-                .pre_reads()
-                .register(line_reader.clone(), std::mem::take(reads))
+            let cap = reads.len();
+            db.index_manager().pre_reads().register(
+                line_reader.clone(),
+                std::mem::replace(reads, Vec::with_capacity(cap)),
+            )
         });
-        db.write(batch, WriteOptions::default())
+        db.write(full, WriteOptions::default())
     };
     let (mut records, mut bytes, mut skipped) = (0u64, 0u64, 0u64);
     while let Some((line_no, obj)) = next()? {
@@ -386,7 +391,7 @@ pub fn load_file(
             }
             Err(e) => {
                 // Everything before the bad record is written; it is not.
-                write(std::mem::take(&mut batch), &mut reads)?;
+                write(&mut batch, &mut reads)?;
                 return Err(Error::invalid(format!(
                     "{}: line {line_no}: {e} ({records} records before it were loaded)",
                     path.display()
@@ -394,14 +399,14 @@ pub fn load_file(
             }
         }
         if batch.len() as u64 >= opts.batch.max(1) as u64 {
-            write(std::mem::take(&mut batch), &mut reads)?;
+            write(&mut batch, &mut reads)?;
         }
         events(LoadEvent::Progress {
             read: read.get(),
             total,
         });
     }
-    write(batch, &mut reads)?;
+    write(&mut batch, &mut reads)?;
     db.flush()?;
     Ok(Loaded {
         records,

@@ -57,8 +57,44 @@ enum Leaf {
     Str(String),
     /// An array: each element as a number (`None` for a non-number).
     Nums(Vec<Option<f64>>),
+    /// An array of exactly two numbers (a point: no allocation).
+    Pair(f64, f64),
     /// A boolean or an object.
     Other,
+}
+
+/// An array's elements as numbers (`None` for a non-number), gathered
+/// while the array is read: the first two inline, so that a point becomes
+/// [`Leaf::Pair`] without an allocation.
+#[derive(Default)]
+struct NumsBuf {
+    inline: [Option<f64>; 2],
+    len: usize,
+    /// Every element once there are more than two (then `inline` is unused).
+    heap: Vec<Option<f64>>,
+}
+
+impl NumsBuf {
+    fn push(&mut self, n: Option<f64>) {
+        if self.heap.is_empty() {
+            if let Some(slot) = self.inline.get_mut(self.len) {
+                *slot = n;
+                self.len += 1;
+                return;
+            }
+            self.heap.extend_from_slice(&self.inline);
+        }
+        self.heap.push(n);
+        self.len += 1;
+    }
+
+    fn into_leaf(self) -> Leaf {
+        match (self.len, self.inline) {
+            (2, [Some(x), Some(y)]) => Leaf::Pair(x, y),
+            _ if !self.heap.is_empty() => Leaf::Nums(self.heap),
+            _ => Leaf::Nums(self.inline.get(..self.len).unwrap_or_default().to_vec()),
+        }
+    }
 }
 
 /// One reading of a record for a [`Fields`] (see [`Fields::extract`]):
@@ -79,13 +115,15 @@ enum Leaves {
     Heap(Vec<Leaf>),
 }
 
-const INLINE_LEAVES: usize = 2;
+/// Slots kept inline: a loader's key and two indexes' paths, or up to four
+/// indexes of a table.
+const INLINE_LEAVES: usize = 4;
 
 impl Leaves {
     /// `n` absent leaves.
     fn new(n: usize) -> Leaves {
         if n <= INLINE_LEAVES {
-            Leaves::Inline([Leaf::Absent, Leaf::Absent], n)
+            Leaves::Inline([const { Leaf::Absent }; INLINE_LEAVES], n)
         } else {
             Leaves::Heap(vec![Leaf::Absent; n])
         }
@@ -268,13 +306,24 @@ impl Extracted {
             }
             .filter(|f| f.is_finite())
         };
-        let nums = |l: &Leaf| match l {
-            Leaf::Nums(v) => v
-                .iter()
-                .map(|x| x.filter(|f| f.is_finite()))
-                .collect::<Option<Vec<f64>>>(),
-            _ => None,
-        };
+        // The leaf as an array of exactly `N` finite numbers.
+        fn finite<const N: usize>(l: &Leaf) -> Option<[f64; N]> {
+            let mut out = [0.0; N];
+            match l {
+                Leaf::Pair(x, y) if N == 2 => {
+                    for (o, x) in out.iter_mut().zip([*x, *y]) {
+                        *o = x;
+                    }
+                }
+                Leaf::Nums(v) if v.len() == N => {
+                    for (o, x) in out.iter_mut().zip(v) {
+                        *o = (*x)?;
+                    }
+                }
+                _ => return None,
+            }
+            out.iter().all(|f| f.is_finite()).then_some(out)
+        }
         match leaf {
             Leaf::Absent | Leaf::Null => return Err(Skip::Missing),
             _ => {}
@@ -292,12 +341,12 @@ impl Extracted {
                 Leaf::Str(s) => Ok(IndexValue::Str(s.clone())),
                 _ => Err(Skip::WrongType),
             },
-            KeyType::Point => match nums(leaf).as_deref() {
-                Some(&[x, y]) => Ok(IndexValue::Point([x, y])),
+            KeyType::Point => match finite::<2>(leaf) {
+                Some(p) => Ok(IndexValue::Point(p)),
                 _ => Err(Skip::WrongType),
             },
-            KeyType::Rect => match nums(leaf).as_deref() {
-                Some(&[x0, y0, x1, y1]) if x0 <= x1 && y0 <= y1 => {
+            KeyType::Rect => match finite::<4>(leaf) {
+                Some([x0, y0, x1, y1]) if x0 <= x1 && y0 <= y1 => {
                     Ok(IndexValue::Rect([x0, y0, x1, y1]))
                 }
                 _ => Err(Skip::WrongType),
@@ -847,7 +896,7 @@ impl Fields {
             // No paths below: an array is its numbers, an object `Other`.
             b'[' if node.children.is_empty() => {
                 let (end, nums) = self.nums::<ASCII>(b, i, DEPTH)?;
-                (end, Leaf::Nums(nums))
+                (end, nums)
             }
             b'{' if node.children.is_empty() => (container::<ASCII>(b, i, DEPTH)?, Leaf::Other),
             _ => {
@@ -864,19 +913,14 @@ impl Fields {
     /// The array at `i` (at depth `depth`) as a leaf: each element's
     /// number, `None` for a non-number (validated and skipped). Its end
     /// too.
-    fn nums<const ASCII: bool>(
-        &self,
-        b: &[u8],
-        i: usize,
-        depth: usize,
-    ) -> Option<(usize, Vec<Option<f64>>)> {
+    fn nums<const ASCII: bool>(&self, b: &[u8], i: usize, depth: usize) -> Option<(usize, Leaf)> {
         if depth > FAST_MAX_DEPTH || b.get(i) != Some(&b'[') {
             return None;
         }
         let mut i = ws(b, i + 1);
-        let mut nums = Vec::new();
+        let mut nums = NumsBuf::default();
         if b.get(i) == Some(&b']') {
-            return Some((i + 1, nums));
+            return Some((i + 1, nums.into_leaf()));
         }
         loop {
             let n = match *b.get(i)? {
@@ -908,7 +952,7 @@ impl Fields {
             nums.push(n);
             match more(b, i, b']')? {
                 (true, j) => i = j,
-                (false, j) => return Some((j, nums)),
+                (false, j) => return Some((j, nums.into_leaf())),
             }
         }
     }
@@ -1017,7 +1061,7 @@ impl<'de> Visitor<'de> for At<'_, '_> {
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         let leaf = self.is_leaf();
-        let mut nums = Vec::new();
+        let mut nums = NumsBuf::default();
         let mut i = 0usize;
         loop {
             let child = self.node().and_then(|n| {
@@ -1054,7 +1098,7 @@ impl<'de> Visitor<'de> for At<'_, '_> {
             }
             i += 1;
         }
-        self.set(Leaf::Nums(nums));
+        self.set(nums.into_leaf());
         Ok(())
     }
 

@@ -2,8 +2,14 @@
 //! through tables ([`super::strategy::WritePath::Tables`]: NEXT, embedded):
 //! each index's attribute values of the memtable's entries, so that index
 //! queries never parse the memtable.
+//!
+//! Bytes (encoded values and keys) live in an [`Arena`] per index: an
+//! insert copies them into the arena's current chunk, and entries are
+//! fixed-size records naming their bytes by position, so the write path
+//! makes no allocation per entry and a merge moves 32-byte records.
 
 use std::any::Any;
+use std::cmp::Ordering;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
@@ -17,20 +23,74 @@ use super::stored::{StoredBuilder, StoredValues};
 use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
+/// Append-only storage of side entries' bytes, in chunks of at least
+/// [`CHUNK`] bytes. Invariant: bytes once written are never changed or
+/// removed until the arena is dropped with its memtable; a position
+/// (chunk, offset) stays valid for the arena's life (a chunk that outgrows
+/// its capacity may move in memory, but positions are indexes, not
+/// pointers).
+#[derive(Default)]
+struct Arena {
+    chunks: Vec<Vec<u8>>,
+}
+
+/// Bytes per arena chunk (a larger entry gets a chunk of its own size).
+const CHUNK: usize = 64 << 10;
+
+impl Arena {
+    /// Appends the bytes `fill` writes (about `hint` of them) and returns
+    /// their (chunk, offset, length).
+    fn push(&mut self, hint: usize, fill: impl FnOnce(&mut Vec<u8>)) -> (u32, u32, u32) {
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= hint);
+        if !fits {
+            self.chunks.push(Vec::with_capacity(hint.max(CHUNK)));
+        }
+        let ci = self.chunks.len() - 1;
+        let Some(chunk) = self.chunks.last_mut() else {
+            unreachable!("a chunk was pushed above")
+        };
+        let off = chunk.len();
+        fill(chunk);
+        // A chunk holds less than u32::MAX bytes (see the assertion above).
+        let len = chunk.len() - off;
+        (ci as u32, off as u32, len as u32)
+    }
+
+    fn get(&self, chunk: u32, off: u32, len: u32) -> &[u8] {
+        let (off, len) = (off as usize, len as usize);
+        self.chunks
+            .get(chunk as usize)
+            .and_then(|c| c.get(off..off + len))
+            .unwrap_or_default()
+    }
+}
+
+// Arena positions are u32: an entry (an encoded value of a value of at
+// most `MAX_VALUE_SIZE` bytes, and a key) fits, so every offset and length
+// into a chunk does.
+const _: () = assert!(
+    strata_lsm::options::MAX_KEY_SIZE + strata_lsm::options::MAX_VALUE_SIZE + CHUNK
+        < u32::MAX as usize
+);
+
 /// A memtable side entry: encoded value, key and sequence number, ordered
-/// by (value, key, seq). Value and key share one allocation; `head` holds
-/// the value's first 8 bytes (zero-padded, big-endian), so most comparisons
-/// (the binary-counter merges of [`SortedRuns`]) read no heap memory: when
-/// two heads differ, their order is the values' byte order (a zero pad
-/// sorts like the end of a shorter value, which is a prefix of the other).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// by (value, key, seq). `value ‖ key` are in the arena at (`chunk`,
+/// `off`); `head` holds the value's first 8 bytes (zero-padded,
+/// big-endian), so most comparisons (the binary-counter merges of
+/// [`SortedRuns`]) read no arena memory: when two heads differ, their order
+/// is the values' byte order (a zero pad sorts like the end of a shorter
+/// value, which is a prefix of the other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct SideEntry {
     head: u64,
-    /// Length of the value at the start of `bytes`.
-    vlen: usize,
-    /// `value ‖ key`.
-    bytes: Box<[u8]>,
     seq: SeqNo,
+    chunk: u32,
+    off: u32,
+    vlen: u32,
+    klen: u32,
 }
 
 /// The first 8 bytes of `v`, zero-padded, as a big-endian number.
@@ -43,58 +103,24 @@ fn head_of(v: &[u8]) -> u64 {
 }
 
 impl SideEntry {
-    /// The entry of `value` (encoded) for `key` at `seq`.
-    fn of(value: &IndexValue, key: &[u8], seq: SeqNo) -> SideEntry {
-        Self::build(value.encoded_len(), |b| value.encode_into(b), key, seq)
+    fn value<'a>(&self, a: &'a Arena) -> &'a [u8] {
+        a.get(self.chunk, self.off, self.vlen)
     }
 
-    /// The entry of the encoded value `value` for `key` at `seq`.
-    #[cfg(test)]
-    fn new(value: &[u8], key: &[u8], seq: SeqNo) -> SideEntry {
-        Self::build(value.len(), |b| b.extend_from_slice(value), key, seq)
-    }
-
-    /// The entry whose value `value` appends to an empty buffer (`vlen`
-    /// bytes, expected: the allocation is then exact, never resized).
-    fn build(vlen: usize, value: impl FnOnce(&mut Vec<u8>), key: &[u8], seq: SeqNo) -> SideEntry {
-        let mut bytes = Vec::with_capacity(vlen + key.len());
-        value(&mut bytes);
-        let vlen = bytes.len();
-        let head = head_of(bytes.get(..vlen).unwrap_or_default());
-        bytes.extend_from_slice(key);
-        SideEntry {
-            head,
-            vlen,
-            bytes: bytes.into_boxed_slice(),
-            seq,
-        }
-    }
-
-    fn value(&self) -> &[u8] {
-        self.bytes.get(..self.vlen).unwrap_or_default()
-    }
-
-    fn key(&self) -> &[u8] {
-        self.bytes.get(self.vlen..).unwrap_or_default()
+    fn key<'a>(&self, a: &'a Arena) -> &'a [u8] {
+        a.get(self.chunk, self.off.wrapping_add(self.vlen), self.klen)
     }
 
     /// This entry's value against `v` (whose head is `head`).
-    fn cmp_value(&self, head: u64, v: &[u8]) -> std::cmp::Ordering {
-        self.head.cmp(&head).then_with(|| self.value().cmp(v))
+    fn cmp_value(&self, a: &Arena, head: u64, v: &[u8]) -> Ordering {
+        self.head.cmp(&head).then_with(|| self.value(a).cmp(v))
     }
-}
 
-impl Ord for SideEntry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.cmp_value(o.head, o.value())
-            .then_with(|| self.key().cmp(o.key()))
+    /// The order of entries: (value, key, seq).
+    fn cmp(&self, o: &Self, a: &Arena) -> Ordering {
+        self.cmp_value(a, o.head, o.value(a))
+            .then_with(|| self.key(a).cmp(o.key(a)))
             .then(self.seq.cmp(&o.seq))
-    }
-}
-
-impl PartialOrd for SideEntry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
     }
 }
 
@@ -107,14 +133,29 @@ enum SideIndex {
     Scalar(SortedRuns),
     /// (key, seq, value) in insertion order; queries test every entry,
     /// so an insert is an append (no ordering work on the write path).
-    Spatial(RwLock<Vec<SpatialEntry>>),
+    Spatial(RwLock<SpatialEntries>),
 }
 
-/// A spatial side entry: key, sequence number, value.
+/// The spatial side entries and the arena of their keys.
+#[derive(Default)]
+struct SpatialEntries {
+    entries: Vec<SpatialEntry>,
+    keys: Arena,
+}
+
+/// A spatial side entry: key (in the arena), sequence number, value.
 struct SpatialEntry {
-    key: Box<[u8]>,
+    chunk: u32,
+    off: u32,
+    klen: u32,
     seq: SeqNo,
     value: IndexValue,
+}
+
+impl SpatialEntry {
+    fn key<'a>(&self, a: &'a Arena) -> &'a [u8] {
+        a.get(self.chunk, self.off, self.klen)
+    }
 }
 
 /// Entries in sorted runs plus an unsorted tail: an insert appends (no
@@ -135,25 +176,47 @@ struct Runs {
     runs: Vec<Vec<SideEntry>>,
     /// Unsorted, fewer than [`TAIL_MAX`].
     tail: Vec<SideEntry>,
+    /// The bytes of every entry of `runs` and `tail`.
+    arena: Arena,
 }
 
 /// Entries appended before the tail is sorted into a run.
 const TAIL_MAX: usize = 512;
 
 impl SortedRuns {
-    fn insert(&self, e: SideEntry) {
-        let mut st = write(&self.state);
+    /// Inserts the entry of `value` (encoded by `encode`, `vlen` bytes
+    /// expected) for `key` at `seq`.
+    fn insert(&self, vlen: usize, encode: impl FnOnce(&mut Vec<u8>), key: &[u8], seq: SeqNo) {
+        let mut guard = write(&self.state);
+        let st = &mut *guard;
+        let mut value_len = 0;
+        let (chunk, off, len) = st.arena.push(vlen + key.len(), |b| {
+            let start = b.len();
+            encode(b);
+            value_len = b.len() - start;
+            b.extend_from_slice(key);
+        });
+        let vlen = value_len as u32;
+        let e = SideEntry {
+            head: head_of(st.arena.get(chunk, off, vlen)),
+            seq,
+            chunk,
+            off,
+            vlen,
+            klen: len - vlen,
+        };
         st.tail.push(e);
         if st.tail.len() < TAIL_MAX {
             return;
         }
+        let arena = &st.arena;
         let mut run = std::mem::take(&mut st.tail);
         // By head (integers), then each group of equal heads fully: the
-        // order of `Ord`, which compares heads first.
+        // order of `SideEntry::cmp`, which compares heads first.
         run.sort_unstable_by_key(|e| e.head);
         for group in run.chunk_by_mut(|a, b| a.head == b.head) {
             if group.len() > 1 {
-                group.sort_unstable();
+                group.sort_unstable_by(|a, b| a.cmp(b, arena));
             }
         }
         // Merge with the newest runs while they are not twice as large
@@ -163,9 +226,11 @@ impl SortedRuns {
                 break;
             }
             let Some(last) = st.runs.pop() else { break };
-            run = merge_sorted(last, run);
+            run = merge_sorted(&last, &run, arena);
         }
         st.runs.push(run);
+        // The tail's allocation was moved into the run.
+        st.tail.reserve(TAIL_MAX);
     }
 
     /// (key, seq) of the entries with `lo <= value <= hi`, in no
@@ -173,20 +238,21 @@ impl SortedRuns {
     fn range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, SeqNo)> {
         use std::cmp::Ordering::{Greater, Less};
         let st = read(&self.state);
+        let a = &st.arena;
         let (lo_head, hi_head) = (head_of(lo), head_of(hi));
         let mut out = Vec::new();
         for run in &st.runs {
-            let start = run.partition_point(|e| e.cmp_value(lo_head, lo) == Less);
+            let start = run.partition_point(|e| e.cmp_value(a, lo_head, lo) == Less);
             for e in run.get(start..).unwrap_or_default() {
-                if e.cmp_value(hi_head, hi) == Greater {
+                if e.cmp_value(a, hi_head, hi) == Greater {
                     break;
                 }
-                out.push((e.key().to_vec(), e.seq));
+                out.push((e.key(a).to_vec(), e.seq));
             }
         }
         for e in &st.tail {
-            if e.cmp_value(lo_head, lo) != Less && e.cmp_value(hi_head, hi) != Greater {
-                out.push((e.key().to_vec(), e.seq));
+            if e.cmp_value(a, lo_head, lo) != Less && e.cmp_value(a, hi_head, hi) != Greater {
+                out.push((e.key(a).to_vec(), e.seq));
             }
         }
         out
@@ -195,6 +261,7 @@ impl SortedRuns {
     /// The smallest and largest encoded value (`None` when empty).
     fn bounds(&self) -> Option<(Vec<u8>, Vec<u8>)> {
         let st = read(&self.state);
+        let a = &st.arena;
         let mut out: Option<(&[u8], &[u8])> = None;
         let ends = st
             .runs
@@ -202,7 +269,7 @@ impl SortedRuns {
             .flat_map(|r| r.first().into_iter().chain(r.last()))
             .chain(st.tail.iter());
         for e in ends {
-            let v = e.value();
+            let v = e.value(a);
             out = Some(match out {
                 None => (v, v),
                 Some((lo, hi)) => (lo.min(v), hi.max(v)),
@@ -211,27 +278,37 @@ impl SortedRuns {
         out.map(|(lo, hi)| (lo.to_vec(), hi.to_vec()))
     }
 
-    fn for_each(&self, mut f: impl FnMut(&SideEntry)) {
+    /// Calls `f(seq, encoded value)` for every entry.
+    fn for_each(&self, mut f: impl FnMut(SeqNo, &[u8])) {
         let st = read(&self.state);
-        st.runs.iter().flat_map(|r| r.iter()).for_each(&mut f);
-        st.tail.iter().for_each(f);
+        let a = &st.arena;
+        for e in st.runs.iter().flat_map(|r| r.iter()).chain(&st.tail) {
+            f(e.seq, e.value(a));
+        }
     }
 }
 
-/// The merge of two sorted vectors (entries moved, not copied).
-fn merge_sorted(a: Vec<SideEntry>, b: Vec<SideEntry>) -> Vec<SideEntry> {
+/// The merge of two sorted runs (ties: `a` first, as their order is total
+/// and entries are distinct by sequence number).
+fn merge_sorted(a: &[SideEntry], b: &[SideEntry], arena: &Arena) -> Vec<SideEntry> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        let take_a = match (i.peek(), j.peek()) {
-            (Some(x), Some(y)) => x <= y,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
+    let (mut i, mut j) = (0, 0);
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        let take_a = match x.head.cmp(&y.head) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => x.cmp(y, arena) != Ordering::Greater,
         };
-        let next = if take_a { i.next() } else { j.next() };
-        out.extend(next);
+        if take_a {
+            out.push(*x);
+            i += 1;
+        } else {
+            out.push(*y);
+            j += 1;
+        }
     }
+    out.extend_from_slice(a.get(i..).unwrap_or_default());
+    out.extend_from_slice(b.get(j..).unwrap_or_default());
     out
 }
 
@@ -293,7 +370,7 @@ impl IndexSide {
         // a writer still holding the old one inserts where queries look.
         let mut indexes = slot.indexes.clone();
         let side = if def.spec.key_type.is_spatial() {
-            SideIndex::Spatial(RwLock::new(Vec::new()))
+            SideIndex::Spatial(RwLock::new(SpatialEntries::default()))
         } else {
             SideIndex::Scalar(SortedRuns::default())
         };
@@ -317,15 +394,15 @@ impl IndexSide {
         match &**side {
             SideIndex::Scalar(s) => {
                 let mut full = false;
-                s.for_each(|e| {
+                s.for_each(|seq, value| {
                     // `push` refuses only beyond 2^32 values; the rest
                     // are then read from their records.
-                    full = full || !out.push(e.seq, e.value());
+                    full = full || !out.push(seq, value);
                 })
             }
             SideIndex::Spatial(s) => {
                 let mut enc = Vec::with_capacity(32);
-                for e in read(s).iter() {
+                for e in read(s).entries.iter() {
                     enc.clear();
                     e.value.encode_into(&mut enc);
                     if !out.push(e.seq, &enc) {
@@ -347,7 +424,7 @@ impl IndexSide {
             SideIndex::Scalar(s) => s.bounds().map(|(lo, hi)| SideBounds::Scalar(lo, hi)),
             SideIndex::Spatial(s) => {
                 let mut out: Option<[f64; 4]> = None;
-                for e in read(s).iter() {
+                for e in read(s).entries.iter() {
                     let Some(m) = e.value.mbr() else { continue };
                     out = Some(match out {
                         None => m,
@@ -376,11 +453,14 @@ impl IndexSide {
                 };
                 s.range(&lo, &hi)
             }
-            SideIndex::Spatial(s) => read(s)
-                .iter()
-                .filter(|e| pred.matches(&e.value))
-                .map(|e| (e.key.to_vec(), e.seq))
-                .collect(),
+            SideIndex::Spatial(s) => {
+                let s = read(s);
+                s.entries
+                    .iter()
+                    .filter(|e| pred.matches(&e.value))
+                    .map(|e| (e.key(&s.keys).to_vec(), e.seq))
+                    .collect()
+            }
         }
     }
 }
@@ -413,11 +493,17 @@ impl MemSide for IndexSide {
                     self.bytes.fetch_add(user_key.len() + 64, Relaxed);
                     match &**side {
                         SideIndex::Scalar(s) => {
-                            s.insert(SideEntry::of(&v, user_key, seq));
+                            s.insert(v.encoded_len(), |b| v.encode_into(b), user_key, seq);
                         }
                         SideIndex::Spatial(s) => {
-                            write(s).push(SpatialEntry {
-                                key: user_key.into(),
+                            let mut s = write(s);
+                            let (chunk, off, klen) = s
+                                .keys
+                                .push(user_key.len(), |b| b.extend_from_slice(user_key));
+                            s.entries.push(SpatialEntry {
+                                chunk,
+                                off,
+                                klen,
                                 seq,
                                 value: v,
                             });
@@ -488,15 +574,18 @@ mod tests {
             let v = (next() % 3000).to_be_bytes();
             let v: Vec<u8> = v.iter().chain(&[0u8, 7]).skip(10 - n).copied().collect();
             let k = format!("k{}", next() % 500).into_bytes();
-            runs.insert(SideEntry::new(&v, &k, i));
+            runs.insert(v.len(), |b| b.extend_from_slice(&v), &k, i);
             model.insert((v, k, i));
             if i % 997 == 0 {
                 let st = read(&runs.state);
                 for w in st.runs.windows(2) {
                     assert!(w[1].len() * 2 < w[0].len(), "run sizes");
                 }
-                assert!(st.runs.iter().all(|r| r.is_sorted()));
-                assert!(st.runs.iter().all(|r| r.windows(2).all(|w| w[0] < w[1])));
+                let a = &st.arena;
+                assert!(st
+                    .runs
+                    .iter()
+                    .all(|r| r.windows(2).all(|w| w[0].cmp(&w[1], a) == Ordering::Less)));
                 assert!(st.tail.len() < TAIL_MAX);
             }
             if i % 101 == 0 {
@@ -515,7 +604,13 @@ mod tests {
             }
         }
         let mut all = Vec::new();
-        runs.for_each(|e| all.push((e.value().to_vec(), e.key().to_vec(), e.seq)));
+        {
+            let st = read(&runs.state);
+            let a = &st.arena;
+            for e in st.runs.iter().flatten().chain(&st.tail) {
+                all.push((e.value(a).to_vec(), e.key(a).to_vec(), e.seq));
+            }
+        }
         all.sort();
         assert_eq!(all, model.into_iter().collect::<Vec<_>>());
     }
