@@ -121,6 +121,9 @@ pub struct RunResults {
     pub seed: u64,
     /// Tables were read with direct I/O where the system supports it.
     pub direct_io: bool,
+    /// Tables were read through memory mappings where the system supports
+    /// it (`--mmap-reads`).
+    pub mmap_reads: bool,
     /// One entry per system, in `--systems` order.
     pub systems: Vec<SystemResult>,
     /// Workload parameters (update fraction, operation mix, query class,

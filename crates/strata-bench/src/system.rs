@@ -85,6 +85,10 @@ pub struct SystemOptions {
     pub cache_bytes: u64,
     /// Bypass the OS page cache when reading (cold reads) where supported.
     pub direct_io: bool,
+    /// Read tables through memory mappings where supported (Strata's
+    /// `Options::mmap_reads`, SQLite's `mmap_size`, RocksDB's
+    /// `allow_mmap_reads`; fjall has none and ignores it).
+    pub mmap_reads: bool,
     /// fsync every write (off in every benchmark unless stated).
     pub sync: bool,
     /// Index queries return keys only (index-only queries, PERSEID §5.2.2);
@@ -100,6 +104,7 @@ impl Default for SystemOptions {
         SystemOptions {
             cache_bytes: 8 << 20,
             direct_io: false,
+            mmap_reads: false,
             sync: false,
             keys_only: false,
             tiered: false,

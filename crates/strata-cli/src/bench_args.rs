@@ -71,6 +71,11 @@ pub struct OutputArgs {
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
     #[arg(long)]
     pub direct_io: bool,
+    /// Read tables through memory mappings where the system supports it
+    /// (Strata `mmap_reads`, SQLite `mmap_size`, RocksDB
+    /// `allow_mmap_reads`; fjall ignores it). Exclusive with --direct-io.
+    #[arg(long, conflicts_with = "direct_io")]
+    pub mmap_reads: bool,
     /// Index-only queries: Strata systems return keys without fetching the
     /// records (PERSEID §5.2.2); peers fetch them anyway.
     #[arg(long)]
@@ -163,6 +168,7 @@ impl From<OutputArgs> for Output {
         Output {
             cache_mb: a.cache_mb,
             direct_io: a.direct_io,
+            mmap_reads: a.mmap_reads,
             keys_only: a.keys_only,
             tiered: a.tiered,
             out: a.out,

@@ -7,7 +7,8 @@
 //! defaults (block size, filters, compaction strategy, worker threads).
 //! Durability: batches are written to the OS (`PersistMode::Buffer`, fjall's
 //! default) or fsynced (`PersistMode::SyncAll`) when `sync` is set.
-//! fjall has no direct I/O (`direct_io` is ignored), no spatial index
+//! fjall has no direct I/O and no mmap reads (`direct_io` and `mmap_reads`
+//! are ignored), no spatial index
 //! (points use Hilbert keys, [`crate::curve`]) and no multi-get (records are
 //! fetched with point reads in key order).
 //!

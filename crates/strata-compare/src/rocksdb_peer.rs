@@ -6,7 +6,7 @@
 //! Options: one LRU block cache of `cache_bytes` shared by every column
 //! family; compression off; 4 KiB blocks and a 10 bits/key Bloom filter
 //! (Strata's defaults; RocksDB has no filter by default); `use_direct_reads`
-//! = `direct_io`; WAL on, `WriteOptions::sync` = `sync`; statistics on
+//! = `direct_io`; `allow_mmap_reads` = `mmap_reads`; WAL on, `WriteOptions::sync` = `sync`; statistics on
 //! (for write amplification); otherwise RocksDB's defaults (leveled
 //! compaction, 64 MiB memtables, 2 background jobs).
 //!
@@ -128,6 +128,7 @@ impl Backend for RocksBackend {
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_use_direct_reads(opts.direct_io);
+        db_opts.set_allow_mmap_reads(opts.mmap_reads);
         db_opts.enable_statistics();
         let meta = space_name(indexes, Space::Meta);
         let index_names: Vec<String> = (0..indexes.len())

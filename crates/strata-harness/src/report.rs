@@ -419,7 +419,13 @@ fn render_markdown(r: &RunResults, plots: &Plots) -> String {
              which do not depend on noise.\n",
             r.records,
             r.seed,
-            if r.direct_io { "direct-I/O (cold)" } else { "buffered (warm)" }
+            if r.direct_io {
+                "direct-I/O (cold)"
+            } else if r.mmap_reads {
+                "memory-mapped (warm)"
+            } else {
+                "buffered (warm)"
+            }
         ),
     );
     w(&mut s, "## Ingest and size\n".into());
@@ -1580,6 +1586,7 @@ mod tests {
             records: 2_000_000,
             seed: 42,
             direct_io: false,
+            mmap_reads: false,
             systems: vec![
                 sys("strata:none", 16.3, 930_800_000, 0, 0, Vec::new()),
                 next,

@@ -110,6 +110,8 @@ pub struct Output {
     pub cache_mb: u64,
     /// Read tables with O_DIRECT (cold reads) where the system supports it.
     pub direct_io: bool,
+    /// Read tables through memory mappings where the system supports it.
+    pub mmap_reads: bool,
     /// Index-only queries: keys without records (Strata systems).
     pub keys_only: bool,
     /// Strata systems: tiered compaction of the primary (PERSEID §4.4).
@@ -128,6 +130,7 @@ impl Output {
         SystemOptions {
             cache_bytes: self.cache_mb.saturating_mul(1 << 20),
             direct_io: self.direct_io,
+            mmap_reads: self.mmap_reads,
             sync: false,
             keys_only: self.keys_only,
             tiered: self.tiered,
@@ -153,6 +156,7 @@ impl RunConfig {
             output: Output {
                 cache_mb: 64,
                 direct_io: false,
+                mmap_reads: false,
                 keys_only: false,
                 tiered: false,
                 out,
@@ -760,6 +764,7 @@ fn assemble(
         records: trace.records,
         seed,
         direct_io: output.direct_io,
+        mmap_reads: output.mmap_reads,
         systems,
         parameters,
     }

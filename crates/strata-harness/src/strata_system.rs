@@ -185,6 +185,7 @@ impl StrataSystem {
         let options = Options::paper()
             .compaction_style(style)
             .direct_io(opts.direct_io)
+            .mmap_reads(opts.mmap_reads)
             .block_cache_bytes(usize::try_from(opts.cache_bytes).unwrap_or(usize::MAX))
             .error_if_exists(true);
         let db = Db::open(dir, options.clone())

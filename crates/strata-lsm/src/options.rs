@@ -90,6 +90,15 @@ pub struct Options {
     pub target_file_size: u64,
     /// Read SSTables with O_DIRECT (falls back with a warning if refused).
     pub direct_io: bool,
+    /// Read SSTables through a read-only memory mapping of each file
+    /// instead of one `pread` per block (default: false). A block read is
+    /// then a copy out of the page cache, without a system call; blocks are
+    /// checksummed exactly as with `pread`. Exclusive with `direct_io`.
+    /// Where a file cannot be mapped, it is read with `pread`. Contract:
+    /// nothing outside the engine modifies or truncates a table file while
+    /// the database is open (the engine never does: tables are immutable
+    /// once written); a truncated mapped file would fault the process.
+    pub mmap_reads: bool,
     /// Which compaction policy runs in the background (default leveled;
     /// see [`crate::compaction`]).
     pub compaction_style: CompactionStyle,
@@ -153,6 +162,7 @@ impl Default for Options {
             num_levels: 7,
             target_file_size: 32 << 20,
             direct_io: false,
+            mmap_reads: false,
             compaction_style: CompactionStyle::Leveled,
             tiered_runs: 4,
             wal_recovery: WalRecovery::TolerateTornTail,
@@ -179,6 +189,7 @@ impl std::fmt::Debug for Options {
             .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
             .field("target_file_size", &self.target_file_size)
             .field("direct_io", &self.direct_io)
+            .field("mmap_reads", &self.mmap_reads)
             .field("hooks", &self.hooks.len())
             .field("hosted", &self.host.is_some())
             .field("fs", &self.fs)
@@ -252,6 +263,7 @@ impl Options {
         num_levels: usize,
         target_file_size: u64,
         direct_io: bool,
+        mmap_reads: bool,
         compaction_style: CompactionStyle,
         tiered_runs: usize,
         wal_recovery: WalRecovery,
@@ -292,6 +304,11 @@ impl Options {
         let bad = |m: &str| Err(Error::invalid(m.to_string()));
         if self.host.is_some() && (self.wal || self.background_work) {
             return bad("a hosted engine (host set) runs without a WAL and without background threads: set wal and background_work to false");
+        }
+        if self.direct_io && self.mmap_reads {
+            return bad(
+                "direct_io and mmap_reads are exclusive: a mapping reads through the page cache",
+            );
         }
         if self.memtable_size < 1024 {
             return bad("memtable_size must be at least 1 KiB");

@@ -10,7 +10,7 @@
 //! INDEX (`LIMIT=k` in the environment: top-k queries, newest first;
 //! `CACHE_KB=n`: an n KiB block cache, so that blocks come from the file;
 //! `PRE=INDEX:FILE.json`: that query set runs once first; `COLD=1`: no
-//! warm-up pass);
+//! warm-up pass; `MMAP=1`: tables read through memory mappings);
 //! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
@@ -82,6 +82,9 @@ fn main() -> Res<()> {
         .and_then(|v| v.parse::<usize>().ok())
     {
         options = options.block_cache_bytes(kb << 10);
+    }
+    if std::env::var("MMAP").is_ok_and(|v| v == "1") {
+        options = options.mmap_reads(true);
     }
     let db = Db::open(db, options)?;
     let mut opts = QueryOptions::default().keys_only(keys_only);

@@ -187,6 +187,7 @@ impl Db {
                 block_cache: block_cache.clone(),
                 counters: counters.clone(),
                 direct_io: opts.direct_io,
+                mmap_reads: opts.mmap_reads,
                 fs: fs.clone(),
             },
         ));

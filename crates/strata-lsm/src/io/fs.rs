@@ -105,6 +105,12 @@ pub trait Fs: Send + Sync + std::fmt::Debug {
     /// Opens a file for positional reads; with `direct`, O_DIRECT where
     /// the file system allows it.
     fn open_random(&self, path: &Path, direct: bool) -> Result<Box<dyn RandomRead>>;
+    /// Opens a table file for positional reads through a read-only memory
+    /// mapping ([`crate::Options::mmap_reads`]). The default, for file
+    /// systems that do not map, is `open_random(path, false)`.
+    fn open_mapped(&self, path: &Path) -> Result<Box<dyn RandomRead>> {
+        self.open_random(path, false)
+    }
     /// Opens a file for reading from its start (WAL and MANIFEST replay,
     /// CURRENT).
     fn open_sequential(&self, path: &Path) -> std::io::Result<Box<dyn Read + Send>>;
@@ -153,6 +159,14 @@ pub struct RealFs;
 impl Fs for RealFs {
     fn open_random(&self, path: &Path, direct: bool) -> Result<Box<dyn RandomRead>> {
         Ok(Box::new(RandomAccessFile::open(path, direct)?))
+    }
+
+    fn open_mapped(&self, path: &Path) -> Result<Box<dyn RandomRead>> {
+        // A file that cannot be mapped is read with `pread`.
+        match super::mapped_read::MappedFile::open(path) {
+            Ok(m) => Ok(Box::new(m)),
+            Err(_) => self.open_random(path, false),
+        }
     }
 
     fn open_sequential(&self, path: &Path) -> std::io::Result<Box<dyn Read + Send>> {

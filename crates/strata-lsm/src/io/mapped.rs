@@ -46,7 +46,7 @@
 //! [`create`] hands back the plain file and the WAL is written with
 //! `write` calls as before.
 
-// The one module with `unsafe`: mapping the file and `fallocate`, see the
+// One of the two modules with `unsafe` (with `mapped_read`): mapping the file and `fallocate`, see the
 // `SAFETY` comments.
 #![allow(unsafe_code)]
 

@@ -44,6 +44,7 @@ use crate::error::{Error, IoContext, Result};
 pub mod fault;
 mod fs;
 pub mod mapped;
+mod mapped_read;
 pub use fs::{FileLock, Fs, LockError, RandomRead, RealFs, WritableFile};
 
 /// Alignment of offsets, lengths and buffers for O_DIRECT reads.

@@ -165,6 +165,8 @@ pub struct TableReadOptions {
     pub counters: Arc<Counters>,
     /// Read with `O_DIRECT` where the file system allows it.
     pub direct_io: bool,
+    /// Read through a memory mapping ([`crate::Options::mmap_reads`]).
+    pub mmap_reads: bool,
     /// Where tables are read from.
     pub fs: Arc<dyn Fs>,
 }
@@ -176,6 +178,7 @@ impl TableReadOptions {
             block_cache: None,
             counters: Arc::default(),
             direct_io: false,
+            mmap_reads: false,
             fs: Arc::new(RealFs),
         }
     }
@@ -263,7 +266,11 @@ impl Table {
                 format!("a table of at least {FOOTER_LEN} bytes (a footer), found {file_size}"),
             ));
         }
-        let file = opts.fs.open_random(path, opts.direct_io)?;
+        let file = if opts.mmap_reads && !opts.direct_io {
+            opts.fs.open_mapped(path)?
+        } else {
+            opts.fs.open_random(path, opts.direct_io)?
+        };
         let blocks_end = file_size - FOOTER_LEN as u64;
         let footer = Footer::decode(&file.read_at(blocks_end, FOOTER_LEN)?, &name)?;
         let mut table = Table {
@@ -1773,6 +1780,34 @@ mod tests {
             t.get(p.user_key, MAX_SEQ).unwrap(),
             model_get(&entries, p.user_key, MAX_SEQ)
         );
+    }
+
+    #[test]
+    fn mmap_table_reads_answer_like_pread_and_check_checksums() {
+        let entries = dataset(300);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let size = build(&path, &entries, opts(Compression::None, 10), Vec::new());
+        let mut o = read_opts(None);
+        o.mmap_reads = true;
+        let t = Arc::new(Table::open(&path, 1, size, o.clone()).unwrap());
+        assert_eq!(scan(&t, ReadPurpose::Query).unwrap(), entries);
+        for e in entries.iter().step_by(7) {
+            let p = parse_internal_key(&e.0).unwrap();
+            assert_eq!(
+                t.get(p.user_key, MAX_SEQ).unwrap(),
+                model_get(&entries, p.user_key, MAX_SEQ)
+            );
+        }
+        // A damaged data block fails its checksum through the mapping too.
+        let h = t.data_block_handles().unwrap()[2];
+        let mut bad = std::fs::read(&path).unwrap();
+        bad[h.offset as usize + 3] ^= 1;
+        let bad_path = dir.path().join("bad.sst");
+        std::fs::write(&bad_path, &bad).unwrap();
+        let t = Arc::new(Table::open(&bad_path, 2, size, o).unwrap());
+        assert!(t.read_block_verified(h).unwrap_err().is_corruption());
+        assert!(scan(&t, ReadPurpose::Query).unwrap_err().is_corruption());
     }
 
     #[test]

@@ -321,6 +321,7 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         num_levels: primary.num_levels,
         target_file_size: primary.target_file_size,
         direct_io: primary.direct_io,
+        mmap_reads: primary.mmap_reads,
         // The trees stay leveled: the tiered policy is the primary's
         // (PERSEID §4.4), and posting-lazy's level-by-level top-K reads
         // are tuned for leveled trees.
