@@ -211,13 +211,18 @@ impl TableBuilder {
                         "meta block name {name:?} uses the reserved prefix {RESERVED_META_PREFIX:?}"
                     )));
                 }
-                if named.iter().any(|(n, _)| *n == name) {
-                    return Err(Error::invalid(format!(
-                        "meta block name {name:?} is used twice"
-                    )));
-                }
                 named.push((name, bytes));
             }
+        }
+        // Names are unique (checked on a sorted list: a NEXT table has
+        // hundreds of named blocks, and a pairwise check was quadratic).
+        let mut names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w.first() == w.get(1)) {
+            let name = w.first().copied().unwrap_or_default();
+            return Err(Error::invalid(format!(
+                "meta block name {name:?} is used twice"
+            )));
         }
         let mut marks: Vec<(u64, u32)> = Vec::new();
         for obs in &mut self.observers {

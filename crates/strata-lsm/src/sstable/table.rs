@@ -1481,6 +1481,33 @@ mod tests {
     }
 
     #[test]
+    fn a_meta_block_name_used_twice_fails_the_build() {
+        let entries = dataset(20);
+        let dir = tempfile::tempdir().unwrap();
+        let named = |names: &[&str]| -> Vec<Box<dyn TableObserver>> {
+            vec![Box::new(Recorder {
+                seen: Arc::default(),
+                blocks: names.iter().map(|n| (n.to_string(), vec![1])).collect(),
+            })]
+        };
+        let build_with = |names: &[&str]| {
+            let path = dir.path().join(format!("t{}.sst", names.len()));
+            let mut b =
+                TableBuilder::new(&path, opts(Compression::None, 10), named(names)).unwrap();
+            for (k, v) in &entries {
+                b.add(k, v).unwrap();
+            }
+            b.finish()
+        };
+        let many: Vec<String> = (0..300).map(|i| format!("x.{i}")).collect();
+        let mut names: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert!(build_with(&names).is_ok());
+        names.push("x.17");
+        let err = build_with(&names).unwrap_err();
+        assert!(err.to_string().contains("\"x.17\" is used twice"), "{err}");
+    }
+
+    #[test]
     fn obsolete_bitmap_hides_marked_entries_from_every_read() {
         let entries = dataset(300);
         let picks: [fn(usize) -> bool; 3] = [|i| i % 3 == 0, |i| i % 7 < 5, |_| true];
