@@ -248,9 +248,36 @@ impl TableIndex {
     pub fn sec_block_id(&self, table: &Table, index_id: u32, b: u32) -> Option<MetaBlockId> {
         self.sec_ids
             .get_or_init(|| {
-                (0..self.sec_blocks)
-                    .map(|n| table.meta_block_id(&sec_block_name(index_id, n)))
-                    .collect()
+                // One pass over the table's `next.<id>.` names; a block
+                // number is the exact decimal `sec_block_name` writes (no
+                // sign, no leading zero), so each id is that of
+                // `meta_block_id(&sec_block_name(index_id, n))`.
+                // Sized by the blocks found, not by the directory's count
+                // alone (a corrupt count allocates nothing).
+                let prefix = format!("next.{index_id}.");
+                let found: Vec<(usize, MetaBlockId)> = table
+                    .meta_blocks_with_prefix(&prefix)
+                    .filter_map(|(rest, id)| {
+                        let canonical = !rest.is_empty()
+                            && rest.bytes().all(|c| c.is_ascii_digit())
+                            && (rest == "0" || !rest.starts_with('0'));
+                        let n = rest.parse::<usize>().ok().filter(|_| canonical)?;
+                        Some((n, id))
+                    })
+                    .collect();
+                let len = found
+                    .iter()
+                    .map(|(n, _)| n + 1)
+                    .max()
+                    .unwrap_or(0)
+                    .min(self.sec_blocks as usize);
+                let mut ids = vec![None; len];
+                for (n, id) in found {
+                    if let Some(slot) = ids.get_mut(n) {
+                        *slot = Some(id);
+                    }
+                }
+                ids
             })
             .get(b as usize)
             .copied()
