@@ -248,31 +248,19 @@ impl TableIndex {
     pub fn sec_block_id(&self, table: &Table, index_id: u32, b: u32) -> Option<MetaBlockId> {
         self.sec_ids
             .get_or_init(|| {
-                // One pass over the table's `next.<id>.` names; a block
-                // number is the exact decimal `sec_block_name` writes (no
-                // sign, no leading zero), so each id is that of
-                // `meta_block_id(&sec_block_name(index_id, n))`.
-                // Sized by the blocks found, not by the directory's count
-                // alone (a corrupt count allocates nothing).
+                // One pass over the table's `next.<id>.` names; blocks
+                // beyond the directory's count are ignored (a corrupt count
+                // allocates nothing beyond the names present).
+                let mut ids: Vec<Option<MetaBlockId>> = Vec::new();
                 let prefix = format!("next.{index_id}.");
-                let found: Vec<(usize, MetaBlockId)> = table
-                    .meta_blocks_with_prefix(&prefix)
-                    .filter_map(|(rest, id)| {
-                        let canonical = !rest.is_empty()
-                            && rest.bytes().all(|c| c.is_ascii_digit())
-                            && (rest == "0" || !rest.starts_with('0'));
-                        let n = rest.parse::<usize>().ok().filter(|_| canonical)?;
-                        Some((n, id))
-                    })
-                    .collect();
-                let len = found
-                    .iter()
-                    .map(|(n, _)| n + 1)
-                    .max()
-                    .unwrap_or(0)
-                    .min(self.sec_blocks as usize);
-                let mut ids = vec![None; len];
-                for (n, id) in found {
+                for (rest, id) in table.meta_blocks_with_prefix(&prefix) {
+                    let Some(n) = sec_block_number(rest).filter(|&n| n < self.sec_blocks) else {
+                        continue;
+                    };
+                    let n = n as usize;
+                    if ids.len() <= n {
+                        ids.resize(n + 1, None);
+                    }
                     if let Some(slot) = ids.get_mut(n) {
                         *slot = Some(id);
                     }
@@ -354,6 +342,17 @@ impl TableIndex {
 
 pub fn sec_block_name(index_id: u32, n: u32) -> String {
     format!("next.{index_id}.{n}")
+}
+
+/// The block number `n` of a name `sec_block_name(_, n)`, given the part
+/// after `next.<id>.`: exactly the decimal it writes (no sign, no leading
+/// zero), so that a name resolves to a number only if that number's name
+/// is this one.
+fn sec_block_number(rest: &str) -> Option<u32> {
+    let canonical = !rest.is_empty()
+        && rest.bytes().all(|c| c.is_ascii_digit())
+        && (rest == "0" || !rest.starts_with('0'));
+    rest.parse().ok().filter(|_| canonical)
 }
 
 pub fn dir_block_name(index_id: u32) -> String {
@@ -1198,6 +1197,22 @@ pub fn decode_dir(mut src: &[u8], expect: KeyType) -> Result<TableIndex> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A block name's number is read back only from the exact decimal
+    /// `sec_block_name` writes.
+    #[test]
+    fn sec_block_numbers_read_back_exactly_the_names_written() {
+        for n in [0u32, 1, 9, 10, 123, u32::MAX] {
+            let name = sec_block_name(3, n);
+            assert_eq!(
+                sec_block_number(name.trim_start_matches("next.3.")),
+                Some(n)
+            );
+        }
+        for rest in ["", "dir", "01", "00", "+1", "-1", "1a", "4294967296"] {
+            assert_eq!(sec_block_number(rest), None, "{rest:?}");
+        }
+    }
 
     /// The integer comparison of 8-byte values agrees with the bytewise
     /// one, for encoded numbers and for values of other lengths.
