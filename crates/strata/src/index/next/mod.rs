@@ -40,6 +40,7 @@ use strata_lsm::hooks::{InstallEvent, TableContext};
 use strata_lsm::key::{SeqNo, ValueKind};
 use strata_lsm::memtable::MemGet;
 use strata_lsm::sstable::block::Block;
+use strata_lsm::sstable::filter::BloomFilter;
 use strata_lsm::sstable::{BlockHandle, MetaBlock, Table};
 use strata_lsm::version::{FileMetaData, Version};
 
@@ -519,21 +520,33 @@ pub(crate) struct Next {
     name: String,
     ty: KeyType,
     delta: Delta,
+    /// Bits per distinct value of each table's value filter (0: none).
+    filter_bits: u8,
     tables: Arc<TableCache>,
     pending: Pending,
     sides: Arc<SideFiles>,
 }
 
 impl Next {
-    /// Parameters: `delta` (`auto`, `off` or a number, see [`Delta`]).
+    /// Parameters: `delta` (`auto`, `off` or a number, see [`Delta`]);
+    /// `filter_bits` (0–32, default [`table::DEFAULT_FILTER_BITS`]: bits
+    /// per distinct value of each table's value filter; 0 writes none).
     pub fn open(cx: &OpenCx<'_>) -> Result<Next> {
         let mut delta = Delta::Auto;
+        let mut filter_bits = table::DEFAULT_FILTER_BITS;
         for (k, v) in cx.params {
             match k.as_str() {
                 "delta" => delta = Delta::parse(v)?,
+                "filter_bits" => {
+                    filter_bits = v.parse::<u8>().ok().filter(|b| *b <= 32).ok_or_else(|| {
+                        Error::invalid(format!(
+                            "filter_bits must be an integer from 0 to 32, not {v:?}"
+                        ))
+                    })?
+                }
                 _ => {
                     return Err(Error::invalid(format!(
-                        "unknown parameter {k:?} for strategy next (known: delta)"
+                        "unknown parameter {k:?} for strategy next (known: delta, filter_bits)"
                     )))
                 }
             }
@@ -543,6 +556,7 @@ impl Next {
             name: cx.spec.name.clone(),
             ty: cx.spec.key_type,
             delta,
+            filter_bits,
             tables: cx.tables.clone(),
             pending: Arc::default(),
             sides: cx.sides.clone(),
@@ -556,9 +570,24 @@ impl Next {
     fn read_table_index(&self, f: &FileMetaData) -> Result<Option<TableIndex>> {
         let t = self.tables.get(f.number, f.file_size)?;
         let dir = table::dir_block_name(self.id);
+        let vf = table::filter_block_name(self.id);
+        let filter = |bytes: Option<Vec<u8>>| -> Result<Option<BloomFilter>> {
+            bytes
+                .map(|b| {
+                    BloomFilter::from_bytes(b).map_err(|e| {
+                        Error::corruption(format!(
+                            "value filter of index {:?} in table {}: {e}",
+                            self.name, f.number
+                        ))
+                    })
+                })
+                .transpose()
+        };
         if let Some(bytes) = t.meta_block(&dir)? {
             let mut ti = table::decode_dir(&bytes, self.ty)?;
+            ti.filter = filter(t.meta_block(&vf)?)?;
             ti.disk_bytes = bytes.len() as u64
+                + t.meta_block_size(&vf).unwrap_or(0)
                 + (0..ti.sec_blocks)
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();
@@ -574,6 +603,7 @@ impl Next {
             ))
         })?;
         let mut ti = table::decode_dir(&bytes, self.ty)?;
+        ti.filter = filter(side.block(&vf)?)?;
         ti.disk_bytes = side.size();
         ti.side = Some(side);
         Ok(Some(ti))
@@ -586,6 +616,7 @@ impl Next {
             id: self.id,
             ty: self.ty,
             delta: self.delta,
+            filter_bits: self.filter_bits,
             file,
             pending,
             handles: Vec::new(),
@@ -601,6 +632,7 @@ struct NextBuilder {
     id: u32,
     ty: KeyType,
     delta: Delta,
+    filter_bits: u8,
     file: u64,
     /// Where a table builder leaves its structure for the install; `None`
     /// for a side file's builder (the install reads the file).
@@ -664,6 +696,7 @@ impl TableIndexBuilder for NextBuilder {
             self.id,
             self.ty,
             self.delta,
+            self.filter_bits,
             std::mem::take(&mut self.handles),
             &arena,
             std::mem::take(&mut self.items),
@@ -922,6 +955,7 @@ mod tests {
             id: 4,
             ty,
             delta: Delta::Auto,
+            filter_bits: table::DEFAULT_FILTER_BITS,
             file: 1,
             pending: None,
             handles: Vec::new(),

@@ -32,6 +32,7 @@ use strata_lsm::coding::{
 };
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
+use strata_lsm::sstable::filter::{hash64, BloomBuilder, BloomFilter};
 use strata_lsm::sstable::{BlockHandle, MetaBlockId, Table};
 
 /// Where an indexed entry is: position of its data block in the handle
@@ -40,6 +41,9 @@ pub type Loc = (u32, u32);
 
 /// Target bytes of one secondary index block.
 pub const SEC_BLOCK_BYTES: usize = 4096;
+/// Default bits per distinct value of a table's value filter (about 1%
+/// false positives); 0 writes none.
+pub const DEFAULT_FILTER_BITS: u8 = 10;
 /// Directory (and with it secondary block) layout version; see
 /// `docs/format/next.md`.
 const DIR_VERSION: u8 = 2;
@@ -107,6 +111,9 @@ pub struct Probe<'a> {
     pub bounds: Option<(Vec<u8>, Vec<u8>)>,
     /// Spatial window (for equality, the value's MBR).
     pub window: Option<[f64; 4]>,
+    /// For an equality on a scalar with a single encoding (lower bound =
+    /// upper bound): the value filter hash of that encoding.
+    eq_hash: Option<u64>,
     pred: &'a Predicate,
     ty: KeyType,
 }
@@ -124,6 +131,10 @@ impl<'a> Probe<'a> {
             )),
             _ => pred.scalar_bounds(),
         };
+        let eq_hash = match &bounds {
+            Some((a, b)) if a == b => Some(hash64(a)),
+            _ => None,
+        };
         Probe {
             window: if bounds.is_some() {
                 None
@@ -131,6 +142,7 @@ impl<'a> Probe<'a> {
                 pred.window()
             },
             bounds,
+            eq_hash,
             pred,
             ty,
         }
@@ -196,6 +208,12 @@ pub struct TableIndex {
     /// names. Unused for a side file's blocks.
     sec_ids: std::sync::OnceLock<Vec<Option<MetaBlockId>>>,
     rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
+    /// The table's value filter (`next.<id>.vf`): a Bloom filter over the
+    /// distinct encoded values of a scalar index, so that an equality
+    /// query skips a table that does not hold its value without reading a
+    /// secondary block. `None`: not written (spatial types, `filter_bits
+    /// = 0`, tables written before filters existed): no skipping.
+    pub filter: Option<BloomFilter>,
 }
 
 impl std::fmt::Debug for TableIndex {
@@ -239,6 +257,7 @@ impl TableIndex {
             side: None,
             sec_ids: std::sync::OnceLock::new(),
             rtree,
+            filter: None,
         }
     }
 
@@ -304,6 +323,11 @@ impl TableIndex {
         let Some((a, b)) = &probe.bounds else {
             return Vec::new();
         };
+        if let (Some(f), Some(h)) = (&self.filter, probe.eq_hash) {
+            if !f.may_contain_hash(h) {
+                return Vec::new();
+            }
+        }
         let first = self.entries.partition_point(|e| match &e.env {
             Envelope::Scalar(_, hi) => encoded_lt(hi, a),
             Envelope::Rect(_) => false,
@@ -336,7 +360,13 @@ impl TableIndex {
         } else {
             0
         };
-        std::mem::size_of::<Self>() + self.entries.len() * 24 + env + tree + self.handles.len() * 16
+        let filter = self.filter.as_ref().map_or(0, BloomFilter::size);
+        std::mem::size_of::<Self>()
+            + self.entries.len() * 24
+            + env
+            + tree
+            + filter
+            + self.handles.len() * 16
     }
 }
 
@@ -353,6 +383,11 @@ fn sec_block_number(rest: &str) -> Option<u32> {
         && rest.bytes().all(|c| c.is_ascii_digit())
         && (rest == "0" || !rest.starts_with('0'));
     rest.parse().ok().filter(|_| canonical)
+}
+
+/// The name of index `index_id`'s value filter block in a table.
+pub fn filter_block_name(index_id: u32) -> String {
+    format!("next.{index_id}.vf")
 }
 
 pub fn dir_block_name(index_id: u32) -> String {
@@ -910,7 +945,15 @@ pub fn build(
             ((start, arena.len()), loc, seq)
         })
         .collect();
-    build_encoded(index_id, ty, delta, handles, &arena, items)
+    build_encoded(
+        index_id,
+        ty,
+        delta,
+        DEFAULT_FILTER_BITS,
+        handles,
+        &arena,
+        items,
+    )
 }
 
 /// Algorithm 1 with value-aware splitting over entries whose values are
@@ -924,6 +967,7 @@ pub fn build_encoded(
     index_id: u32,
     ty: KeyType,
     delta: Delta,
+    filter_bits: u8,
     handles: Vec<BlockHandle>,
     arena: &[u8],
     items: Vec<Encoded>,
@@ -1076,7 +1120,23 @@ pub fn build_encoded(
         ));
         block_no += 1;
     }
-    let index = TableIndex::new(ty, handles, entries, block_no);
+    let mut index = TableIndex::new(ty, handles, entries, block_no);
+    // The value filter: each distinct value once (scalars are in value
+    // order, so equal encodings are adjacent).
+    if filter_bits > 0 && !ty.is_spatial() && n > 0 {
+        let mut bloom = BloomBuilder::new(usize::from(filter_bits));
+        let mut prev: Option<&[u8]> = None;
+        for item in order.iter().filter_map(|&i| items.get(i)) {
+            let enc = enc_of(arena, item);
+            if prev != Some(enc) {
+                bloom.add_key(enc);
+                prev = Some(enc);
+            }
+        }
+        let bytes = bloom.finish();
+        index.filter = BloomFilter::from_bytes(bytes.clone()).ok();
+        blocks.push((filter_block_name(index_id), bytes));
+    }
     blocks.push((dir_block_name(index_id), encode_dir(&index)));
     Built { blocks, index }
 }
@@ -1437,7 +1497,11 @@ mod tests {
         }
         // The sequential walk gives what `entry` gives, and errs where a
         // corrupt block makes some `entry` err.
-        for b in &b.blocks[..b.blocks.len() - 1] {
+        for b in b
+            .blocks
+            .iter()
+            .filter(|(n, _)| sec_block_number(n.trim_start_matches("next.3.")).is_some())
+        {
             let sb = SecBlock::parse(&b.1, KeyType::I64).unwrap();
             let mut walked = Vec::new();
             assert!(sb
@@ -1508,7 +1572,8 @@ mod tests {
         let off = build(1, KeyType::I64, Delta::Off, handles(1), pairs.clone());
         let auto = build(1, KeyType::I64, Delta::Auto, handles(1), pairs);
         assert!(auto.index.entries.len() > off.index.entries.len());
-        let probe = Predicate::Eq(IndexValue::I64(500_000));
+        // A range (an equality would be answered by the value filter).
+        let probe = Predicate::Range(IndexValue::I64(500_000), IndexValue::I64(500_010));
         let probe = Probe::new(&probe, KeyType::I64);
         assert!(
             !off.index.matching_entries(&probe).is_empty(),
@@ -1518,6 +1583,73 @@ mod tests {
             auto.index.matching_entries(&probe).is_empty(),
             "split ranges skip the gap"
         );
+    }
+
+    /// An equality skips a table whose value filter lacks the value, never
+    /// one that holds it; without a filter (0 bits, or a table written
+    /// before filters) the global entries alone decide.
+    #[test]
+    fn value_filter_skips_tables_without_the_value() {
+        // Even values 0..4000: every odd value lies inside some block's
+        // range but is absent.
+        let pairs: Vec<Pair> = (0..2000)
+            .map(|i| (IndexValue::I64(2 * i), (0, i as u32), i as u64 + 1))
+            .collect();
+        let with = build(1, KeyType::I64, Delta::Off, handles(1), pairs.clone());
+        let mut arena = Vec::new();
+        let items: Vec<Encoded> = pairs
+            .iter()
+            .map(|(v, loc, seq)| {
+                let start = arena.len();
+                v.encode_into(&mut arena);
+                ((start, arena.len()), *loc, *seq)
+            })
+            .collect();
+        let without = build_encoded(1, KeyType::I64, Delta::Off, 0, handles(1), &arena, items);
+        assert!(with.blocks.iter().any(|(n, _)| n == "next.1.vf"));
+        assert!(!without.blocks.iter().any(|(n, _)| n.ends_with(".vf")));
+        assert!(without.index.filter.is_none());
+        let (mut inside, mut skipped) = (0, 0);
+        for v in 0..4000 {
+            let pred = Predicate::Eq(IndexValue::I64(v));
+            let probe = Probe::new(&pred, KeyType::I64);
+            let hits = with.index.matching_entries(&probe);
+            let unfiltered = without.index.matching_entries(&probe);
+            if v % 2 == 0 {
+                assert!(!hits.is_empty(), "a present value is never skipped: {v}");
+                assert_eq!(hits, unfiltered);
+                assert_eq!(search(&with, &with.index, &pred).len(), 1);
+            } else if !unfiltered.is_empty() {
+                // Absent, inside a block's range.
+                inside += 1;
+                skipped += usize::from(hits.is_empty());
+            }
+        }
+        // 10 bits per value: about 1% false positives.
+        assert!(inside > 1900, "{inside}");
+        assert!(
+            skipped * 100 >= inside * 95,
+            "{skipped} of {inside} skipped"
+        );
+        // A one-value range is an equality; wider ranges are not filtered.
+        let pred = Predicate::Range(IndexValue::I64(1), IndexValue::I64(1));
+        assert!(Probe::new(&pred, KeyType::I64).eq_hash.is_some());
+        let pred = Predicate::Range(IndexValue::I64(1), IndexValue::I64(3));
+        assert!(!with
+            .index
+            .matching_entries(&Probe::new(&pred, KeyType::I64))
+            .is_empty());
+        let pts: Vec<Pair> = (0..50)
+            .map(|i| (IndexValue::Point([i as f64, 0.0]), (0, i), u64::from(i) + 1))
+            .collect();
+        let b = build(2, KeyType::Point, Delta::Auto, handles(1), pts);
+        assert!(b.index.filter.is_none());
+        // The filter block decodes to the filter the builder kept.
+        let (_, vf) = with.blocks.iter().find(|(n, _)| n == "next.1.vf").unwrap();
+        let f = BloomFilter::from_bytes(vf.clone()).unwrap();
+        for v in (0..4000).step_by(2) {
+            assert!(f.may_contain(&IndexValue::I64(v).encode()));
+        }
     }
 
     #[test]
