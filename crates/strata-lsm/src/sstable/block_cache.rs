@@ -27,6 +27,7 @@
 //! maintained under the shard lock; see [`BlockCacheStats`] for the
 //! identities they satisfy.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -101,6 +102,12 @@ impl Hasher for KeyHasher {
 }
 
 type KeyMap<V> = HashMap<CacheKey, V, BuildHasherDefault<KeyHasher>>;
+
+thread_local! {
+    /// [`BlockCache::insert`]'s evicted blocks, dropped after the shard
+    /// lock is released; empty between calls.
+    static EVICTED: Cell<Vec<Arc<Block>>> = const { Cell::new(Vec::new()) };
+}
 
 /// Slab index meaning "no node".
 const NIL: u32 = u32::MAX;
@@ -404,9 +411,12 @@ impl BlockCache {
     /// of its shard to stay within the shard's budget. Evicted blocks are
     /// dropped after the lock is released.
     pub fn insert(&self, key: CacheKey, block: Arc<Block>) {
-        let mut dropped = Vec::new();
+        // A per-thread vector, so that an insert that evicts allocates
+        // nothing (one allocation and free per evicting insert otherwise).
+        let mut dropped = EVICTED.try_with(Cell::take).unwrap_or_default();
         self.shard(&key).insert(key, block, &mut dropped);
-        drop(dropped);
+        dropped.clear();
+        let _ = EVICTED.try_with(|d| d.set(dropped));
     }
 
     /// Drops one block if present.
