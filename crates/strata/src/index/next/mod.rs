@@ -44,7 +44,7 @@ use strata_lsm::sstable::filter::BloomFilter;
 use strata_lsm::sstable::{BlockHandle, MetaBlock, Table};
 use strata_lsm::version::{FileMetaData, Version};
 
-pub use table::{Delta, Probe, SecBlock, TableIndex};
+pub use table::{Delta, Probe, SecBlock, Shape, TableIndex};
 
 use super::sidefile::SideFiles;
 use super::stored::{StoredBuilder, StoredValues};
@@ -519,9 +519,7 @@ pub(crate) struct Next {
     id: u32,
     name: String,
     ty: KeyType,
-    delta: Delta,
-    /// Bits per distinct value of each table's value filter (0: none).
-    filter_bits: u8,
+    shape: Shape,
     tables: Arc<TableCache>,
     pending: Pending,
     sides: Arc<SideFiles>,
@@ -530,24 +528,33 @@ pub(crate) struct Next {
 impl Next {
     /// Parameters: `delta` (`auto`, `off` or a number, see [`Delta`]);
     /// `filter_bits` (0–32, default [`table::DEFAULT_FILTER_BITS`]: bits
-    /// per distinct value of each table's value filter; 0 writes none).
+    /// per distinct value of each table's value filter; 0 writes none);
+    /// `slice` (spatial types: most entries per global entry, default
+    /// [`table::DEFAULT_SPATIAL_SLICE`]; 0: no cap).
     pub fn open(cx: &OpenCx<'_>) -> Result<Next> {
-        let mut delta = Delta::Auto;
-        let mut filter_bits = table::DEFAULT_FILTER_BITS;
+        let mut shape = Shape::default();
         for (k, v) in cx.params {
             match k.as_str() {
-                "delta" => delta = Delta::parse(v)?,
+                "delta" => shape.delta = Delta::parse(v)?,
                 "filter_bits" => {
-                    filter_bits = v.parse::<u8>().ok().filter(|b| *b <= 32).ok_or_else(|| {
+                    shape.filter_bits =
+                        v.parse::<u8>().ok().filter(|b| *b <= 32).ok_or_else(|| {
+                            Error::invalid(format!(
+                                "filter_bits must be an integer from 0 to 32, not {v:?}"
+                            ))
+                        })?
+                }
+                "slice" => {
+                    shape.spatial_slice = v.parse::<u32>().map_err(|_| {
                         Error::invalid(format!(
-                            "filter_bits must be an integer from 0 to 32, not {v:?}"
+                            "slice must be a number of entries (0: no cap), not {v:?}"
                         ))
                     })?
                 }
                 _ => {
                     return Err(Error::invalid(format!(
-                        "unknown parameter {k:?} for strategy next (known: delta, filter_bits)"
-                    )))
+                    "unknown parameter {k:?} for strategy next (known: delta, filter_bits, slice)"
+                )))
                 }
             }
         }
@@ -555,8 +562,7 @@ impl Next {
             id: cx.id,
             name: cx.spec.name.clone(),
             ty: cx.spec.key_type,
-            delta,
-            filter_bits,
+            shape,
             tables: cx.tables.clone(),
             pending: Arc::default(),
             sides: cx.sides.clone(),
@@ -615,8 +621,7 @@ impl Next {
         NextBuilder {
             id: self.id,
             ty: self.ty,
-            delta: self.delta,
-            filter_bits: self.filter_bits,
+            shape: self.shape,
             file,
             pending,
             handles: Vec::new(),
@@ -631,8 +636,7 @@ impl Next {
 struct NextBuilder {
     id: u32,
     ty: KeyType,
-    delta: Delta,
-    filter_bits: u8,
+    shape: Shape,
     file: u64,
     /// Where a table builder leaves its structure for the install; `None`
     /// for a side file's builder (the install reads the file).
@@ -695,8 +699,7 @@ impl TableIndexBuilder for NextBuilder {
         let built = table::build_encoded(
             self.id,
             self.ty,
-            self.delta,
-            self.filter_bits,
+            &self.shape,
             std::mem::take(&mut self.handles),
             &arena,
             std::mem::take(&mut self.items),
@@ -954,8 +957,7 @@ mod tests {
         NextBuilder {
             id: 4,
             ty,
-            delta: Delta::Auto,
-            filter_bits: table::DEFAULT_FILTER_BITS,
+            shape: Shape::default(),
             file: 1,
             pending: None,
             handles: Vec::new(),

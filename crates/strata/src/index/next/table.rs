@@ -44,6 +44,29 @@ pub const SEC_BLOCK_BYTES: usize = 4096;
 /// Default bits per distinct value of a table's value filter (about 1%
 /// false positives); 0 writes none.
 pub const DEFAULT_FILTER_BITS: u8 = 10;
+/// Default most entries per global entry of a spatial index (0: no cap).
+pub const DEFAULT_SPATIAL_SLICE: u32 = 32;
+
+/// How a table's NEXT blocks are cut: the index's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// Value-aware splitting threshold.
+    pub delta: Delta,
+    /// Bits per distinct value of the value filter (scalars; 0: none).
+    pub filter_bits: u8,
+    /// Most entries per global entry of a spatial index (0: no cap).
+    pub spatial_slice: u32,
+}
+
+impl Default for Shape {
+    fn default() -> Shape {
+        Shape {
+            delta: Delta::Auto,
+            filter_bits: DEFAULT_FILTER_BITS,
+            spatial_slice: DEFAULT_SPATIAL_SLICE,
+        }
+    }
+}
 /// Directory (and with it secondary block) layout version; see
 /// `docs/format/next.md`.
 const DIR_VERSION: u8 = 2;
@@ -945,15 +968,11 @@ pub fn build(
             ((start, arena.len()), loc, seq)
         })
         .collect();
-    build_encoded(
-        index_id,
-        ty,
+    let shape = Shape {
         delta,
-        DEFAULT_FILTER_BITS,
-        handles,
-        &arena,
-        items,
-    )
+        ..Shape::default()
+    };
+    build_encoded(index_id, ty, &shape, handles, &arena, items)
 }
 
 /// Algorithm 1 with value-aware splitting over entries whose values are
@@ -966,8 +985,7 @@ pub fn build(
 pub fn build_encoded(
     index_id: u32,
     ty: KeyType,
-    delta: Delta,
-    filter_bits: u8,
+    shape: &Shape,
     handles: Vec<BlockHandle>,
     arena: &[u8],
     items: Vec<Encoded>,
@@ -1007,7 +1025,13 @@ pub fn build_encoded(
     let gap_of = |e: &Encoded| enc_gap(ty, enc_of(arena, e));
     let first = order.first().and_then(|&i| items.get(i));
     let last = order.last().and_then(|&i| items.get(i));
-    let delta_value = match delta {
+    let filter_bits = shape.filter_bits;
+    let slice_cap = if ty.is_spatial() && shape.spatial_slice > 0 {
+        shape.spatial_slice
+    } else {
+        u32::MAX
+    };
+    let delta_value = match shape.delta {
         Delta::Off => f64::INFINITY,
         Delta::Fixed(d) => d,
         Delta::Auto => {
@@ -1069,14 +1093,16 @@ pub fn build_encoded(
         let mbr = enc_mbr(ty, enc);
         let gap = enc_gap(ty, enc);
         let in_block = block.len() as u32;
-        // Split the global entry when the value is too far (value-aware).
-        if let Some((_, env, last, _, _)) = &mut cur {
-            let split = match (env, mbr) {
-                (Envelope::Rect(r), Some(m)) => {
-                    half_perimeter(&union(r, &m)) - half_perimeter(r) > delta_value
-                }
-                _ => gap - *last > delta_value,
-            };
+        // Split the global entry when the value is too far (value-aware),
+        // or when a spatial slice holds its most entries.
+        if let Some((start, env, last, _, _)) = &mut cur {
+            let split = in_block - *start >= slice_cap
+                || match (env, mbr) {
+                    (Envelope::Rect(r), Some(m)) => {
+                        half_perimeter(&union(r, &m)) - half_perimeter(r) > delta_value
+                    }
+                    _ => gap - *last > delta_value,
+                };
             if split {
                 close(&mut entries, &mut cur, block_no, in_block);
             }
@@ -1605,7 +1631,12 @@ mod tests {
                 ((start, arena.len()), *loc, *seq)
             })
             .collect();
-        let without = build_encoded(1, KeyType::I64, Delta::Off, 0, handles(1), &arena, items);
+        let shape = Shape {
+            delta: Delta::Off,
+            filter_bits: 0,
+            ..Shape::default()
+        };
+        let without = build_encoded(1, KeyType::I64, &shape, handles(1), &arena, items);
         assert!(with.blocks.iter().any(|(n, _)| n == "next.1.vf"));
         assert!(!without.blocks.iter().any(|(n, _)| n.ends_with(".vf")));
         assert!(without.index.filter.is_none());
@@ -1650,6 +1681,80 @@ mod tests {
         for v in (0..4000).step_by(2) {
             assert!(f.may_contain(&IndexValue::I64(v).encode()));
         }
+    }
+
+    /// Clustered points spread over a large box (cities on a globe): with
+    /// δ from the box's mean spacing, value-aware splitting alone leaves
+    /// slices far wider than a small window, so the window meets slices
+    /// holding none of its points. The entry cap bounds every slice; the
+    /// answers do not change, and the small windows meet fewer slices.
+    #[test]
+    fn spatial_slices_hold_at_most_their_cap() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let pairs: Vec<Pair> = (0..4000u32)
+            .map(|i| {
+                let r = next();
+                let city = (r % 5) as f64;
+                let dx = ((r >> 8) % 1000) as f64 / 1000.0;
+                let dy = ((r >> 24) % 1000) as f64 / 1000.0;
+                let p = [city * 70.0 - 170.0 + dx, city * 30.0 - 80.0 + dy];
+                (IndexValue::Point(p), (i / 8, i % 8), u64::from(i) + 1)
+            })
+            .collect();
+        let build_with = |spatial_slice| {
+            let mut arena = Vec::new();
+            let items: Vec<Encoded> = pairs
+                .iter()
+                .map(|(v, loc, seq)| {
+                    let start = arena.len();
+                    v.encode_into(&mut arena);
+                    ((start, arena.len()), *loc, *seq)
+                })
+                .collect();
+            let shape = Shape {
+                spatial_slice,
+                ..Shape::default()
+            };
+            build_encoded(2, KeyType::Point, &shape, handles(500), &arena, items)
+        };
+        let (capped, uncapped) = (build_with(16), build_with(0));
+        assert!(capped.index.entries.iter().all(|e| e.end - e.start <= 16));
+        assert!(uncapped.index.entries.iter().any(|e| e.end - e.start > 16));
+        // Secondary blocks a window needs: those of the slices it meets.
+        let blocks = |b: &Built, pred: &Predicate| {
+            let probe = Probe::new(pred, KeyType::Point);
+            let mut v: Vec<u32> = b
+                .index
+                .matching_entries(&probe)
+                .iter()
+                .filter_map(|&i| b.index.entries.get(i).map(|e| e.sec_block))
+                .collect();
+            v.dedup();
+            v.len()
+        };
+        let (mut met_capped, mut met_uncapped) = (0, 0);
+        for c in 0..5 {
+            let (x0, y0) = (f64::from(c) * 70.0 - 170.0, f64::from(c) * 30.0 - 80.0);
+            for k in 0..20 {
+                let (x, y) = (x0 + f64::from(k) * 0.047, y0 + f64::from(k) * 0.045);
+                let pred = Predicate::Within([x, y, x + 0.01, y + 0.01]);
+                let want = brute(&pairs, &pred);
+                assert_eq!(search(&capped, &capped.index, &pred), want);
+                assert_eq!(search(&uncapped, &uncapped.index, &pred), want);
+                met_capped += blocks(&capped, &pred);
+                met_uncapped += blocks(&uncapped, &pred);
+            }
+        }
+        assert!(
+            met_capped < met_uncapped,
+            "small windows meet fewer blocks: {met_capped} vs {met_uncapped}"
+        );
     }
 
     #[test]
