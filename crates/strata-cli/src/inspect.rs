@@ -77,6 +77,11 @@ fn meta_holds(name: &str) -> String {
         (Some("next"), Some(id), Some("dir"), None) => {
             format!("NEXT directory of index {id}: its secondary blocks and their value ranges")
         }
+        (Some("next"), Some(id), Some("vf"), None) => {
+            format!(
+                "NEXT value filter of index {id}: Bloom filter over the table's distinct values"
+            )
+        }
         (Some("next"), Some(id), Some(n), None) => {
             format!("NEXT secondary index block {n} of index {id}: attribute values -> data blocks")
         }
