@@ -591,9 +591,11 @@ impl Next {
         };
         if let Some(bytes) = t.meta_block(&dir)? {
             let mut ti = table::decode_dir(&bytes, self.ty)?;
-            ti.filter = filter(t.meta_block(&vf)?)?;
+            let vf_bytes = t.meta_block(&vf)?;
+            let vf_len = vf_bytes.as_ref().map_or(0, |b| b.len() as u64);
+            ti.filter = filter(vf_bytes)?;
             ti.disk_bytes = bytes.len() as u64
-                + t.meta_block_size(&vf).unwrap_or(0)
+                + vf_len
                 + (0..ti.sec_blocks)
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();

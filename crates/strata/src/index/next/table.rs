@@ -949,8 +949,8 @@ fn entry_order(arena: &[u8], items: &[Encoded], curve: Option<&[u64]>, fast: boo
 }
 
 /// Algorithm 1 with value-aware splitting. `pairs` are (value, position in
-/// `handles` and in its block, sequence number): [`build_encoded`] of the
-/// encoded values (tests build from values).
+/// `handles` and in its block, sequence number): [`build_shaped`] with the
+/// default shape but `delta` (tests build from values).
 #[cfg(test)]
 pub fn build(
     index_id: u32,
@@ -959,20 +959,32 @@ pub fn build(
     handles: Vec<BlockHandle>,
     pairs: Vec<Pair>,
 ) -> Built {
-    let mut arena: Vec<u8> = Vec::with_capacity(pairs.len().saturating_mul(16));
-    let items = pairs
-        .into_iter()
-        .map(|(v, loc, seq)| {
-            let start = arena.len();
-            v.encode_into(&mut arena);
-            ((start, arena.len()), loc, seq)
-        })
-        .collect();
     let shape = Shape {
         delta,
         ..Shape::default()
     };
-    build_encoded(index_id, ty, &shape, handles, &arena, items)
+    build_shaped(index_id, ty, &shape, handles, &pairs)
+}
+
+/// [`build_encoded`] of the encoded values of `pairs`.
+#[cfg(test)]
+pub fn build_shaped(
+    index_id: u32,
+    ty: KeyType,
+    shape: &Shape,
+    handles: Vec<BlockHandle>,
+    pairs: &[Pair],
+) -> Built {
+    let mut arena: Vec<u8> = Vec::with_capacity(pairs.len().saturating_mul(16));
+    let items = pairs
+        .iter()
+        .map(|(v, loc, seq)| {
+            let start = arena.len();
+            v.encode_into(&mut arena);
+            ((start, arena.len()), *loc, *seq)
+        })
+        .collect();
+    build_encoded(index_id, ty, shape, handles, &arena, items)
 }
 
 /// Algorithm 1 with value-aware splitting over entries whose values are
@@ -1622,21 +1634,12 @@ mod tests {
             .map(|i| (IndexValue::I64(2 * i), (0, i as u32), i as u64 + 1))
             .collect();
         let with = build(1, KeyType::I64, Delta::Off, handles(1), pairs.clone());
-        let mut arena = Vec::new();
-        let items: Vec<Encoded> = pairs
-            .iter()
-            .map(|(v, loc, seq)| {
-                let start = arena.len();
-                v.encode_into(&mut arena);
-                ((start, arena.len()), *loc, *seq)
-            })
-            .collect();
         let shape = Shape {
             delta: Delta::Off,
             filter_bits: 0,
             ..Shape::default()
         };
-        let without = build_encoded(1, KeyType::I64, &shape, handles(1), &arena, items);
+        let without = build_shaped(1, KeyType::I64, &shape, handles(1), &pairs);
         assert!(with.blocks.iter().any(|(n, _)| n == "next.1.vf"));
         assert!(!without.blocks.iter().any(|(n, _)| n.ends_with(".vf")));
         assert!(without.index.filter.is_none());
@@ -1708,20 +1711,11 @@ mod tests {
             })
             .collect();
         let build_with = |spatial_slice| {
-            let mut arena = Vec::new();
-            let items: Vec<Encoded> = pairs
-                .iter()
-                .map(|(v, loc, seq)| {
-                    let start = arena.len();
-                    v.encode_into(&mut arena);
-                    ((start, arena.len()), *loc, *seq)
-                })
-                .collect();
             let shape = Shape {
                 spatial_slice,
                 ..Shape::default()
             };
-            build_encoded(2, KeyType::Point, &shape, handles(500), &arena, items)
+            build_shaped(2, KeyType::Point, &shape, handles(500), &pairs)
         };
         let (capped, uncapped) = (build_with(16), build_with(0));
         assert!(capped.index.entries.iter().all(|e| e.end - e.start <= 16));
