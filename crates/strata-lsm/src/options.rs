@@ -72,6 +72,12 @@ pub struct Options {
     pub bloom_bits_per_key: usize,
     /// Block cache budget in bytes; 0 disables the cache.
     pub block_cache_bytes: usize,
+    /// Admit a block into the block cache on its second miss only (default
+    /// true; see `sstable::block_cache`): blocks read once, as by a large
+    /// query or random reads over data larger than the cache, neither
+    /// displace cached blocks nor pay an insert and an eviction. False:
+    /// every missed block is cached (LevelDB's and RocksDB's policy).
+    pub block_cache_doorkeeper: bool,
     /// Open table files kept by the table cache.
     pub max_open_files: usize,
     /// L0 file count that triggers a compaction.
@@ -153,6 +159,7 @@ impl Default for Options {
             compression: Compression::None,
             bloom_bits_per_key: 10,
             block_cache_bytes: 32 << 20,
+            block_cache_doorkeeper: true,
             max_open_files: 1000,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
@@ -185,6 +192,7 @@ impl std::fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("block_cache_doorkeeper", &self.block_cache_doorkeeper)
             .field("l0_compaction_trigger", &self.l0_compaction_trigger)
             .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
             .field("target_file_size", &self.target_file_size)
@@ -254,6 +262,7 @@ impl Options {
         compression: Compression,
         bloom_bits_per_key: usize,
         block_cache_bytes: usize,
+        block_cache_doorkeeper: bool,
         max_open_files: usize,
         l0_compaction_trigger: usize,
         l0_slowdown_trigger: usize,

@@ -178,8 +178,12 @@ impl Db {
             }
         };
         let counters = Arc::new(Counters::default());
-        let block_cache =
-            (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
+        let block_cache = (opts.block_cache_bytes > 0).then(|| {
+            Arc::new(BlockCache::with_doorkeeper(
+                opts.block_cache_bytes,
+                opts.block_cache_doorkeeper,
+            ))
+        });
         let tables = Arc::new(TableCache::new(
             dir.clone(),
             opts.max_open_files,

@@ -23,7 +23,7 @@ use crate::io::{Fs, RandomRead, RealFs};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, seek_key, SeqNo, ValueKind};
 use crate::sstable::block::{bytewise_cmp, Block, BlockIter};
-use crate::sstable::block_cache::{BlockCache, CacheKey};
+use crate::sstable::block_cache::{BlockCache, CacheKey, Lookup};
 use crate::sstable::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RESERVED_META_PREFIX};
 use crate::sstable::filter::BloomFilter;
 use crate::sstable::format::{decode_block, verify_block, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
@@ -515,15 +515,17 @@ impl Table {
             file_number: self.file_number,
             offset: handle.offset,
         };
-        if let Some(c) = cache {
-            if let Some(b) = c.get(&key) {
+        let admit = match cache.map(|c| c.lookup(&key)) {
+            Some(Lookup::Hit(b)) => {
                 self.opts.counters.record_block_read(kind, true, 0);
                 return Ok(b);
             }
-        }
+            Some(Lookup::Miss { admit }) => admit,
+            None => false,
+        };
         let contents = self.read_contents(handle, kind, purpose)?;
         let block = Arc::new(Block::new(contents).map_err(|e| self.wrap(e))?);
-        if let Some(c) = cache {
+        if let (Some(c), true) = (cache, admit) {
             c.insert(key, Arc::clone(&block));
         }
         Ok(block)

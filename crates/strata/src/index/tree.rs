@@ -312,6 +312,7 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         compression: primary.compression,
         bloom_bits_per_key: primary.bloom_bits_per_key,
         block_cache_bytes: primary.block_cache_bytes / 4,
+        block_cache_doorkeeper: primary.block_cache_doorkeeper,
         max_open_files: primary.max_open_files / 4 + 16,
         l0_compaction_trigger: primary.l0_compaction_trigger,
         l0_slowdown_trigger: primary.l0_slowdown_trigger,
