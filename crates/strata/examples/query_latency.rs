@@ -10,7 +10,8 @@
 //! INDEX (`LIMIT=k` in the environment: top-k queries, newest first;
 //! `CACHE_KB=n`: an n KiB block cache, so that blocks come from the file;
 //! `PRE=INDEX:FILE.json`: that query set runs once first; `COLD=1`: no
-//! warm-up pass; `MMAP=1`: tables read through memory mappings);
+//! warm-up pass; `MMAP=1`: tables read through memory mappings;
+//! `DOORKEEPER=0`: the block cache admits every missed block);
 //! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
@@ -85,6 +86,10 @@ fn main() -> Res<()> {
     }
     if std::env::var("MMAP").is_ok_and(|v| v == "1") {
         options = options.mmap_reads(true);
+    }
+    // `DOORKEEPER=0`: every missed block enters the block cache.
+    if std::env::var("DOORKEEPER").is_ok_and(|v| v == "0") {
+        options = options.block_cache_doorkeeper(false);
     }
     let db = Db::open(db, options)?;
     let mut opts = QueryOptions::default().keys_only(keys_only);
