@@ -185,6 +185,7 @@ fn options(py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "wal" => o.wal = flag(&v, &k)?,
             "background_work" => o.background_work = flag(&v, &k)?,
             "cache_size" | "block_cache_bytes" => o.block_cache_bytes = size(&v, &k)?,
+            "cache_doorkeeper" => o.block_cache_doorkeeper = flag(&v, &k)?,
             "memtable_size" => o.memtable_size = size(&v, &k)?,
             "block_size" => o.block_size = size(&v, &k)?,
             "bloom_bits_per_key" => o.bloom_bits_per_key = size(&v, &k)?,
@@ -193,8 +194,8 @@ fn options(py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             _ => {
                 return Err(PyTypeError::new_err(format!(
                     "open() got an unexpected option {k:?} (known: preset, create_if_missing, \
-                     error_if_exists, cache_size, memtable_size, block_size, bloom_bits_per_key, \
-                     max_open_files, target_file_size, wal, background_work)"
+                     error_if_exists, cache_size, cache_doorkeeper, memtable_size, block_size, \
+                     bloom_bits_per_key, max_open_files, target_file_size, wal, background_work)"
                 )))
             }
         }
@@ -209,6 +210,7 @@ fn options(py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 ///
 /// Options: preset ("default", "paper" or "small"), create_if_missing
 /// (default True), error_if_exists, cache_size (block cache bytes),
+/// cache_doorkeeper (default True: a block is cached on its second miss),
 /// memtable_size, block_size, bloom_bits_per_key, max_open_files,
 /// target_file_size, wal, background_work. Raises TypeError for an unknown
 /// option, ValueError for a bad value, strata.Error when the database cannot

@@ -19,6 +19,7 @@ def open(
     create_if_missing: bool = ...,
     error_if_exists: bool = ...,
     cache_size: int = ...,
+    cache_doorkeeper: bool = ...,
     memtable_size: int = ...,
     block_size: int = ...,
     bloom_bits_per_key: int = ...,

@@ -308,6 +308,10 @@ def test_open_options_and_errors(tmp_path):
     assert db.closed
     with strata.open(str(tmp_path / "p"), create_if_missing=False) as db:
         assert db["a"] == b"b"
+    with strata.open(tmp_path / "p", cache_doorkeeper=False) as db:
+        assert db["a"] == b"b"
+    with pytest.raises(ValueError):
+        strata.open(tmp_path / "q", cache_doorkeeper=1)
     with pytest.raises(strata.Error):
         strata.open(tmp_path / "absent", create_if_missing=False)
     with pytest.raises(TypeError):
