@@ -515,12 +515,10 @@ fn run_system(
 /// its resident pages in 30 s with no reclaim counted in `/proc/vmstat`),
 /// so a set run minutes after the load found part of its blocks on disk:
 /// NEXT's `user_id eq` top-10 took 430 µs for 10 blocks, 36 µs warm.
-/// Best effort: files that vanish or fail to read are skipped. Returns the
-/// bytes read.
-fn warm_page_cache(dir: &Path) -> u64 {
+/// Best effort: files that vanish or fail to read are skipped.
+fn warm_page_cache(dir: &Path) {
     use std::io::Read;
     let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -534,18 +532,12 @@ fn warm_page_cache(dir: &Path) -> u64 {
                     let Ok(mut f) = std::fs::File::open(&path) else {
                         continue;
                     };
-                    while let Ok(n) = f.read(&mut buf) {
-                        if n == 0 {
-                            break;
-                        }
-                        total += n as u64;
-                    }
+                    while f.read(&mut buf).is_ok_and(|n| n > 0) {}
                 }
                 _ => {}
             }
         }
     }
-    total
 }
 
 /// Runs the static query sets once (full queries, or at most `top_k`

@@ -28,10 +28,11 @@
 //! a large query, most blocks of random point reads on data larger than the
 //! cache — then never displace cached blocks nor cost an insert and an
 //! eviction (measured at 2 M tweets: a quarter of a large NEXT query's time
-//! went to filling the cache with blocks never read again). Every operation is O(1): entries live in
-//! a slab (`Vec<Node>`) linked into two intrusive doubly linked lists by
-//! slab index, and the key index is a hash map with a multiplicative hasher
-//! for the two-`u64` key (no SipHash).
+//! went to filling the cache with blocks never read again).
+//!
+//! Every operation is O(1): entries live in a slab (`Vec<Node>`) linked into
+//! two intrusive doubly linked lists by slab index, and the key index is a
+//! hash map with a multiplicative hasher for the two-`u64` key (no SipHash).
 //!
 //! Counters (hits, misses, inserts, evictions, erasures) are exact and
 //! maintained under the shard lock; see [`BlockCacheStats`] for the

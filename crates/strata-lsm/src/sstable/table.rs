@@ -515,17 +515,19 @@ impl Table {
             file_number: self.file_number,
             offset: handle.offset,
         };
-        let admit = match cache.map(|c| c.lookup(&key)) {
-            Some(Lookup::Hit(b)) => {
+        // The cache to insert the block into once read: the doorkeeper
+        // may decline a miss.
+        let fill = match cache.map(|c| (c, c.lookup(&key))) {
+            Some((_, Lookup::Hit(b))) => {
                 self.opts.counters.record_block_read(kind, true, 0);
                 return Ok(b);
             }
-            Some(Lookup::Miss { admit }) => admit,
-            None => false,
+            Some((c, Lookup::Miss { admit: true })) => Some(c),
+            _ => None,
         };
         let contents = self.read_contents(handle, kind, purpose)?;
         let block = Arc::new(Block::new(contents).map_err(|e| self.wrap(e))?);
-        if let (Some(c), true) = (cache, admit) {
+        if let Some(c) = fill {
             c.insert(key, Arc::clone(&block));
         }
         Ok(block)
