@@ -682,9 +682,9 @@ impl Db {
             .then(|| GcPause::new(py))
             .transpose()?;
         let mut rows = Vec::with_capacity(hits.len());
-        for h in hits {
-            let k = PyBytes::new(py, &h.key);
-            let (v, atomic) = match &h.value {
+        for h in &hits {
+            let k = PyBytes::new(py, h.key);
+            let (v, atomic) = match h.value {
                 Some(v) if raw => (PyBytes::new(py, v).into_any(), true),
                 Some(v) if !keys_only => match decoder.decode(v) {
                     Some(obj) => (obj, false),

@@ -271,13 +271,13 @@ pub fn run_query(db: &Db, q: &QueryArgs) -> Result<(), CliError> {
     };
     let hits = db.query(&q.name, &pred, opts)?;
     let mut o = std::io::BufWriter::new(std::io::stdout().lock());
-    for h in hits {
+    for h in &hits {
         let mut m = Map::new();
         m.insert(
             "key".into(),
-            Value::from(String::from_utf8_lossy(&h.key).into_owned()),
+            Value::from(String::from_utf8_lossy(h.key).into_owned()),
         );
-        if let Some(v) = &h.value {
+        if let Some(v) = h.value {
             m.insert("value".into(), value_json(v));
         }
         writeln!(o, "{}", Value::Object(m)).map_err(crate::io_out)?;

@@ -197,6 +197,7 @@ fn check_one(db: &Db, rng: &mut SplitMix64) -> Result<Option<String>, Error> {
         ..QueryOptions::default()
     };
     let (hits, snap) = db.query_snapshot(index, &pred, opts)?;
+    let hits = hits.into_vec();
     let (_, field, ty) = STRESS_INDEXES
         .iter()
         .find(|(n, _, _)| *n == index)

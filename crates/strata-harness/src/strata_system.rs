@@ -22,7 +22,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use strata::{Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteOptions};
+use strata::{
+    Db, Hits, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteOptions,
+};
 use strata_bench::queries::Query;
 use strata_bench::system::{
     dir_bytes, AttrType, BenchSystem, IndexDecl, QueryStats, Sizes, SysResult, SystemOptions,
@@ -162,9 +164,9 @@ pub struct StrataSystem {
     keys_only: bool,
     has_indexes: bool,
     db: Option<Db>,
-    /// (key, seq) of the previous query's results, for
-    /// [`BenchSystem::floor_seconds`].
-    last_hits: Vec<(Vec<u8>, u64)>,
+    /// The previous query's results, kept (not copied: the copy would be
+    /// timed with the query) for [`BenchSystem::floor_seconds`].
+    last_hits: Hits,
 }
 
 impl StrataSystem {
@@ -210,7 +212,7 @@ impl StrataSystem {
             keys_only: opts.keys_only,
             has_indexes: spec.strategy.is_some() && !decls.is_empty(),
             db: Some(db),
-            last_hits: Vec::new(),
+            last_hits: Hits::default(),
         }))
     }
 
@@ -257,9 +259,7 @@ impl BenchSystem for StrataSystem {
             .query_profiled(index, &to_predicate(q), opts)
             .map_err(|e| self.err(&format!("query {index}"), e))?;
         let n = hits.len() as u64;
-        self.last_hits.clear();
-        self.last_hits
-            .extend(hits.into_iter().map(|h| (h.key, h.seq)));
+        self.last_hits = hits;
         Ok(QueryStats {
             results: n,
             data_blocks_read: Some(p.data_blocks_read),
@@ -316,9 +316,9 @@ impl BenchSystem for StrataSystem {
     fn floor_seconds(&mut self) -> SysResult<Option<f64>> {
         let db = self.db()?.engine();
         let mut blocks = std::collections::BTreeSet::new();
-        for (key, seq) in &self.last_hits {
+        for h in &self.last_hits {
             if let Some(loc) = db
-                .locate_entry(key, *seq)
+                .locate_entry(h.key, h.seq)
                 .map_err(|e| format!("{}: locate a result: {e}", self.name))?
             {
                 blocks.insert(loc);

@@ -132,7 +132,7 @@ fn main() -> Res<()> {
             if parse {
                 let docs = hits
                     .iter()
-                    .filter_map(|h| h.value.as_deref())
+                    .filter_map(|h| h.value)
                     .map(serde_json::from_slice::<serde_json::Value>)
                     .collect::<Result<Vec<_>, _>>()?;
                 std::hint::black_box(docs);

@@ -15,7 +15,7 @@ use strata_lsm::{
 
 use crate::index::strategy::BuildMethod;
 use crate::index::{
-    self, ExtractorFn, Hit, IndexInfo, IndexManager, IndexSpec, IndexValue, Predicate,
+    self, ExtractorFn, Hits, IndexInfo, IndexManager, IndexSpec, IndexValue, Predicate,
     QueryOptions, QueryProfile, QueryView,
 };
 
@@ -653,7 +653,7 @@ impl Db {
     }
 
     /// Records of index `index` satisfying `pred`, newest first.
-    pub fn query(&self, index: &str, pred: &Predicate, opts: QueryOptions) -> Result<Vec<Hit>> {
+    pub fn query(&self, index: &str, pred: &Predicate, opts: QueryOptions) -> Result<Hits> {
         Ok(self.query_profiled(index, pred, opts)?.0)
     }
 
@@ -663,7 +663,7 @@ impl Db {
         index: &str,
         pred: &Predicate,
         opts: QueryOptions,
-    ) -> Result<(Vec<Hit>, QueryProfile)> {
+    ) -> Result<(Hits, QueryProfile)> {
         let (hits, profile, _pinned) = self.query_pinned(index, pred, opts)?;
         Ok((hits, profile))
     }
@@ -678,7 +678,7 @@ impl Db {
         index: &str,
         pred: &Predicate,
         opts: QueryOptions,
-    ) -> Result<(Vec<Hit>, Snapshot)> {
+    ) -> Result<(Hits, Snapshot)> {
         let (hits, _, pinned) = self.query_pinned(index, pred, opts)?;
         Ok((hits, pinned))
     }
@@ -688,7 +688,7 @@ impl Db {
         index: &str,
         pred: &Predicate,
         opts: QueryOptions,
-    ) -> Result<(Vec<Hit>, QueryProfile, Snapshot)> {
+    ) -> Result<(Hits, QueryProfile, Snapshot)> {
         let engine = &self.engine;
         // Pinned first, then the components: every version the snapshot
         // sees is in them, and no compaction drops one until `pinned` goes.
@@ -740,7 +740,7 @@ impl Db {
     }
 
     /// Records whose attribute equals `value`.
-    pub fn lookup(&self, index: &str, value: IndexValue, opts: QueryOptions) -> Result<Vec<Hit>> {
+    pub fn lookup(&self, index: &str, value: IndexValue, opts: QueryOptions) -> Result<Hits> {
         self.query(index, &Predicate::Eq(value), opts)
     }
 
@@ -751,12 +751,12 @@ impl Db {
         lo: IndexValue,
         hi: IndexValue,
         opts: QueryOptions,
-    ) -> Result<Vec<Hit>> {
+    ) -> Result<Hits> {
         self.query(index, &Predicate::Range(lo, hi), opts)
     }
 
     /// Records whose point lies in, or rectangle intersects, `rect`.
-    pub fn within(&self, index: &str, rect: [f64; 4], opts: QueryOptions) -> Result<Vec<Hit>> {
+    pub fn within(&self, index: &str, rect: [f64; 4], opts: QueryOptions) -> Result<Hits> {
         self.query(index, &Predicate::Within(rect), opts)
     }
 
@@ -820,15 +820,15 @@ impl Db {
         };
         let mut seen = std::collections::HashSet::new();
         for h in &hits {
-            seen.insert(h.key.clone());
-            if expected.get(&h.key) != h.value.as_ref() && check.extra.len() < 100 {
+            seen.insert(h.key);
+            if expected.get(h.key).map(Vec::as_slice) != h.value && check.extra.len() < 100 {
                 check
                     .extra
-                    .push(String::from_utf8_lossy(&h.key).into_owned());
+                    .push(String::from_utf8_lossy(h.key).into_owned());
             }
         }
         for k in expected.keys() {
-            if !seen.contains(k) && check.missing.len() < 100 {
+            if !seen.contains(k.as_slice()) && check.missing.len() < 100 {
                 check.missing.push(String::from_utf8_lossy(k).into_owned());
             }
         }

@@ -21,8 +21,9 @@ pub mod load;
 
 pub use db::{Db, Extractors, IndexCheck, DEFAULT_BUILD_SHARE};
 pub use index::{
-    BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo, IndexSpec, IndexState, IndexStats,
-    IndexValue, KeyType, PageCacheStats, Predicate, QueryOptions, QueryProfile, StrategyKind,
+    BuildProgress, Extractor, ExtractorFn, Hit, HitIter, HitRef, Hits, IndexInfo, IndexSpec,
+    IndexState, IndexStats, IndexValue, KeyType, PageCacheStats, Predicate, QueryOptions,
+    QueryProfile, StrategyKind,
 };
 pub use strata_lsm::{
     BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options,

@@ -251,7 +251,8 @@ fn queries_see_one_snapshot_under_concurrent_writes() {
                                     ),
                                     QueryOptions::default().limit(2),
                                 )
-                                .unwrap();
+                                .unwrap()
+                                .into_vec();
                             assert_eq!(top.len(), 2);
                             assert_eq!(top[0].seq, top[1].seq + 1, "{top:?}");
                         }

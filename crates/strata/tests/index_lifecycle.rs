@@ -38,7 +38,8 @@ fn closure_extractor_indexes_non_json_values() {
             .unwrap();
         let hits = db
             .lookup("by_score", IndexValue::I64(3), QueryOptions::default())
-            .unwrap();
+            .unwrap()
+            .into_vec();
         assert_eq!(hits.len(), 30);
         assert!(hits.windows(2).all(|w| w[0].seq > w[1].seq), "newest first");
     }
@@ -274,7 +275,8 @@ fn float_attributes_round_trip_exactly() {
     for (i, x) in xs.iter().enumerate() {
         let hits = db
             .lookup("x", IndexValue::F64(*x), QueryOptions::default())
-            .unwrap();
+            .unwrap()
+            .into_vec();
         assert_eq!(hits.len(), 1, "{x}");
         assert_eq!(hits[0].key, format!("k{i}").into_bytes());
     }

@@ -292,7 +292,7 @@ fn queries_see_one_snapshot_under_concurrent_writes() {
                     let hits = db.query(name, &pred, QueryOptions::default()).unwrap();
                     assert_eq!(hits.len(), 1, "{name}: {hits:?}");
                     let v: serde_json::Value =
-                        serde_json::from_slice(hits[0].value.as_ref().unwrap()).unwrap();
+                        serde_json::from_slice(hits.get(0).unwrap().value.unwrap()).unwrap();
                     assert_eq!(v["s"], "tok");
                     let none = db
                         .query(

@@ -195,7 +195,8 @@ fn check_queries(db: &Db, model: &Model, rng: &mut Rng, step: usize, n: usize, a
         }
         let got: Vec<Hit> = db
             .query(name, &pred, opts)
-            .unwrap_or_else(|e| panic!("step {step}: {name} {pred:?}: {e}"));
+            .unwrap_or_else(|e| panic!("step {step}: {name} {pred:?}: {e}"))
+            .into_vec();
         let got: Vec<(Vec<u8>, Option<Vec<u8>>)> =
             got.into_iter().map(|h| (h.key, h.value)).collect();
         let want = expected(model, path, ty, &pred, opts);

@@ -58,7 +58,8 @@ fn check(db: &Db, model: &BTreeMap<u64, u64>) {
             .collect();
         let all = db
             .lookup("by_u", IndexValue::I64(u as i64), QueryOptions::default())
-            .unwrap();
+            .unwrap()
+            .into_vec();
         let got: BTreeSet<Vec<u8>> = all.iter().map(|h| h.key.clone()).collect();
         assert_eq!(got, want, "u = {u}");
         assert!(all.windows(2).all(|w| w[0].seq > w[1].seq), "newest first");
@@ -68,7 +69,8 @@ fn check(db: &Db, model: &BTreeMap<u64, u64>) {
                 IndexValue::I64(u as i64),
                 QueryOptions::default().limit(5).keys_only(true),
             )
-            .unwrap();
+            .unwrap()
+            .into_vec();
         let n = all.len().min(5);
         assert_eq!(
             top.iter().map(|h| (&h.key, h.seq)).collect::<Vec<_>>(),
@@ -202,7 +204,10 @@ fn queries_stay_consistent_beside_writers() {
         if let Some(l) = limit {
             opts = opts.limit(l);
         }
-        let hits = db.lookup("by_u", IndexValue::I64(u as i64), opts).unwrap();
+        let hits = db
+            .lookup("by_u", IndexValue::I64(u as i64), opts)
+            .unwrap()
+            .into_vec();
         // One snapshot: distinct keys, newest first, each value matching.
         let keys: BTreeSet<&Vec<u8>> = hits.iter().map(|h| &h.key).collect();
         assert_eq!(keys.len(), hits.len());
@@ -255,14 +260,14 @@ fn non_index_only_queries_read_each_record_from_its_one_component() {
         let (three, p3) = db
             .query_profiled("by_u", &pred, QueryOptions::default().parallelism(3))
             .unwrap();
-        let as_tuples = |h: &[strata::Hit]| {
+        let as_tuples = |h: &strata::Hits| {
             h.iter()
-                .map(|h| (h.key.clone(), h.seq, h.value.clone()))
+                .map(|h| (h.key.to_vec(), h.seq, h.value.map(<[u8]>::to_vec)))
                 .collect::<Vec<_>>()
         };
         assert_eq!(as_tuples(&one), as_tuples(&three), "u = {u}");
         for h in &one {
-            assert_eq!(h.value, db.get(&h.key).unwrap());
+            assert_eq!(h.value, db.get(h.key).unwrap().as_deref());
         }
         assert_eq!(p1.components_scanned, one.len() as u64, "u = {u}");
         assert_eq!(p3.components_scanned, one.len() as u64, "u = {u}");

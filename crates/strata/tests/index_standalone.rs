@@ -214,7 +214,8 @@ fn synchronous_strategies_hold_only_live_entries() {
         assert_eq!(s.global_entries, 200, "{strategy}");
         let top = db
             .lookup("u", IndexValue::I64(7), QueryOptions::default().limit(3))
-            .unwrap();
+            .unwrap()
+            .into_vec();
         let keys: Vec<&[u8]> = top.iter().map(|h| h.key.as_slice()).collect();
         assert_eq!(keys, [b"k197", b"k187", b"k177"], "{strategy}");
     }
@@ -343,7 +344,7 @@ fn posting_lazy_merges_fragments_applies_delete_markers_and_stops_early() {
         .query_profiled("u", &user0, QueryOptions::default().limit(10))
         .unwrap();
     let want: Vec<Vec<u8>> = (310..320).rev().map(key).collect();
-    assert_eq!(top.iter().map(|h| h.key.clone()).collect::<Vec<_>>(), want);
+    assert_eq!(top.iter().map(|h| h.key.to_vec()).collect::<Vec<_>>(), want);
     assert_eq!(p_top.candidates, 10, "{p_top:?}");
     let (all, p_all) = db
         .query_profiled("u", &user0, QueryOptions::default())
@@ -358,7 +359,10 @@ fn posting_lazy_merges_fragments_applies_delete_markers_and_stops_early() {
     let (rtop, pr_top) = db
         .query_profiled("u", &users, QueryOptions::default().limit(10))
         .unwrap();
-    assert_eq!(rtop.iter().map(|h| h.key.clone()).collect::<Vec<_>>(), want);
+    assert_eq!(
+        rtop.iter().map(|h| h.key.to_vec()).collect::<Vec<_>>(),
+        want
+    );
     let (rall, pr_all) = db
         .query_profiled("u", &users, QueryOptions::default())
         .unwrap();
@@ -494,7 +498,10 @@ fn posting_lazy_range_top_k_of_few_entries_validates_in_one_batch() {
         )
         .unwrap();
     let want: Vec<Vec<u8>> = [40, 33, 23, 13, 3].into_iter().map(key).collect();
-    assert_eq!(hits.iter().map(|h| h.key.clone()).collect::<Vec<_>>(), want);
+    assert_eq!(
+        hits.iter().map(|h| h.key.to_vec()).collect::<Vec<_>>(),
+        want
+    );
     assert_eq!((p.candidates, p.record_lookups), (5, 1), "{p:?}");
 }
 
@@ -542,7 +549,8 @@ fn posting_lazy_range_top_k_is_exact_when_levels_are_not_in_time_order() {
             let pred = strata::Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi));
             let hits = db
                 .query("u", &pred, QueryOptions::default().limit(10))
-                .unwrap();
+                .unwrap()
+                .into_vec();
             let got: Vec<Vec<u8>> = hits.iter().map(|h| h.key.clone()).collect();
             let want: Vec<Vec<u8>> = want.into_iter().map(|w| w.1).collect();
             assert_eq!(got, want, "round {round}, users {lo}..={hi}");

@@ -84,7 +84,7 @@ use super::strategy::{
     WritePath,
 };
 use super::tables;
-use super::{lock, side, Hit, IndexStats, QueryProfile, QueryView};
+use super::{lock, side, Hits, IndexStats, QueryProfile, QueryView};
 
 /// Default Bloom filter size per distinct value of a block: the paper's
 /// setting (Appendix C.1, Table 8).
@@ -1034,7 +1034,7 @@ impl IndexStrategy for Embedded {
     }
 
     /// Algorithms 5 and 8: memtables, then tables level by level.
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         cx.view.pause();
         let empty = EmbeddedGlobal::default();
         let global = cx.slot_as::<EmbeddedGlobal>().unwrap_or(&empty);
@@ -1062,7 +1062,7 @@ impl IndexStrategy for Embedded {
         profile.stale = s.stale;
         let (hits, min_blocks) = s.acc.finish();
         profile.min_data_blocks = min_blocks;
-        Ok(hits)
+        Ok(hits.into())
     }
 
     fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats) {
@@ -1750,8 +1750,10 @@ mod tests {
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
         let q = |pred: Predicate| {
-            db.query_profiled("by_n", &pred, QueryOptions::default())
-                .unwrap()
+            let (hits, p) = db
+                .query_profiled("by_n", &pred, QueryOptions::default())
+                .unwrap();
+            (hits.into_vec(), p)
         };
         // Outside every zone map: no data block read.
         for pred in [
@@ -1843,7 +1845,7 @@ mod tests {
                     QueryOptions::default(),
                 )
                 .unwrap();
-            let mut keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+            let mut keys: Vec<&[u8]> = hits.iter().map(|h| h.key).collect();
             keys.sort();
             match v {
                 9 => assert_eq!(keys, [b"a"]),
@@ -1936,7 +1938,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(hits.len(), 35);
-        assert!(hits.iter().all(|h| h.key.as_slice() >= b"k0015".as_slice()));
+        assert!(hits.iter().all(|h| h.key >= b"k0015".as_slice()));
         assert_eq!(p.stale, 15, "{p:?}");
         let after = db.indexes();
         let s = |v: &[crate::index::IndexInfo]| {
@@ -1959,7 +1961,7 @@ mod tests {
                 QueryOptions::default().limit(3),
             )
             .unwrap();
-        let keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+        let keys: Vec<&[u8]> = hits.iter().map(|h| h.key).collect();
         assert_eq!(keys, [b"k0009", b"k0008", b"k0007"]);
     }
 }

@@ -108,7 +108,7 @@ use super::strategy::{
 };
 use super::tables::{self, TableMap};
 use super::value::{intersects, IndexValue, KeyType, Predicate};
-use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile};
+use super::{lock, read, write, Hits, IndexStats, OpRef, QueryProfile};
 
 const FORMAT_VERSION: u8 = 1;
 /// Flag: the block holds the table's own zone.
@@ -795,7 +795,7 @@ impl IndexStrategy for Filter {
         BuildMethod::RewriteTables
     }
 
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         cx.view.pause();
         let empty = FilterGlobal::default();
         let global = cx.slot_as::<FilterGlobal>().unwrap_or(&empty);
@@ -830,7 +830,7 @@ impl IndexStrategy for Filter {
         let (hits, min_blocks, components) = s.acc.finish_with_components();
         profile.min_data_blocks = min_blocks;
         profile.components_min = components;
-        Ok(hits)
+        Ok(hits.into())
     }
 
     fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats) {

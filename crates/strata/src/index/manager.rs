@@ -35,7 +35,7 @@ use super::strategy::{
     WritePath,
 };
 use super::{
-    lock, read, tree, value, write, BuildProgress, Extractor, ExtractorFn, Hit, IndexInfo,
+    lock, read, tree, value, write, BuildProgress, Extractor, ExtractorFn, Hit, Hits, IndexInfo,
     IndexSpec, IndexState, IndexStats, OpRef, Predicate, QueryOptions, QueryProfile, QueryView,
     SyncGate, HOOK_NAME, MEMO_BLOCK,
 };
@@ -598,7 +598,7 @@ impl IndexManager {
         opts: QueryOptions,
         view: &QueryView<'_>,
         profile: &mut QueryProfile,
-    ) -> Result<Vec<Hit>> {
+    ) -> Result<Hits> {
         let def = self
             .def(name)
             .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
@@ -646,7 +646,7 @@ impl IndexManager {
         profile: &mut QueryProfile,
         at: SeqNo,
         cursor: Option<Vec<u8>>,
-    ) -> Result<Vec<Hit>> {
+    ) -> Result<Hits> {
         let pinned: Mutex<Option<strata_lsm::Snapshot>> = Mutex::new(None);
         let pin = || {
             let s = (view.pin_latest)();
@@ -710,7 +710,7 @@ impl IndexManager {
         if let Some(k) = opts.limit {
             out.truncate(k);
         }
-        Ok(out)
+        Ok(out.into())
     }
 
     pub fn infos(&self, version: &Version) -> Vec<IndexInfo> {

@@ -43,7 +43,7 @@ use super::strategy::{
     VersionSlot, WritePath,
 };
 use super::value::{IndexValue, KeyType, Predicate};
-use super::{read, write, Hit, IndexStats, OpRef, QueryProfile};
+use super::{read, write, Hit, Hits, IndexStats, OpRef, QueryProfile};
 
 /// One spatial entry: the attribute's rectangle (a point is a degenerate
 /// rectangle) with (primary key, sequence number).
@@ -313,7 +313,7 @@ impl IndexStrategy for Memory {
     /// guard (so they are exactly the matching live records at that
     /// snapshot), newest first, then one batched fetch of the records (or
     /// of the top K) at that snapshot.
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         let (def, view, opts) = (cx.def, cx.view, cx.opts);
         let (snap, mut cands) = cx.pin_with(|| self.index.query(cx.pred));
         let at = snap.sequence();
@@ -367,7 +367,7 @@ impl IndexStrategy for Memory {
                 }
             }
         }
-        Ok(hits)
+        Ok(hits.into())
     }
 
     fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {

@@ -39,6 +39,7 @@ pub(crate) mod entries;
 pub(crate) mod fields;
 pub(crate) mod filter;
 pub(crate) mod fxhash;
+pub(crate) mod hits;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;
@@ -69,6 +70,7 @@ use strata_lsm::key::SeqNo;
 use strata_lsm::memtable::{MemGet, MemTable};
 use strata_lsm::version::Version;
 
+pub use hits::{HitIter, HitRef, Hits};
 pub(crate) use manager::IndexDef;
 pub(crate) use manager::IndexManager;
 pub use strategy::StrategyKind;

@@ -49,7 +49,9 @@ use super::sidefile::SideFiles;
 use super::stored::StoredValues;
 use super::tree::IndexTree;
 use super::value::{IndexValue, KeyType, Predicate};
-use super::{Hit, IndexSpec, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView, SyncGate};
+use super::{
+    Hit, Hits, IndexSpec, IndexStats, OpRef, QueryOptions, QueryProfile, QueryView, SyncGate,
+};
 
 /// Every strategy, by the name [`IndexSpec::strategy`] takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -382,7 +384,7 @@ pub(crate) trait IndexStrategy: Send + Sync {
     // ---- queries and statistics ---------------------------------------------
 
     /// Answers one query (see `index` for the result contract).
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>>;
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits>;
 
     /// Fills the strategy's fields of `s` (entries, sizes, validations);
     /// `slot` is its state in the current version.
@@ -735,10 +737,15 @@ macro_rules! tree_strategy_methods {
             strategy::compact_trees(&self.trees())
         }
 
-        fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+        fn query(
+            &self,
+            cx: &QueryCx<'_>,
+            profile: &mut QueryProfile,
+        ) -> Result<crate::index::Hits> {
             strategy::query_trees(cx, &self.trees(), profile, |pinned, q, profile| {
                 self.query_pinned(pinned, q, profile)
             })
+            .map(crate::index::Hits::from)
         }
     };
 }

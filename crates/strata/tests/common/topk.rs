@@ -50,6 +50,7 @@ pub fn query(db: &Db, lo: i64, hi: i64, k: Option<usize>) -> (Vec<Vec<u8>>, stra
         o = o.limit(k);
     }
     let (hits, p) = db.query_profiled("by_u", &pred, o).unwrap();
+    let hits = hits.into_vec();
     for w in hits.windows(2) {
         assert!(w[0].seq > w[1].seq, "newest first");
     }

@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::index::fxhash::FastMap;
+use crate::index::hits::{PackBuf, Row};
 use crate::index::memo::Validity;
 use crate::index::strategy::{
     BuildMethod, IndexStrategy, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
@@ -33,7 +34,7 @@ use crate::index::strategy::{
 };
 use crate::index::tables;
 use crate::index::value::{IndexValue, KeyType};
-use crate::index::{lock, read, side, Hit, IndexStats, QueryProfile};
+use crate::index::{lock, read, side, Hits, IndexStats, QueryProfile};
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::{InstallEvent, TableContext};
@@ -106,15 +107,18 @@ fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Resu
     }
 }
 
-/// A valid result: the hit and the (table, block offset) it was read from.
-type Found = (Hit, Option<(u64, u64)>);
+/// A valid result: its packed key and value, and the (table, block offset)
+/// it was read from.
+type Found = (Row, Option<(u64, u64)>);
 
 /// The results of one query. Validation is exact (a candidate is valid only
 /// if it is its key's newest version at the snapshot), so each key is
 /// found at most once and no per-key map is needed; `finish` still
-/// removes duplicates defensively.
+/// removes duplicates defensively. Keys and values are copied into one
+/// buffer (`PackBuf`), not two allocations per result.
 struct Acc {
     limit: Option<usize>,
+    bytes: PackBuf,
     found: Vec<Found>,
     /// The `limit` highest sequence numbers found (min-heap).
     top: BinaryHeap<Reverse<SeqNo>>,
@@ -122,23 +126,26 @@ struct Acc {
 
 impl Acc {
     fn new(limit: Option<usize>) -> Acc {
+        // Sized for a small answer: growing from empty one doubling at a
+        // time was 2.5% of an equality query's instructions.
+        let rows = limit.unwrap_or(32).min(1024);
         Acc {
             limit,
-            // Sized for a small answer: growing from empty one doubling at
-            // a time was 2.5% of an equality query's instructions.
-            found: Vec::with_capacity(limit.unwrap_or(32).min(1024)),
+            bytes: PackBuf::with_capacity(rows * 256),
+            found: Vec::with_capacity(rows),
             top: BinaryHeap::with_capacity(limit.map_or(0, |k| k.min(1024) + 1)),
         }
     }
 
-    fn push(&mut self, hit: Hit, block: Option<(u64, u64)>) {
+    fn push(&mut self, key: &[u8], value: Option<&[u8]>, seq: SeqNo, block: Option<(u64, u64)>) {
         if let Some(k) = self.limit {
-            self.top.push(Reverse(hit.seq));
+            self.top.push(Reverse(seq));
             if self.top.len() > k {
                 self.top.pop();
             }
         }
-        self.found.push((hit, block));
+        let row = self.bytes.push(key, value, seq);
+        self.found.push((row, block));
     }
 
     /// True if `limit` results newer than `seq` are known.
@@ -152,7 +159,7 @@ impl Acc {
 
     /// The hits, newest first, and the number of distinct data blocks
     /// holding them.
-    fn finish(mut self) -> (Vec<Hit>, u64) {
+    fn finish(mut self) -> (Hits, u64) {
         // A small answer (every top-K, most equality queries) is sorted in
         // place: no further vectors.
         if self.found.len() <= 64 {
@@ -171,14 +178,14 @@ impl Acc {
             let blocks = blocks.get_mut(..n).unwrap_or_default();
             blocks.sort_unstable();
             let distinct = blocks.chunk_by(|a, b| a == b).count() as u64;
-            return (self.found.into_iter().map(|(h, _)| h).collect(), distinct);
+            let rows = self.found.iter().map(|(r, _)| *r).collect();
+            return (self.bytes.into_hits(rows), distinct);
         }
         // Every version of every key has its own sequence number, and
         // validation passes at most one version of a key (the newest at
         // the snapshot), so sorting by sequence number alone orders the
         // hits; an entry reached twice (overlapping global slices) is
-        // adjacent to itself. The sort moves (seq, position) pairs, not the
-        // 80-byte hits.
+        // adjacent to itself. The sort moves (seq, position) pairs.
         let mut ranked: Vec<(SeqNo, u32)> = self
             .found
             .iter()
@@ -208,20 +215,19 @@ impl Acc {
             }
             Some(_) => None,
         };
-        let mut slots: Vec<Option<Found>> = self.found.into_iter().map(Some).collect();
-        let mut hits = Vec::with_capacity(ranked.len());
+        let mut rows = Vec::with_capacity(ranked.len());
         let mut blocks: Vec<(u64, u64)> = Vec::new();
         for (_, i) in ranked {
-            if let Some((hit, block)) = slots.get_mut(i as usize).and_then(Option::take) {
-                hits.push(hit);
+            if let Some((row, block)) = self.found.get(i as usize) {
+                rows.push(*row);
                 if runs.is_none() {
-                    blocks.extend(block);
+                    blocks.extend(*block);
                 }
             }
         }
         debug_assert!(
             {
-                let mut keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+                let mut keys: Vec<&[u8]> = rows.iter().map(|r| self.bytes.key(r)).collect();
                 keys.sort_unstable();
                 keys.windows(2).all(|w| w.first() != w.get(1))
             },
@@ -232,7 +238,7 @@ impl Acc {
             blocks.dedup();
             blocks.len() as u64
         });
-        (hits, distinct)
+        (self.bytes.into_hits(rows), distinct)
     }
 }
 
@@ -301,12 +307,8 @@ impl TableScan<'_> {
             if kind != ValueKind::Value || seq > self.snapshot || !validate(key, seq)? {
                 return Ok(());
             }
-            let hit = Hit {
-                key: key.to_vec(),
-                value: (!self.keys_only).then(|| value.to_vec()),
-                seq,
-            };
-            acc.push(hit, Some((file, h.offset)));
+            let value = (!self.keys_only).then_some(value);
+            acc.push(key, value, seq, Some((file, h.offset)));
             Ok(())
         })
     }
@@ -503,8 +505,8 @@ fn scan_uncovered(
             if !validate(&key, seq)? {
                 continue;
             }
-            let value = (!keys_only).then_some(value);
-            acc.push(Hit { key, value, seq }, Some((t.file_number(), h.offset)));
+            let value = (!keys_only).then_some(value.as_slice());
+            acc.push(&key, value, seq, Some((t.file_number(), h.offset)));
         }
     }
     Ok(())
@@ -812,7 +814,7 @@ impl IndexStrategy for Next {
     /// documentation for the order and the top-K stop); candidates
     /// validated with the update memo (an exact lookup in the query's view
     /// only for keys written after its snapshot).
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         let (def, view, pred, opts) = (cx.def, cx.view, cx.pred, cx.opts);
         view.pause();
         let snapshot = view.snapshot;
@@ -876,7 +878,7 @@ impl IndexStrategy for Next {
                     _ => continue,
                 }
             };
-            acc.push(Hit { key, value, seq }, None);
+            acc.push(&key, value.as_deref(), seq, None);
         }
 
         let empty = NextGlobal::default();

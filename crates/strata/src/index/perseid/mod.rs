@@ -85,7 +85,7 @@ use super::strategy::{
 };
 use super::tree::{self as sortkeys, PrimaryHandle};
 use super::value::{IndexValue, KeyType};
-use super::{lock, read, write, Hit, IndexStats, OpRef, QueryProfile, SyncGate};
+use super::{lock, read, write, Hit, Hits, IndexStats, OpRef, QueryProfile, SyncGate};
 
 use file::{Commit, GroupWriter, PageReader, Rec, Store};
 use pkey::{Entry, Loc, PsTree};
@@ -519,7 +519,7 @@ impl IndexStrategy for Perseid {
     /// key, validated by the volatile table (a point lookup in the primary
     /// when it reports a write newer than the snapshot), then the records
     /// of the first `limit` valid ones fetched at that snapshot.
-    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Vec<Hit>> {
+    fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         let (def, view, opts) = (cx.def, cx.view, cx.opts);
         let (snap, ()) = cx.pin_with(|| ());
         let at = snap.sequence();
@@ -636,7 +636,7 @@ impl IndexStrategy for Perseid {
                 }
             }
         }
-        Ok(hits)
+        Ok(hits.into())
     }
 
     fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
