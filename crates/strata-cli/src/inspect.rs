@@ -82,6 +82,9 @@ fn meta_holds(name: &str) -> String {
                 "NEXT value filter of index {id}: Bloom filter over the table's distinct values"
             )
         }
+        (Some("next"), Some(id), Some("cells"), None) => {
+            format!("NEXT cells of index {id}: occupied cells of each spatial slice's 8x8 grid")
+        }
         (Some("next"), Some(id), Some(n), None) => {
             format!("NEXT secondary index block {n} of index {id}: attribute values -> data blocks")
         }

@@ -579,6 +579,19 @@ impl Next {
         let t = self.tables.get(f.number, f.file_size)?;
         let dir = table::dir_block_name(self.id);
         let vf = table::filter_block_name(self.id);
+        let cells_name = table::cells_block_name(self.id);
+        let cells = |bytes: Option<&Vec<u8>>, ti: &TableIndex| -> Result<Option<Vec<u64>>> {
+            bytes
+                .map(|b| {
+                    table::decode_cells(b, ti.entries.len()).map_err(|e| {
+                        Error::corruption(format!(
+                            "index {:?} in table {}: {e}",
+                            self.name, f.number
+                        ))
+                    })
+                })
+                .transpose()
+        };
         let filter = |bytes: Option<Vec<u8>>| -> Result<Option<BloomFilter>> {
             bytes
                 .map(|b| {
@@ -596,8 +609,11 @@ impl Next {
             let vf_bytes = t.meta_block(&vf)?;
             let vf_len = vf_bytes.as_ref().map_or(0, |b| b.len() as u64);
             ti.filter = filter(vf_bytes)?;
+            let cells_bytes = t.meta_block(&cells_name)?;
+            ti.cells = cells(cells_bytes.as_ref(), &ti)?;
             ti.disk_bytes = bytes.len() as u64
                 + vf_len
+                + cells_bytes.as_ref().map_or(0, |b| b.len() as u64)
                 + (0..ti.sec_blocks)
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();
@@ -614,6 +630,7 @@ impl Next {
         })?;
         let mut ti = table::decode_dir(&bytes, self.ty)?;
         ti.filter = filter(side.block(&vf)?)?;
+        ti.cells = cells(side.block(&cells_name)?.as_ref(), &ti)?;
         ti.disk_bytes = side.size();
         ti.side = Some(side);
         Ok(Some(ti))

@@ -237,6 +237,12 @@ pub struct TableIndex {
     /// secondary block. `None`: not written (spatial types, `filter_bits
     /// = 0`, tables written before filters existed): no skipping.
     pub filter: Option<BloomFilter>,
+    /// Spatial types: each global entry's occupied cells (`next.<id>.cells`,
+    /// see [`cell_mask`]), in entry order, so that a window intersecting a
+    /// slice's envelope but none of its occupied cells skips the slice's
+    /// secondary block. `None`: not written (scalar types, tables written
+    /// before cells existed): the envelopes alone decide.
+    pub cells: Option<Vec<u64>>,
 }
 
 impl std::fmt::Debug for TableIndex {
@@ -281,6 +287,7 @@ impl TableIndex {
             sec_ids: std::sync::OnceLock::new(),
             rtree,
             filter: None,
+            cells: None,
         }
     }
 
@@ -340,6 +347,18 @@ impl TableIndex {
                 .locate_in_envelope_intersecting(&aabb)
                 .map(|g| g.data as usize)
                 .collect();
+            if let Some(cells) = &self.cells {
+                v.retain(|&i| match (self.entries.get(i), cells.get(i)) {
+                    (
+                        Some(GlobalEntry {
+                            env: Envelope::Rect(r),
+                            ..
+                        }),
+                        Some(&c),
+                    ) => c & cell_mask(r, &w) != 0,
+                    _ => true,
+                });
+            }
             v.sort_unstable();
             return v;
         }
@@ -384,7 +403,9 @@ impl TableIndex {
             0
         };
         let filter = self.filter.as_ref().map_or(0, BloomFilter::size);
+        let cells = self.cells.as_ref().map_or(0, |c| c.len() * 8);
         std::mem::size_of::<Self>()
+            + cells
             + self.entries.len() * 24
             + env
             + tree
@@ -411,6 +432,11 @@ fn sec_block_number(rest: &str) -> Option<u32> {
 /// The name of index `index_id`'s value filter block in a table.
 pub fn filter_block_name(index_id: u32) -> String {
     format!("next.{index_id}.vf")
+}
+
+/// The name of index `index_id`'s cell block in a table (spatial types).
+pub fn cells_block_name(index_id: u32) -> String {
+    format!("next.{index_id}.cells")
 }
 
 pub fn dir_block_name(index_id: u32) -> String {
@@ -1077,6 +1103,9 @@ pub fn build_encoded(
     let mut block: Vec<usize> = Vec::new();
     let mut block_bytes = 0usize;
     let mut block_no: u32 = 0;
+    // Position in `order` of each secondary block's first entry: block
+    // `b`'s entry `j` is `order[bases[b] + j]`.
+    let mut bases: Vec<usize> = vec![0];
     // Current global entry: (start, envelope, last gap coordinate, max
     // seq, last encoded value). A scalar envelope's upper bound is the
     // last value, copied when the entry closes.
@@ -1145,6 +1174,7 @@ pub fn build_encoded(
                 sec_block_name(index_id, block_no),
                 encode_sec_block(ty, arena, &items, &block),
             ));
+            bases.push(bases.last().copied().unwrap_or(0) + block.len());
             block.clear();
             block_bytes = 0;
             block_no += 1;
@@ -1158,7 +1188,29 @@ pub fn build_encoded(
         ));
         block_no += 1;
     }
+    let cells = ty.is_spatial().then(|| {
+        entries
+            .iter()
+            .map(|e| {
+                let Envelope::Rect(r) = &e.env else {
+                    return u64::MAX;
+                };
+                let base = bases.get(e.sec_block as usize).copied().unwrap_or(0);
+                let members = order
+                    .get(base + e.start as usize..base + e.end as usize)
+                    .unwrap_or_default();
+                members
+                    .iter()
+                    .filter_map(|&i| items.get(i).and_then(mbr_of))
+                    .fold(0, |acc, m| acc | cell_mask(r, &m))
+            })
+            .collect::<Vec<u64>>()
+    });
     let mut index = TableIndex::new(ty, handles, entries, block_no);
+    if let Some(cells) = cells {
+        blocks.push((cells_block_name(index_id), encode_cells(&cells)));
+        index.cells = Some(cells);
+    }
     // The value filter: each distinct value once (scalars are in value
     // order, so equal encodings are adjacent).
     if filter_bits > 0 && !ty.is_spatial() && n > 0 {
@@ -1177,6 +1229,88 @@ pub fn build_encoded(
     }
     blocks.push((dir_block_name(index_id), encode_dir(&index)));
     Built { blocks, index }
+}
+
+/// Cells per side of a slice's grid ([`cell_mask`]).
+const CELL_GRID: u32 = 8;
+/// Version byte of the cell block.
+const CELLS_VERSION: u8 = 1;
+
+/// The column (or row) of coordinate `v` in the grid of `CELL_GRID` equal
+/// parts of `[lo, hi]`: non-decreasing in `v` (each floating-point step
+/// is), so a value between two others lies in a cell between theirs; a
+/// degenerate span is one cell.
+fn cell_of(lo: f64, hi: f64, v: f64) -> u32 {
+    let span = hi - lo;
+    if span.is_nan() || span <= 0.0 {
+        return 0;
+    }
+    let c = ((v - lo) / span * f64::from(CELL_GRID)).floor();
+    if c >= f64::from(CELL_GRID - 1) {
+        CELL_GRID - 1
+    } else if c > 0.0 {
+        c as u32
+    } else {
+        0
+    }
+}
+
+/// The cells of the 8 × 8 grid over envelope `r` that rectangle `m`
+/// touches, one bit each (row-major): 0 if `m` misses `r`; every cell if a
+/// corner of `m` is NaN (nothing ruled out). A slice's mask is the union
+/// of its entries' masks; a window whose mask shares no bit with it holds
+/// none of the slice's points (a point of the window lies in a cell of
+/// both, by `cell_of`'s monotonicity) and intersects none of its
+/// rectangles.
+pub(crate) fn cell_mask(r: &[f64; 4], m: &[f64; 4]) -> u64 {
+    if m.iter().any(|c| c.is_nan()) {
+        return u64::MAX;
+    }
+    let (x0, y0, x1, y1) = (
+        m[0].max(r[0]),
+        m[1].max(r[1]),
+        m[2].min(r[2]),
+        m[3].min(r[3]),
+    );
+    if x0 > x1 || y0 > y1 {
+        return 0;
+    }
+    let (c0, c1) = (cell_of(r[0], r[2], x0), cell_of(r[0], r[2], x1));
+    let (r0, r1) = (cell_of(r[1], r[3], y0), cell_of(r[1], r[3], y1));
+    // Columns c0..=c1 of one row, then rows r0..=r1.
+    let row = ((1u64 << (c1 - c0 + 1)) - 1) << c0;
+    (r0..=r1).fold(0, |acc, y| acc | row << (y * CELL_GRID))
+}
+
+fn encode_cells(cells: &[u64]) -> Vec<u8> {
+    let mut out = vec![CELLS_VERSION];
+    put_varint64(&mut out, cells.len() as u64);
+    for c in cells {
+        out.extend_from_slice(&c.to_le_bytes());
+    }
+    out
+}
+
+/// Decodes a cell block of a table with `entries` global entries.
+pub fn decode_cells(src: &[u8], entries: usize) -> Result<Vec<u64>> {
+    let bad = |what: &str| Error::corruption(format!("bad NEXT cell block: {what}"));
+    let (&version, mut rest) = src.split_first().ok_or_else(|| bad("empty"))?;
+    if version != CELLS_VERSION {
+        return Err(bad(&format!(
+            "unknown version {version} (this build reads {CELLS_VERSION})"
+        )));
+    }
+    let n = get_varint64(&mut rest).ok_or_else(|| bad("truncated"))?;
+    if n != entries as u64 || rest.len() as u64 != n * 8 {
+        return Err(bad(&format!(
+            "{n} masks in {} bytes for {entries} global entries",
+            rest.len()
+        )));
+    }
+    Ok(rest
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8])))
+        .collect())
 }
 
 fn encode_dir(t: &TableIndex) -> Vec<u8> {
@@ -1749,6 +1883,102 @@ mod tests {
             met_capped < met_uncapped,
             "small windows meet fewer blocks: {met_capped} vs {met_uncapped}"
         );
+    }
+
+    #[test]
+    fn spatial_cells_skip_slices_without_a_match_and_never_a_match() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for ty in [KeyType::Point, KeyType::Rect] {
+            // Clusters far apart, so that slices along the curve jump
+            // between them and their envelopes cover empty space.
+            let pairs: Vec<Pair> = (0..3000u32)
+                .map(|i| {
+                    let r = next();
+                    let c = (r % 7) as f64;
+                    let t = ((r >> 8) % 10_000) as f64 / 1000.0;
+                    let d = ((r >> 24) % 100) as f64 / 1000.0;
+                    // Roads: points along diagonal segments, so that a
+                    // slice's envelope is mostly empty.
+                    let (px, py) = (c * 13.0 - 40.0 + t, (c * 7.0) % 20.0 - 10.0 + t + d);
+                    let v = match ty {
+                        KeyType::Point => IndexValue::Point([px, py]),
+                        _ => {
+                            let w = ((r >> 40) % 100) as f64 / 400.0;
+                            IndexValue::Rect([px, py, px + w, py + w / 2.0])
+                        }
+                    };
+                    (v, (i / 8, i % 8), u64::from(i) + 1)
+                })
+                .collect();
+            let with = build_shaped(3, ty, &Shape::default(), handles(400), &pairs);
+            assert_eq!(
+                with.blocks
+                    .iter()
+                    .filter(|(n, _)| *n == cells_block_name(3))
+                    .count(),
+                1
+            );
+            let mut without = build_shaped(3, ty, &Shape::default(), handles(400), &pairs);
+            without.index.cells = None;
+            let met =
+                |t: &TableIndex, pred: &Predicate| t.matching_entries(&Probe::new(pred, ty)).len();
+            let (mut met_with, mut met_without) = (0, 0);
+            for k in 0..400u32 {
+                let r = next();
+                let size = [0.0, 0.01, 0.1, 0.3, 30.0][(k % 5) as usize];
+                // Near a value, off the road.
+                let near = match pairs.get((r % 3000) as usize).map(|p| &p.0) {
+                    Some(IndexValue::Point(p)) => [p[0], p[1]],
+                    Some(IndexValue::Rect(q)) => [q[0], q[1]],
+                    _ => [0.0, 0.0],
+                };
+                let off = ((r >> 20) % 200) as f64 / 100.0 - 1.0;
+                let (x0, y0) = (near[0] + off, near[1] - off / 2.0);
+                let pred = if k % 97 == 0 {
+                    Predicate::Within([f64::NEG_INFINITY, -1.0, f64::INFINITY, 1.0])
+                } else {
+                    Predicate::Within([x0, y0, x0 + size, y0 + size])
+                };
+                let want = brute(&pairs, &pred);
+                assert_eq!(search(&with, &with.index, &pred), want, "{ty:?} {pred:?}");
+                assert_eq!(search(&without, &without.index, &pred), want);
+                let (a, b) = (met(&with.index, &pred), met(&without.index, &pred));
+                assert!(a <= b);
+                met_with += a;
+                met_without += b;
+            }
+            assert!(
+                met_with < met_without,
+                "{ty:?}: cells skip slices: {met_with} vs {met_without}"
+            );
+        }
+    }
+
+    #[test]
+    fn cell_masks_cover_what_they_touch() {
+        let r = [0.0, 0.0, 8.0, 8.0];
+        assert_eq!(cell_mask(&r, &[0.5, 0.5, 0.5, 0.5]), 1);
+        assert_eq!(cell_mask(&r, &[7.5, 7.5, 9.0, 9.0]), 1 << 63);
+        assert_eq!(cell_mask(&r, &[9.0, 0.0, 10.0, 8.0]), 0);
+        assert_eq!(cell_mask(&r, &[-1.0, -1.0, 100.0, 100.0]), u64::MAX);
+        assert_eq!(cell_mask(&r, &[1.5, 0.0, 2.5, 0.5]), 0b110);
+        assert_eq!(cell_mask(&r, &[f64::NAN, 0.0, 1.0, 1.0]), u64::MAX);
+        // A degenerate envelope is one cell per axis.
+        let line = [1.0, 0.0, 1.0, 8.0];
+        assert_eq!(cell_mask(&line, &[0.0, 0.0, 2.0, 0.5]), 1);
+        assert_eq!(cell_mask(&line, &[0.0, 7.9, 2.0, 9.0]), 1 << 56);
+        let cells = vec![0, 1, u64::MAX];
+        assert_eq!(decode_cells(&encode_cells(&cells), 3).unwrap(), cells);
+        assert!(decode_cells(&encode_cells(&cells), 2).is_err());
+        let mut bad = encode_cells(&cells);
+        bad.pop();
+        assert!(decode_cells(&bad, 3).is_err());
     }
 
     #[test]
