@@ -1627,6 +1627,39 @@ mod tests {
         ] {
             assert_eq!(search(&b, &t, &pred), brute(&pairs, &pred), "{pred:?}");
         }
+        // Values sharing their first 8 bytes over many global entries.
+        let pairs: Vec<Pair> = (0..6000u32)
+            .map(|i| {
+                let v = if i % 3 == 0 {
+                    format!("long-shared-{:05}", (i * 7919) % 4001)
+                } else {
+                    format!("lo{:04}", (i * 31) % 997)
+                };
+                (IndexValue::Str(v), (i / 50, i % 50), u64::from(i) + 1)
+            })
+            .collect();
+        let b = build(1, KeyType::String, Delta::Auto, handles(120), pairs.clone());
+        assert!(b.index.entries.len() > 20, "{}", b.index.entries.len());
+        for pred in [
+            Predicate::Eq(IndexValue::Str("long-shared-00007".into())),
+            Predicate::Eq(IndexValue::Str("long-shared-03999".into())),
+            Predicate::Eq(IndexValue::Str("long-shared".into())),
+            Predicate::Eq(IndexValue::Str("lo0100".into())),
+            Predicate::Range(
+                IndexValue::Str("long-shared-01000".into()),
+                IndexValue::Str("long-shared-01100".into()),
+            ),
+            Predicate::Range(
+                IndexValue::Str("lo".into()),
+                IndexValue::Str("long-shared-0".into()),
+            ),
+        ] {
+            assert_eq!(
+                search(&b, &b.index, &pred),
+                brute(&pairs, &pred),
+                "{pred:?}"
+            );
+        }
         // −0 and +0 are equal numbers: equality on zero finds both.
         let pairs: Vec<Pair> = [-1.0, -0.0, 0.0, 0.0, 2.5]
             .iter()
