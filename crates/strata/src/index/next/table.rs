@@ -27,8 +27,8 @@ use rstar::{RTree, AABB};
 
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{
-    decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_length_prefixed,
-    put_varint64, varint_len,
+    decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_fixed64,
+    put_length_prefixed, put_varint64, varint_len,
 };
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
@@ -1285,8 +1285,8 @@ pub(crate) fn cell_mask(r: &[f64; 4], m: &[f64; 4]) -> u64 {
 fn encode_cells(cells: &[u64]) -> Vec<u8> {
     let mut out = vec![CELLS_VERSION];
     put_varint64(&mut out, cells.len() as u64);
-    for c in cells {
-        out.extend_from_slice(&c.to_le_bytes());
+    for &c in cells {
+        put_fixed64(&mut out, c);
     }
     out
 }
@@ -1307,10 +1307,8 @@ pub fn decode_cells(src: &[u8], entries: usize) -> Result<Vec<u64>> {
             rest.len()
         )));
     }
-    Ok(rest
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8])))
-        .collect())
+    // Exactly `n` chunks of 8 bytes (checked above).
+    Ok(rest.chunks_exact(8).filter_map(decode_fixed64).collect())
 }
 
 fn encode_dir(t: &TableIndex) -> Vec<u8> {
@@ -1516,6 +1514,16 @@ mod tests {
         assert!(Probe::new(&pred, KeyType::Rect)
             .matches_encoded(&[0; 16])
             .is_err());
+    }
+
+    /// A deterministic xorshift64 stream from `seed` (not 0).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
     }
 
     fn handles(n: u64) -> Vec<BlockHandle> {
@@ -1860,13 +1868,7 @@ mod tests {
     /// answers do not change, and the small windows meet fewer slices.
     #[test]
     fn spatial_slices_hold_at_most_their_cap() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let pairs: Vec<Pair> = (0..4000u32)
             .map(|i| {
                 let r = next();
@@ -1920,13 +1922,7 @@ mod tests {
 
     #[test]
     fn spatial_cells_skip_slices_without_a_match_and_never_a_match() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for ty in [KeyType::Point, KeyType::Rect] {
             // Clusters far apart, so that slices along the curve jump
             // between them and their envelopes cover empty space.
@@ -2053,13 +2049,7 @@ mod tests {
 
     #[test]
     fn fixed_width_order_is_the_general_order() {
-        let mut x: u64 = 88172645463325252;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(88172645463325252);
         for spatial in [false, true] {
             let mut arena = Vec::new();
             let mut items: Vec<Encoded> = Vec::new();
@@ -2139,13 +2129,7 @@ mod tests {
 
     #[test]
     fn radix_order_is_a_stable_sort() {
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def1);
         for (n, mask) in [
             (0usize, u64::MAX),
             (1, u64::MAX),
