@@ -83,7 +83,7 @@ fn meta_holds(name: &str) -> String {
             )
         }
         (Some("next"), Some(id), Some("cells"), None) => {
-            format!("NEXT cells of index {id}: occupied cells of each spatial slice's 8x8 grid")
+            format!("NEXT cells of index {id}: occupied cells of each spatial slice's 16x16 grid")
         }
         (Some("next"), Some(id), Some(n), None) => {
             format!("NEXT secondary index block {n} of index {id}: attribute values -> data blocks")

@@ -580,18 +580,19 @@ impl Next {
         let dir = table::dir_block_name(self.id);
         let vf = table::filter_block_name(self.id);
         let cells_name = table::cells_block_name(self.id);
-        let cells = |bytes: Option<&Vec<u8>>, ti: &TableIndex| -> Result<Option<Vec<u64>>> {
-            bytes
-                .map(|b| {
-                    table::decode_cells(b, ti.entries.len()).map_err(|e| {
-                        Error::corruption(format!(
-                            "index {:?} in table {}: {e}",
-                            self.name, f.number
-                        ))
+        let cells =
+            |bytes: Option<&Vec<u8>>, ti: &TableIndex| -> Result<Option<Vec<table::CellMask>>> {
+                bytes
+                    .map(|b| {
+                        table::decode_cells(b, ti.entries.len()).map_err(|e| {
+                            Error::corruption(format!(
+                                "index {:?} in table {}: {e}",
+                                self.name, f.number
+                            ))
+                        })
                     })
-                })
-                .transpose()
-        };
+                    .transpose()
+            };
         let filter = |bytes: Option<Vec<u8>>| -> Result<Option<BloomFilter>> {
             bytes
                 .map(|b| {
