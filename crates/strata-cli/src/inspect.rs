@@ -82,8 +82,11 @@ fn meta_holds(name: &str) -> String {
                 "NEXT value filter of index {id}: Bloom filter over the table's distinct values"
             )
         }
+        (Some("next"), Some(id), Some("sketch"), None) => {
+            format!("NEXT sketch of index {id}: each spatial slice's entries on a 256x256 grid")
+        }
         (Some("next"), Some(id), Some("cells"), None) => {
-            format!("NEXT cells of index {id}: occupied cells of each spatial slice's 16x16 grid")
+            format!("NEXT cells of index {id} (written on 2026-11-27 only; ignored since)")
         }
         (Some("next"), Some(id), Some(n), None) => {
             format!("NEXT secondary index block {n} of index {id}: attribute values -> data blocks")

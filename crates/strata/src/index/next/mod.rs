@@ -18,6 +18,7 @@
 //! blocks when nothing is stale.
 
 mod order;
+pub mod sketch;
 pub mod table;
 
 use std::cmp::Reverse;
@@ -35,6 +36,7 @@ use crate::index::strategy::{
 use crate::index::tables;
 use crate::index::value::{IndexValue, KeyType};
 use crate::index::{lock, read, side, Hits, IndexStats, QueryProfile};
+use sketch::Sketch;
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::{InstallEvent, TableContext};
@@ -579,20 +581,19 @@ impl Next {
         let t = self.tables.get(f.number, f.file_size)?;
         let dir = table::dir_block_name(self.id);
         let vf = table::filter_block_name(self.id);
-        let cells_name = table::cells_block_name(self.id);
-        let cells =
-            |bytes: Option<&Vec<u8>>, ti: &TableIndex| -> Result<Option<Vec<table::CellMask>>> {
-                bytes
-                    .map(|b| {
-                        table::decode_cells(b, ti.entries.len()).map_err(|e| {
-                            Error::corruption(format!(
-                                "index {:?} in table {}: {e}",
-                                self.name, f.number
-                            ))
-                        })
+        let sketch_name = table::sketch_block_name(self.id);
+        let sketch = |bytes: Option<&Vec<u8>>, ti: &TableIndex| -> Result<Option<Sketch>> {
+            bytes
+                .map(|b| {
+                    Sketch::decode(b, &ti.entries).map_err(|e| {
+                        Error::corruption(format!(
+                            "index {:?} in table {}: {e}",
+                            self.name, f.number
+                        ))
                     })
-                    .transpose()
-            };
+                })
+                .transpose()
+        };
         let filter = |bytes: Option<Vec<u8>>| -> Result<Option<BloomFilter>> {
             bytes
                 .map(|b| {
@@ -610,11 +611,11 @@ impl Next {
             let vf_bytes = t.meta_block(&vf)?;
             let vf_len = vf_bytes.as_ref().map_or(0, |b| b.len() as u64);
             ti.filter = filter(vf_bytes)?;
-            let cells_bytes = t.meta_block(&cells_name)?;
-            ti.cells = cells(cells_bytes.as_ref(), &ti)?;
+            let sketch_bytes = t.meta_block(&sketch_name)?;
+            ti.sketch = sketch(sketch_bytes.as_ref(), &ti)?;
             ti.disk_bytes = bytes.len() as u64
                 + vf_len
-                + cells_bytes.as_ref().map_or(0, |b| b.len() as u64)
+                + sketch_bytes.as_ref().map_or(0, |b| b.len() as u64)
                 + (0..ti.sec_blocks)
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();
@@ -631,7 +632,7 @@ impl Next {
         })?;
         let mut ti = table::decode_dir(&bytes, self.ty)?;
         ti.filter = filter(side.block(&vf)?)?;
-        ti.cells = cells(side.block(&cells_name)?.as_ref(), &ti)?;
+        ti.sketch = sketch(side.block(&sketch_name)?.as_ref(), &ti)?;
         ti.disk_bytes = side.size();
         ti.side = Some(side);
         Ok(Some(ti))

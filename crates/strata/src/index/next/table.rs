@@ -25,10 +25,11 @@
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, AABB};
 
+use super::sketch::Sketch;
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{
-    decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_fixed64,
-    put_length_prefixed, put_varint64, varint_len,
+    decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_length_prefixed,
+    put_varint64, varint_len,
 };
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
@@ -237,12 +238,12 @@ pub struct TableIndex {
     /// secondary block. `None`: not written (spatial types, `filter_bits
     /// = 0`, tables written before filters existed): no skipping.
     pub filter: Option<BloomFilter>,
-    /// Spatial types: each global entry's occupied cells (`next.<id>.cells`,
-    /// see [`cell_mask`]), in entry order, so that a window intersecting a
-    /// slice's envelope but none of its occupied cells skips the slice's
+    /// Spatial types: each slice's entries quantized over its envelope
+    /// (`next.<id>.sketch`, [`Sketch`]), so that a window intersecting a
+    /// slice's envelope but none of its entries skips the slice's
     /// secondary block. `None`: not written (scalar types, tables written
-    /// before cells existed): the envelopes alone decide.
-    pub cells: Option<Vec<CellMask>>,
+    /// before sketches existed): the envelopes alone decide.
+    pub sketch: Option<Sketch>,
 }
 
 impl std::fmt::Debug for TableIndex {
@@ -287,7 +288,7 @@ impl TableIndex {
             sec_ids: std::sync::OnceLock::new(),
             rtree,
             filter: None,
-            cells: None,
+            sketch: None,
         }
     }
 
@@ -347,15 +348,12 @@ impl TableIndex {
                 .locate_in_envelope_intersecting(&aabb)
                 .map(|g| g.data as usize)
                 .collect();
-            if let Some(cells) = &self.cells {
-                v.retain(|&i| match (self.entries.get(i), cells.get(i)) {
-                    (
-                        Some(GlobalEntry {
-                            env: Envelope::Rect(r),
-                            ..
-                        }),
-                        Some(c),
-                    ) => cells_meet(c, &cell_mask(r, &w)),
+            if let Some(sk) = &self.sketch {
+                v.retain(|&i| match self.entries.get(i) {
+                    Some(GlobalEntry {
+                        env: Envelope::Rect(r),
+                        ..
+                    }) => sk.may_meet(i, r, &w),
                     _ => true,
                 });
             }
@@ -403,9 +401,9 @@ impl TableIndex {
             0
         };
         let filter = self.filter.as_ref().map_or(0, BloomFilter::size);
-        let cells = self.cells.as_ref().map_or(0, |c| c.len() * 32);
+        let sketch = self.sketch.as_ref().map_or(0, Sketch::memory_bytes);
         std::mem::size_of::<Self>()
-            + cells
+            + sketch
             + self.entries.len() * 24
             + env
             + tree
@@ -434,9 +432,10 @@ pub fn filter_block_name(index_id: u32) -> String {
     format!("next.{index_id}.vf")
 }
 
-/// The name of index `index_id`'s cell block in a table (spatial types).
-pub fn cells_block_name(index_id: u32) -> String {
-    format!("next.{index_id}.cells")
+/// The name of index `index_id`'s sketch block in a table (spatial
+/// types; [`Sketch`]).
+pub fn sketch_block_name(index_id: u32) -> String {
+    format!("next.{index_id}.sketch")
 }
 
 pub fn dir_block_name(index_id: u32) -> String {
@@ -1188,33 +1187,28 @@ pub fn build_encoded(
         ));
         block_no += 1;
     }
-    let cells = ty.is_spatial().then(|| {
-        entries
-            .iter()
-            .map(|e| {
-                let Envelope::Rect(r) = &e.env else {
-                    return ALL_CELLS;
-                };
-                let base = bases.get(e.sec_block as usize).copied().unwrap_or(0);
-                let members = order
-                    .get(base + e.start as usize..base + e.end as usize)
-                    .unwrap_or_default();
+    // Each slice's members' bounding boxes, slice after slice.
+    let sketch = if ty.is_spatial() {
+        let mut mbrs = Vec::with_capacity(n);
+        for e in &entries {
+            let base = bases.get(e.sec_block as usize).copied().unwrap_or(0);
+            let members = order
+                .get(base + e.start as usize..base + e.end as usize)
+                .unwrap_or_default();
+            mbrs.extend(
                 members
                     .iter()
-                    .filter_map(|&i| items.get(i).and_then(mbr_of))
-                    .fold([0u64; 4], |mut acc, m| {
-                        for (a, b) in acc.iter_mut().zip(cell_mask(r, &m)) {
-                            *a |= b;
-                        }
-                        acc
-                    })
-            })
-            .collect::<Vec<CellMask>>()
-    });
+                    .filter_map(|&i| items.get(i).and_then(mbr_of)),
+            );
+        }
+        Sketch::build(&entries, &mbrs)
+    } else {
+        None
+    };
     let mut index = TableIndex::new(ty, handles, entries, block_no);
-    if let Some(cells) = cells {
-        blocks.push((cells_block_name(index_id), encode_cells(&cells)));
-        index.cells = Some(cells);
+    if let Some(sk) = sketch {
+        blocks.push((sketch_block_name(index_id), sk.encode()));
+        index.sketch = Some(sk);
     }
     // The value filter: each distinct value once (scalars are in value
     // order, so equal encodings are adjacent).
@@ -1234,152 +1228,6 @@ pub fn build_encoded(
     }
     blocks.push((dir_block_name(index_id), encode_dir(&index)));
     Built { blocks, index }
-}
-
-/// Cells per side of a slice's grid ([`cell_mask`]).
-const CELL_GRID: u32 = 16;
-/// Version byte of the cell block written: 16 × 16 grids, four words each.
-const CELLS_VERSION: u8 = 2;
-/// Version byte of the cell block's first format: 8 × 8 grids, one word
-/// each (read, expanded to 16 × 16 by [`expand_v1`]).
-const CELLS_V1: u8 = 1;
-
-/// The occupied cells of a slice's 16 × 16 grid, or a window's cells in
-/// it: bit `row × 16 + column` is bit `(row % 4) × 16 + column` of word
-/// `row / 4`.
-pub type CellMask = [u64; 4];
-
-/// The mask with every cell (rules out nothing).
-pub const ALL_CELLS: CellMask = [u64::MAX; 4];
-
-/// True if two masks share a cell.
-#[inline]
-pub fn cells_meet(a: &CellMask, b: &CellMask) -> bool {
-    a.iter().zip(b).any(|(x, y)| x & y != 0)
-}
-
-/// The column (or row) of coordinate `v` in the grid of `CELL_GRID` equal
-/// parts of `[lo, hi]`: non-decreasing in `v` (each floating-point step
-/// is), so a value between two others lies in a cell between theirs; a
-/// degenerate span is one cell.
-fn cell_of(lo: f64, hi: f64, v: f64) -> u32 {
-    cell_in(lo, hi, v, CELL_GRID)
-}
-
-/// [`cell_of`] in a grid of `grid` parts. For `grid` and `2 × grid` the
-/// results are `c` and `2c` or `2c + 1` (the quotient is the same and
-/// scaling it by a power of two is exact), which [`expand_v1`] relies on.
-fn cell_in(lo: f64, hi: f64, v: f64, grid: u32) -> u32 {
-    let span = hi - lo;
-    if span.is_nan() || span <= 0.0 {
-        return 0;
-    }
-    let c = ((v - lo) / span * f64::from(grid)).floor();
-    if c >= f64::from(grid - 1) {
-        grid - 1
-    } else if c > 0.0 {
-        c as u32
-    } else {
-        0
-    }
-}
-
-/// The cells of the 16 × 16 grid over envelope `r` that rectangle `m`
-/// touches: none if `m` misses `r`; every cell if a corner of `m` is NaN
-/// (nothing ruled out). A slice's mask is the union of its entries'
-/// masks; a window whose mask shares no cell with it holds none of the
-/// slice's points (a point of the window lies in a cell of both, by
-/// `cell_of`'s monotonicity) and intersects none of its rectangles.
-pub(crate) fn cell_mask(r: &[f64; 4], m: &[f64; 4]) -> CellMask {
-    if m.iter().any(|c| c.is_nan()) {
-        return ALL_CELLS;
-    }
-    let (x0, y0, x1, y1) = (
-        m[0].max(r[0]),
-        m[1].max(r[1]),
-        m[2].min(r[2]),
-        m[3].min(r[3]),
-    );
-    let mut out = [0u64; 4];
-    if x0 > x1 || y0 > y1 {
-        return out;
-    }
-    let (c0, c1) = (cell_of(r[0], r[2], x0), cell_of(r[0], r[2], x1));
-    let (r0, r1) = (cell_of(r[1], r[3], y0), cell_of(r[1], r[3], y1));
-    // Columns c0..=c1 of one row, then rows r0..=r1.
-    let row = ((1u64 << (c1 - c0 + 1)) - 1) << c0;
-    for y in r0..=r1 {
-        if let Some(w) = out.get_mut((y / 4) as usize) {
-            *w |= row << ((y % 4) * CELL_GRID);
-        }
-    }
-    out
-}
-
-/// A first-format 8 × 8 mask as the 16 × 16 mask of the same cells (each
-/// old cell is 2 × 2 new ones): a superset of the slice's occupied cells,
-/// so no slice holding a match is skipped.
-fn expand_v1(m: u64) -> CellMask {
-    let mut out = [0u64; 4];
-    for y in 0..8u32 {
-        let row8 = (m >> (y * 8)) & 0xff;
-        // Each of the 8 columns becomes two.
-        let mut row16 = 0u64;
-        for x in 0..8u32 {
-            if row8 >> x & 1 != 0 {
-                row16 |= 0b11 << (2 * x);
-            }
-        }
-        for yy in [2 * y, 2 * y + 1] {
-            if let Some(w) = out.get_mut((yy / 4) as usize) {
-                *w |= row16 << ((yy % 4) * CELL_GRID);
-            }
-        }
-    }
-    out
-}
-
-fn encode_cells(cells: &[CellMask]) -> Vec<u8> {
-    let mut out = vec![CELLS_VERSION];
-    put_varint64(&mut out, cells.len() as u64);
-    for c in cells {
-        for &w in c {
-            put_fixed64(&mut out, w);
-        }
-    }
-    out
-}
-
-/// Decodes a cell block of a table with `entries` global entries (either
-/// version; first-format masks expanded).
-pub fn decode_cells(src: &[u8], entries: usize) -> Result<Vec<CellMask>> {
-    let bad = |what: &str| Error::corruption(format!("bad NEXT cell block: {what}"));
-    let (&version, mut rest) = src.split_first().ok_or_else(|| bad("empty"))?;
-    let words = match version {
-        CELLS_V1 => 1,
-        CELLS_VERSION => 4,
-        _ => {
-            return Err(bad(&format!(
-                "unknown version {version} (this build reads {CELLS_V1} and {CELLS_VERSION})"
-            )))
-        }
-    };
-    let n = get_varint64(&mut rest).ok_or_else(|| bad("truncated"))?;
-    if n != entries as u64 || rest.len() as u64 != n * 8 * words {
-        return Err(bad(&format!(
-            "{n} masks of {words} words in {} bytes for {entries} global entries",
-            rest.len()
-        )));
-    }
-    // Exactly `n × words` chunks of 8 bytes (checked above).
-    let w: Vec<u64> = rest.chunks_exact(8).filter_map(decode_fixed64).collect();
-    Ok(if words == 1 {
-        w.into_iter().map(expand_v1).collect()
-    } else {
-        w.chunks_exact(4)
-            .map(|c| c.try_into().unwrap_or(ALL_CELLS))
-            .collect()
-    })
 }
 
 fn encode_dir(t: &TableIndex) -> Vec<u8> {
@@ -1957,7 +1805,10 @@ mod tests {
             };
             build_shaped(2, KeyType::Point, &shape, handles(500), &pairs)
         };
-        let (capped, uncapped) = (build_with(16), build_with(0));
+        let (mut capped, mut uncapped) = (build_with(16), build_with(0));
+        // The envelopes alone: the sketch would hide what the cap saves.
+        capped.index.sketch = None;
+        uncapped.index.sketch = None;
         assert!(capped.index.entries.iter().all(|e| e.end - e.start <= 16));
         assert!(uncapped.index.entries.iter().any(|e| e.end - e.start > 16));
         // Secondary blocks a window needs: those of the slices it meets.
@@ -1992,7 +1843,7 @@ mod tests {
     }
 
     #[test]
-    fn spatial_cells_skip_slices_without_a_match_and_never_a_match() {
+    fn spatial_sketch_skips_slices_without_a_match_and_never_a_match() {
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for ty in [KeyType::Point, KeyType::Rect] {
             // Clusters far apart, so that slices along the curve jump
@@ -2020,12 +1871,12 @@ mod tests {
             assert_eq!(
                 with.blocks
                     .iter()
-                    .filter(|(n, _)| *n == cells_block_name(3))
+                    .filter(|(n, _)| *n == sketch_block_name(3))
                     .count(),
                 1
             );
             let mut without = build_shaped(3, ty, &Shape::default(), handles(400), &pairs);
-            without.index.cells = None;
+            without.index.sketch = None;
             let met =
                 |t: &TableIndex, pred: &Predicate| t.matching_entries(&Probe::new(pred, ty)).len();
             let (mut met_with, mut met_without) = (0, 0);
@@ -2055,85 +1906,9 @@ mod tests {
             }
             assert!(
                 met_with < met_without,
-                "{ty:?}: cells skip slices: {met_with} vs {met_without}"
+                "{ty:?}: the sketch skips slices: {met_with} vs {met_without}"
             );
         }
-    }
-
-    #[test]
-    fn cell_masks_cover_what_they_touch() {
-        // Cell (row y, column x) of the 16 × 16 grid.
-        let bit = |y: u32, x: u32| {
-            let mut m = [0u64; 4];
-            m[(y / 4) as usize] |= 1 << ((y % 4) * 16 + x);
-            m
-        };
-        let r = [0.0, 0.0, 16.0, 16.0];
-        assert_eq!(cell_mask(&r, &[0.5, 0.5, 0.5, 0.5]), bit(0, 0));
-        assert_eq!(cell_mask(&r, &[15.5, 15.5, 19.0, 19.0]), bit(15, 15));
-        assert_eq!(cell_mask(&r, &[18.0, 0.0, 20.0, 16.0]), [0; 4]);
-        assert_eq!(cell_mask(&r, &[-1.0, -1.0, 100.0, 100.0]), ALL_CELLS);
-        assert_eq!(cell_mask(&r, &[1.5, 0.0, 2.5, 0.5]), [0b110, 0, 0, 0]);
-        assert_eq!(cell_mask(&r, &[3.5, 4.5, 3.5, 5.5]), {
-            let (a, b) = (bit(4, 3), bit(5, 3));
-            [a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]]
-        });
-        assert_eq!(cell_mask(&r, &[f64::NAN, 0.0, 1.0, 1.0]), ALL_CELLS);
-        assert!(cells_meet(
-            &bit(7, 9),
-            &cell_mask(&r, &[9.2, 7.1, 9.3, 7.2])
-        ));
-        assert!(!cells_meet(&bit(7, 9), &bit(9, 7)));
-        // A degenerate envelope is one cell per axis.
-        let line = [1.0, 0.0, 1.0, 16.0];
-        assert_eq!(cell_mask(&line, &[0.0, 0.0, 2.0, 0.5]), bit(0, 0));
-        assert_eq!(cell_mask(&line, &[0.0, 15.9, 2.0, 19.0]), bit(15, 0));
-        let cells = vec![[0; 4], [1, 2, 3, 4], ALL_CELLS];
-        assert_eq!(decode_cells(&encode_cells(&cells), 3).unwrap(), cells);
-        assert!(decode_cells(&encode_cells(&cells), 2).is_err());
-        let mut bad = encode_cells(&cells);
-        bad.pop();
-        assert!(decode_cells(&bad, 3).is_err());
-        let mut unknown = encode_cells(&cells);
-        unknown[0] = 3;
-        assert!(decode_cells(&unknown, 3).is_err());
-    }
-
-    #[test]
-    fn first_format_cells_expand_to_a_cover_of_the_same_cells() {
-        // Version 1: one 8 × 8 mask per entry.
-        let old = |masks: &[u64]| {
-            let mut out = vec![CELLS_V1];
-            put_varint64(&mut out, masks.len() as u64);
-            for &m in masks {
-                put_fixed64(&mut out, m);
-            }
-            out
-        };
-        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
-        for _ in 0..2000 {
-            // An envelope, a point in it, and a window: the old grid's
-            // cell of the point, expanded, holds its new cell; a window
-            // meeting the point's old cell meets the expansion.
-            let f = |r: u64| (r % 10_000) as f64 / 100.0 - 50.0;
-            let (a, b, c, d) = (f(next()), f(next()), f(next()), f(next()));
-            let env = [a.min(b), c.min(d), a.max(b), c.max(d)];
-            let p = [
-                (env[0] + (env[2] - env[0]) * (next() % 1001) as f64 / 1000.0).min(env[2]),
-                (env[1] + (env[3] - env[1]) * (next() % 1001) as f64 / 1000.0).min(env[3]),
-            ];
-            let (x8, y8) = (
-                cell_in(env[0], env[2], p[0], 8),
-                cell_in(env[1], env[3], p[1], 8),
-            );
-            let m8 = 1u64 << (y8 * 8 + x8);
-            let expanded = decode_cells(&old(&[m8]), 1).unwrap()[0];
-            let pm = cell_mask(&env, &[p[0], p[1], p[0], p[1]]);
-            assert!(cells_meet(&expanded, &pm), "{env:?} {p:?}");
-            assert_eq!(expanded.iter().map(|w| w.count_ones()).sum::<u32>(), 4);
-        }
-        assert_eq!(decode_cells(&old(&[u64::MAX]), 1).unwrap(), vec![ALL_CELLS]);
-        assert!(decode_cells(&old(&[1, 2]), 3).is_err());
     }
 
     #[test]
