@@ -20,7 +20,10 @@
 use strata_lsm::coding::{get_varint64, put_varint64};
 use strata_lsm::error::{Error, Result};
 
-use super::table::{Envelope, GlobalEntry};
+/// One spatial slice as the directory describes it: its envelope and its
+/// number of entries (`end − start`); `None` for a global entry that is
+/// not spatial.
+pub type SliceShape = Option<([f64; 4], u32)>;
 
 /// Version byte of the sketch block.
 const SKETCH_VERSION: u8 = 1;
@@ -69,33 +72,28 @@ fn quantize(r: &[f64; 4], m: &[f64; 4]) -> [u8; 4] {
 }
 
 impl Sketch {
-    /// The sketch of `entries` (global entries of a spatial index, in
+    /// The sketch of `slices` (the global entries of a spatial index, in
     /// directory order) whose members' bounding boxes are `mbrs`, slice
-    /// after slice (`end − start` each). `None` when it cannot be exact: a
-    /// scalar envelope, a NaN coordinate, or a count that does not add up.
-    pub fn build(entries: &[GlobalEntry], mbrs: &[[f64; 4]]) -> Option<Sketch> {
-        let total: usize = entries
+    /// after slice. `None` when it cannot be exact: a slice that is not
+    /// spatial, a NaN coordinate, or a count that does not add up.
+    pub fn build(slices: &[SliceShape], mbrs: &[[f64; 4]]) -> Option<Sketch> {
+        let total: usize = slices
             .iter()
-            .map(|e| e.end.saturating_sub(e.start) as usize)
+            .map(|e| e.map_or(0, |(_, n)| n as usize))
             .sum();
         if total != mbrs.len() || mbrs.iter().flatten().any(|c| c.is_nan()) {
             return None;
         }
         let points = mbrs.iter().all(|m| m[0] == m[2] && m[1] == m[3]);
         let width = if points { 2 } else { 4 };
-        let mut offsets = Vec::with_capacity(entries.len() + 1);
+        let mut offsets = Vec::with_capacity(slices.len() + 1);
         let mut bytes = Vec::with_capacity(total * width);
         let mut members = mbrs.iter();
-        for e in entries {
+        for e in slices {
             offsets.push(u32::try_from(bytes.len()).ok()?);
-            let Envelope::Rect(r) = &e.env else {
-                return None;
-            };
-            for m in members
-                .by_ref()
-                .take(e.end.saturating_sub(e.start) as usize)
-            {
-                let q = quantize(r, m);
+            let (r, n) = (*e)?;
+            for m in members.by_ref().take(n as usize) {
+                let q = quantize(&r, m);
                 bytes.extend_from_slice(q.get(..width)?);
             }
         }
@@ -161,9 +159,10 @@ impl Sketch {
         out
     }
 
-    /// Decodes the sketch block of a table whose directory holds
-    /// `entries`; every count is checked against the directory.
-    pub fn decode(src: &[u8], entries: &[GlobalEntry]) -> Result<Sketch> {
+    /// Decodes the sketch block of a table whose directory's global
+    /// entries hold `counts` entries each; every count is checked against
+    /// the directory's.
+    pub fn decode(src: &[u8], counts: &[u32]) -> Result<Sketch> {
         let bad = |what: String| Error::corruption(format!("bad NEXT sketch block: {what}"));
         let [version, width, rest @ ..] = src else {
             return Err(bad("truncated header".into()));
@@ -180,14 +179,11 @@ impl Sketch {
         let mut rest = rest;
         let slices = get_varint64(&mut rest).ok_or_else(|| bad("truncated".into()))?;
         let count = get_varint64(&mut rest).ok_or_else(|| bad("truncated".into()))?;
-        let total: u64 = entries
-            .iter()
-            .map(|e| u64::from(e.end.saturating_sub(e.start)))
-            .sum();
-        if slices != entries.len() as u64 || count != total {
+        let total: u64 = counts.iter().map(|&n| u64::from(n)).sum();
+        if slices != counts.len() as u64 || count != total {
             return Err(bad(format!(
                 "{slices} slices of {count} entries for a directory of {} slices of {total}",
-                entries.len()
+                counts.len()
             )));
         }
         if Some(rest.len() as u64) != count.checked_mul(width as u64) {
@@ -196,11 +192,11 @@ impl Sketch {
                 rest.len()
             )));
         }
-        let mut offsets = Vec::with_capacity(entries.len() + 1);
+        let mut offsets = Vec::with_capacity(counts.len() + 1);
         let mut at = 0u64;
-        for e in entries {
+        for &n in counts {
             offsets.push(u32::try_from(at).map_err(|_| bad("too large".into()))?);
-            at += u64::from(e.end.saturating_sub(e.start)) * width as u64;
+            at += u64::from(n) * width as u64;
         }
         offsets.push(u32::try_from(at).map_err(|_| bad("too large".into()))?);
         Ok(Sketch {
@@ -215,14 +211,12 @@ impl Sketch {
 mod tests {
     use super::*;
 
-    fn slice(start: u32, end: u32, r: [f64; 4]) -> GlobalEntry {
-        GlobalEntry {
-            sec_block: 0,
-            start,
-            end,
-            max_seq: 1,
-            env: Envelope::Rect(r),
-        }
+    fn slice(start: u32, end: u32, r: [f64; 4]) -> SliceShape {
+        Some((r, end - start))
+    }
+
+    fn counts(slices: &[SliceShape]) -> Vec<u32> {
+        slices.iter().map(|s| s.map_or(0, |(_, n)| n)).collect()
     }
 
     #[test]
@@ -243,7 +237,7 @@ mod tests {
         assert!(s.may_meet(0, &r, &[f64::NAN, 0.0, 1.0, 1.0]));
         // A degenerate envelope: one part per axis.
         assert!(s.may_meet(1, &[10.0, 10.0, 10.0, 10.0], &[9.0, 9.0, 11.0, 11.0]));
-        assert_eq!(Sketch::decode(&s.encode(), &entries).unwrap(), s);
+        assert_eq!(Sketch::decode(&s.encode(), &counts(&entries)).unwrap(), s);
         // Rectangles: width 4, intersection semantics.
         let rects = [
             [1.0, 1.0, 5.0, 5.0],
@@ -255,7 +249,7 @@ mod tests {
         assert!(s.may_meet(0, &r, &[4.5, 4.5, 50.0, 50.0]));
         assert!(s.may_meet(0, &r, &[110.0, 90.0, 111.0, 100.5]));
         assert!(!s.may_meet(0, &r, &[6.5, 6.5, 50.0, 50.0]));
-        assert_eq!(Sketch::decode(&s.encode(), &entries).unwrap(), s);
+        assert_eq!(Sketch::decode(&s.encode(), &counts(&entries)).unwrap(), s);
     }
 
     #[test]
@@ -266,15 +260,15 @@ mod tests {
         assert!(Sketch::build(&entries, &[[0.5; 4], [f64::NAN, 0.0, 0.0, 0.0]]).is_none());
         let s = Sketch::build(&entries, &[[0.5; 4], [0.25; 4]]).unwrap();
         let good = s.encode();
-        assert!(Sketch::decode(&good, &[slice(0, 3, r)]).is_err());
-        assert!(Sketch::decode(&good, &[slice(0, 1, r), slice(1, 2, r)]).is_err());
-        assert!(Sketch::decode(&good[..good.len() - 1], &entries).is_err());
+        assert!(Sketch::decode(&good, &counts(&[slice(0, 3, r)])).is_err());
+        assert!(Sketch::decode(&good, &counts(&[slice(0, 1, r), slice(1, 2, r)])).is_err());
+        assert!(Sketch::decode(&good[..good.len() - 1], &counts(&entries)).is_err());
         for (at, v) in [(0, 9), (1, 3)] {
             let mut bad = good.clone();
             bad[at] = v;
-            assert!(Sketch::decode(&bad, &entries).is_err());
+            assert!(Sketch::decode(&bad, &counts(&entries)).is_err());
         }
-        assert!(Sketch::decode(&[], &entries).is_err());
+        assert!(Sketch::decode(&[], &counts(&entries)).is_err());
     }
 
     #[test]

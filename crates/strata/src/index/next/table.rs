@@ -25,7 +25,7 @@
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{RTree, AABB};
 
-use super::sketch::Sketch;
+use super::sketch::{Sketch, SliceShape};
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
 use strata_lsm::coding::{
     decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, put_length_prefixed,
@@ -204,6 +204,22 @@ pub struct GlobalEntry {
     pub end: u32,
     pub max_seq: SeqNo,
     pub env: Envelope,
+}
+
+impl GlobalEntry {
+    /// The slice as a [`Sketch`] sees it: envelope and entry count
+    /// (`None` for a scalar envelope).
+    pub fn slice_shape(&self) -> SliceShape {
+        match &self.env {
+            Envelope::Rect(r) => Some((*r, self.end.saturating_sub(self.start))),
+            Envelope::Scalar(..) => None,
+        }
+    }
+
+    /// Entries of the slice.
+    pub fn len(&self) -> u32 {
+        self.end.saturating_sub(self.start)
+    }
 }
 
 /// What the global index holds for one table and one index.
@@ -1201,7 +1217,8 @@ pub fn build_encoded(
                     .filter_map(|&i| items.get(i).and_then(mbr_of)),
             );
         }
-        Sketch::build(&entries, &mbrs)
+        let shapes: Vec<SliceShape> = entries.iter().map(GlobalEntry::slice_shape).collect();
+        Sketch::build(&shapes, &mbrs)
     } else {
         None
     };
