@@ -98,7 +98,12 @@ impl PackBuf {
     }
 
     /// The answer made of `rows` (each pushed to this buffer), in order.
-    pub fn into_hits(self, rows: Vec<Row>) -> Hits {
+    /// A buffer less than half used is shrunk first (in place: no copy),
+    /// so that an answer holds about what it returns.
+    pub fn into_hits(mut self, rows: Vec<Row>) -> Hits {
+        if self.bytes.capacity() > 2 * self.bytes.len() + 4096 {
+            self.bytes.shrink_to_fit();
+        }
         Hits {
             repr: Repr::Packed(Packed {
                 bytes: self.bytes,
