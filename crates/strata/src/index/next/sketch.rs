@@ -45,7 +45,7 @@ pub struct Sketch {
 /// parts of `[lo, hi]`, clamped to the grid: non-decreasing in `v` (each
 /// floating-point step is), so a value between two others lies in a part
 /// between theirs; a degenerate or NaN span is one part.
-pub(crate) fn grid_col(lo: f64, hi: f64, v: f64) -> u8 {
+fn grid_col(lo: f64, hi: f64, v: f64) -> u8 {
     let span = hi - lo;
     if span.is_nan() || span <= 0.0 {
         return 0;

@@ -211,7 +211,7 @@ impl GlobalEntry {
     /// (`None` for a scalar envelope).
     pub fn slice_shape(&self) -> SliceShape {
         match &self.env {
-            Envelope::Rect(r) => Some((*r, self.end.saturating_sub(self.start))),
+            Envelope::Rect(r) => Some((*r, self.len())),
             Envelope::Scalar(..) => None,
         }
     }
