@@ -851,6 +851,11 @@ impl Db {
             if st.imm.is_empty() && self.inner.picker.pick(&st.current).is_none() {
                 drop(st);
                 if self.inner.opts.background_work {
+                    // A flush or compaction publishes its version before
+                    // it drops the one it read (whose death makes its
+                    // inputs deletable): wait for both to end first.
+                    drop(lock(&self.inner.flush_lock));
+                    drop(lock(&self.inner.compaction_lock));
                     self.inner.released.wait_idle();
                 } else if self.inner.released.take() {
                     self.inner.delete_obsolete_files();
