@@ -75,6 +75,11 @@ pub struct SystemResult {
     pub ingest_seconds: f64,
     /// Time to flush and finish compactions after the last write.
     pub settle_seconds: f64,
+    /// CPU time of every thread of the process (the writer, flushes and
+    /// compactions) from the first write of the load to the settled tree,
+    /// in seconds; `None` where not measured (replays).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingest_cpu_seconds: Option<f64>,
     /// Time to close and reopen the database after settling, in seconds.
     pub reopen_seconds: f64,
     /// Bytes of every file of the database directory.

@@ -24,15 +24,17 @@ pub fn table(r: &RunResults) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<34} {:>9} {:>9} {:>12} {:>11} {:>11} {:>8}",
-        "system", "ingest s", "reopen s", "db MB", "index MB", "index RAM KB", "stall s"
+        "{:<34} {:>9} {:>9} {:>9} {:>12} {:>11} {:>11} {:>8}",
+        "system", "ingest s", "cpu s", "reopen s", "db MB", "index MB", "index RAM KB", "stall s"
     );
     for s in &r.systems {
         let _ = writeln!(
             o,
-            "{:<34} {:>9.2} {:>9.3} {:>12.1} {:>11.2} {:>11.1} {:>8}",
+            "{:<34} {:>9.2} {:>9} {:>9.3} {:>12.1} {:>11.2} {:>11.1} {:>8}",
             s.system,
             s.ingest_seconds + s.settle_seconds,
+            s.ingest_cpu_seconds
+                .map_or_else(|| "-".to_string(), |v| format!("{v:.2}")),
             s.reopen_seconds,
             s.db_bytes as f64 / 1e6,
             s.index_bytes as f64 / 1e6,
@@ -429,16 +431,21 @@ fn render_markdown(r: &RunResults, plots: &Plots) -> String {
         ),
     );
     w(&mut s, "## Ingest and size\n".into());
-    w(&mut s, "| system | ingest s | settle s | reopen s | tables MB | index MB | index RAM KB | write amp. |".into());
-    w(&mut s, "|---|---:|---:|---:|---:|---:|---:|---:|".into());
+    w(&mut s, "| system | ingest s | settle s | ingest CPU s | reopen s | tables MB | index MB | index RAM KB | write amp. |".into());
+    w(
+        &mut s,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+    );
     for x in &r.systems {
         w(
             &mut s,
             format!(
-                "| {} | {:.2} | {:.2} | {:.3} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                "| {} | {:.2} | {:.2} | {} | {:.3} | {:.1} | {:.2} | {:.1} | {:.2} |",
                 x.system,
                 x.ingest_seconds,
                 x.settle_seconds,
+                x.ingest_cpu_seconds
+                    .map_or_else(|| "–".to_string(), |v| format!("{v:.2}")),
                 x.reopen_seconds,
                 x.db_bytes as f64 / 1e6,
                 x.index_bytes as f64 / 1e6,
@@ -452,10 +459,14 @@ fn render_markdown(r: &RunResults, plots: &Plots) -> String {
         w(&mut s, String::new());
         for x in r.systems.iter().filter(|x| !std::ptr::eq(*x, b)) {
             let t = |y: &SystemResult| y.ingest_seconds + y.settle_seconds;
+            let cpu = match (x.ingest_cpu_seconds, b.ingest_cpu_seconds) {
+                (Some(cx), Some(cb)) => format!(", CPU {:.2}×", cx / cb.max(1e-9)),
+                _ => String::new(),
+            };
             w(
                 &mut s,
                 format!(
-                    "- {}: ingest (with settle) {:.2}× the no-index baseline; tables {:.3}× its size.",
+                    "- {}: ingest (with settle) {:.2}× the no-index baseline{cpu}; tables {:.3}× its size.",
                     x.system,
                     t(x) / t(b).max(1e-9),
                     x.db_bytes as f64 / (b.db_bytes.max(1)) as f64
@@ -1226,9 +1237,20 @@ fn measure(r: &RunResults, m: &Measure, unit: Unit) -> Result<(f64, String), Str
             let (sa, sb) = (system(r, a)?, system(r, b)?);
             let t = |s: &SystemResult| s.ingest_seconds + s.settle_seconds;
             let v = ratio(t(sa), t(sb)).ok_or("ingest time not measured")?;
+            let cpu = match (sa.ingest_cpu_seconds, sb.ingest_cpu_seconds) {
+                (Some(ca), Some(cb)) => ratio(ca, cb)
+                    .map(|c| format!("; CPU {:.2}× ({ca:.1} s / {cb:.1} s)", c))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
             Ok((
                 v,
-                format!("{} ({:.1} s / {:.1} s)", fmt_value(v, unit), t(sa), t(sb)),
+                format!(
+                    "{} ({:.1} s / {:.1} s{cpu})",
+                    fmt_value(v, unit),
+                    t(sa),
+                    t(sb)
+                ),
             ))
         }
         Measure::DbSize { a, b } => {
@@ -1474,6 +1496,7 @@ mod tests {
             system: name.into(),
             ingest_seconds: ingest,
             settle_seconds: 1.0,
+            ingest_cpu_seconds: Some(1.5 * (ingest + 1.0)),
             reopen_seconds: 0.05,
             db_bytes: db,
             index_bytes: index,
@@ -1763,6 +1786,8 @@ mod tests {
         for section in [
             "# Strata benchmark: static-tweets",
             "## Ingest and size",
+            "| ingest CPU s |",
+            "the no-index baseline, CPU ",
             "## user_id: mean latency (ms) / p99 (ms)",
             "## coordinates: data blocks read per query",
             "## Operations",

@@ -1463,7 +1463,9 @@ mod tests {
             assert!(float_leaf(t.as_bytes()).is_none(), "{t}");
             let want: f64 = serde_json::from_str(t).unwrap();
             assert_eq!(
-                num_leaf(t.as_bytes(), false).and_then(|l| leaf_num(&l)).map(f64::to_bits),
+                num_leaf(t.as_bytes(), false)
+                    .and_then(|l| leaf_num(&l))
+                    .map(f64::to_bits),
                 Some(want.to_bits()),
                 "{t}"
             );
