@@ -116,8 +116,8 @@ type Found = (Row, Option<(u64, u64)>);
 /// The results of one query. Validation is exact (a candidate is valid only
 /// if it is its key's newest version at the snapshot), so each key is
 /// found at most once and no per-key map is needed; `finish` still
-/// removes duplicates defensively. Keys and values are copied into one
-/// buffer (`PackBuf`), not two allocations per result.
+/// removes duplicates defensively. Keys and values are copied into the
+/// chunks of a `PackBuf`, not two allocations per result.
 struct Acc {
     limit: Option<usize>,
     bytes: PackBuf,
@@ -128,12 +128,11 @@ struct Acc {
 
 impl Acc {
     fn new(limit: Option<usize>) -> Acc {
-        // Sized for a small answer: growing from empty one doubling at a
+        // Sized for a small answer: growing from empty one chunk at a
         // time was 2.5% of an equality query's instructions. Without a
-        // limit the buffer starts at 64 KiB (about 140 tweets): growing it
-        // from 8 KiB, three reallocations that copy what is packed, was 8%
-        // of a small `user_id` query's instructions; `into_hits` gives
-        // back what is unused.
+        // limit the first chunk holds 64 KiB (about 140 tweets; starting
+        // from 8 KiB was 8% of a small `user_id` query's instructions);
+        // `into_hits` gives back what the last chunk does not use.
         let rows = limit.unwrap_or(32).min(1024);
         let bytes = if limit.is_some() {
             rows * 256
