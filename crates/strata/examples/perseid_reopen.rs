@@ -91,10 +91,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (io.bloom_probes, io.data_blocks.disk + io.data_blocks.cache)
     };
     let mut found = Vec::new();
+    // `KEYS_ONLY=1`: index-only lookups (no record fetched).
+    let keys_only = std::env::var("KEYS_ONLY").is_ok_and(|v| v == "1");
     for i in 0..200u64 {
         let sk = ((i * 7919) % skey_count(n)).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
         let pred = strata::Predicate::Eq(IndexValue::I64(sk as i64));
-        let (h, p) = db.query_profiled("by_s", &pred, QueryOptions::default().limit(10))?;
+        let (h, p) = db.query_profiled(
+            "by_s",
+            &pred,
+            QueryOptions::default().limit(10).keys_only(keys_only),
+        )?;
         hits += h.len() as u64;
         comps += p.components_scanned;
         blocks += p.data_blocks_read;

@@ -141,7 +141,11 @@ pub fn sort_key_len(ty: KeyType, key: &[u8]) -> Result<usize> {
 /// The smallest byte string greater than every string starting with `p`
 /// (`None`: no such bound, `p` is all 0xFF).
 pub fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
-    let mut v = p.to_vec();
+    successor_of(p.to_vec())
+}
+
+/// [`prefix_successor`] of `v`, reusing its buffer.
+fn successor_of(mut v: Vec<u8>) -> Option<Vec<u8>> {
     while let Some(last) = v.pop() {
         if last < 0xff {
             v.push(last + 1);
@@ -214,16 +218,22 @@ pub fn hilbert_cover(window: &[f64; 4]) -> Vec<(u64, u64)> {
 /// Key ranges `[from, to)` (`to == None`: unbounded) of the sort keys that
 /// may satisfy `pred`, given the largest rectangle half-extents indexed.
 pub fn key_ranges(pred: &Predicate, extent: [f64; 2]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    if let Some((lo, hi)) = pred.scalar_bounds() {
-        let (lo, hi) = match pred {
-            Predicate::Eq(v) => (sort_key(v), sort_key(v)),
-            Predicate::Range(l, h) => (sort_key(l), sort_key(h)),
-            _ => (lo, hi),
-        };
-        if lo > hi {
-            return Vec::new();
+    // Scalar predicates: one range, built with two allocations (a PERSEID
+    // lookup's whole index work is a few thousand instructions).
+    match pred {
+        Predicate::Eq(v) if !v.key_type().is_spatial() => {
+            let lo = sort_key(v);
+            let to = prefix_successor(&lo);
+            return vec![(lo, to)];
         }
-        return vec![(lo, prefix_successor(&hi))];
+        Predicate::Range(l, h) => {
+            let (lo, hi) = (sort_key(l), sort_key(h));
+            if lo > hi {
+                return Vec::new();
+            }
+            return vec![(lo, successor_of(hi))];
+        }
+        _ => {}
     }
     let Some(w) = pred.window() else {
         return Vec::new();

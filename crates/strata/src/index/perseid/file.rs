@@ -282,16 +282,23 @@ impl PageReader {
         }
     }
 
-    fn handle(&self, file: u64) -> Result<Arc<dyn RandomRead>> {
+    /// The open handle of `file`; a new one (mapping the file as it is
+    /// now) with `fresh`.
+    fn handle(&self, file: u64, fresh: bool) -> Result<Arc<dyn RandomRead>> {
         let mut h = self
             .handles
             .lock()
             .map_err(|_| Error::invalid("perseid: page reader lock poisoned"))?;
-        if let Some(f) = h.get(&file) {
+        if let Some(f) = h.get(&file).filter(|_| !fresh) {
             return Ok(f.clone());
         }
         let path = self.dir.join(file_name(file));
-        let f: Arc<dyn RandomRead> = Arc::from(self.fs.open_random(&path, false)?);
+        // Through a read-only mapping where the file system maps (no
+        // system call per page read; `pread` otherwise). Mapping is safe
+        // here: a page file is only ever appended to, never rewritten or
+        // truncated, and is unlinked (which leaves a mapping intact) once
+        // a full group in a newer file replaced it.
+        let f: Arc<dyn RandomRead> = Arc::from(self.fs.open_mapped(&path)?);
         h.insert(file, f.clone());
         Ok(f)
     }
@@ -299,9 +306,14 @@ impl PageReader {
 
 impl PageSource for PageReader {
     fn read(&self, id: PageId, loc: Loc) -> Result<Page> {
-        let bytes = self
-            .handle(loc.file)?
-            .read_at(loc.offset, loc.len as usize)?;
+        // A mapping covers the file as it was when mapped: a record a
+        // later flush appended lies past it, so a failed read maps the
+        // file again once before it counts as corruption.
+        let len = loc.len as usize;
+        let bytes = match self.handle(loc.file, false)?.read_at(loc.offset, len) {
+            Ok(b) => b,
+            Err(_) => self.handle(loc.file, true)?.read_at(loc.offset, len)?,
+        };
         let bad = || {
             Error::corruption(format!(
                 "perseid file {}: page {id} at byte {} fails its checks",

@@ -79,6 +79,7 @@ use strata_lsm::key::SeqNo;
 use strata_lsm::version::FileMetaData;
 
 use super::def::Attrs;
+use super::hits::PackBuf;
 use super::strategy::{
     BuildMethod, Current, IndexStrategy, NeedsCurrent, OpenCx, QueryCx, StrategyKind, VersionSlot,
     WritePath,
@@ -525,6 +526,12 @@ impl IndexStrategy for Perseid {
         let at = snap.sequence();
         let limit = opts.limit.unwrap_or(usize::MAX);
         let mut found: Vec<(Vec<u8>, SeqNo)> = Vec::new();
+        // Index-only answers are packed as they are found (one buffer,
+        // no allocation per key).
+        let mut packed = opts
+            .keys_only
+            .then(|| PackBuf::with_capacity(limit.min(64) * 32));
+        let mut rows = Vec::new();
         let (mut validated, mut stale, mut exact) = (0u64, 0u64, 0u64);
         let mut evict = false;
         if limit > 0 {
@@ -579,8 +586,17 @@ impl IndexStrategy for Perseid {
                     stale += 1;
                     continue;
                 }
-                found.push((e.pk.to_vec(), e.seq));
-                if found.len() >= limit {
+                let n = match &mut packed {
+                    Some(p) => {
+                        rows.push(p.push(e.pk, None, e.seq));
+                        rows.len()
+                    }
+                    None => {
+                        found.push((e.pk.to_vec(), e.seq));
+                        found.len()
+                    }
+                };
+                if n >= limit {
                     break;
                 }
             }
@@ -598,15 +614,8 @@ impl IndexStrategy for Perseid {
         def.counters.exact.fetch_add(exact, Relaxed);
         profile.candidates += validated;
         profile.stale += stale;
-        if opts.keys_only {
-            return Ok(found
-                .into_iter()
-                .map(|(key, seq)| Hit {
-                    key,
-                    value: None,
-                    seq,
-                })
-                .collect());
+        if let Some(p) = packed {
+            return Ok(p.into_hits(rows));
         }
         // Each validated entry names the version to read: the zone maps
         // send each lookup to the one component holding it (§4.4); each
