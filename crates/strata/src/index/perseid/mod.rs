@@ -532,13 +532,14 @@ impl IndexStrategy for Perseid {
         let mut packed = opts
             .keys_only
             .then(|| PackBuf::with_capacity(limit.min(64) * 32));
-        let mut rows = Vec::new();
+        let mut rows = Vec::with_capacity(if opts.keys_only { limit.min(64) } else { 0 });
         let (mut validated, mut stale, mut exact) = (0u64, 0u64, 0u64);
         let mut evict = false;
         if limit > 0 {
             let st = read(&self.state);
             let tree = &st.tree;
-            let mut cursors = Vec::new();
+            // One cursor per secondary key in range: one for an equality.
+            let mut cursors = Vec::with_capacity(1);
             for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
                 for (_, head) in tree.skeys.range(&from, to.as_deref()) {
                     cursors.push(tree.cursor(head));
