@@ -969,18 +969,27 @@ impl PsTree {
     }
 }
 
-/// For each primary key, the oldest sequence number at or below the
+/// For each primary key, the newest sequence number at or below the
 /// horizon among a set of entries: an entry of the key older than it was
 /// replaced at or below the horizon even when the key's latest version is
-/// newer than the horizon.
-struct NewerVersions(FastMap<Vec<u8>, Vec<SeqNo>>);
+/// newer than the horizon. (One number per key, not the list: "some
+/// entry of the key at or below the horizon is newer than `e`" is "the
+/// newest such entry is"; a split builds this for every entry it moves.)
+struct NewerVersions(FastMap<Vec<u8>, SeqNo>);
 
 impl NewerVersions {
     fn of<'a>(entries: impl Iterator<Item = &'a Entry>, horizon: SeqNo) -> NewerVersions {
-        let mut m: FastMap<Vec<u8>, Vec<SeqNo>> = FastMap::default();
+        let mut m: FastMap<Vec<u8>, SeqNo> =
+            FastMap::with_capacity_and_hasher(entries.size_hint().0, Default::default());
         for e in entries {
-            if e.seq <= horizon {
-                m.entry(e.pk.clone()).or_default().push(e.seq);
+            if e.seq > horizon {
+                continue;
+            }
+            match m.get_mut(e.pk.as_slice()) {
+                Some(t) => *t = (*t).max(e.seq),
+                None => {
+                    m.insert(e.pk.clone(), e.seq);
+                }
             }
         }
         NewerVersions(m)
@@ -994,10 +1003,7 @@ impl NewerVersions {
         match valid.verdict(&e.pk, e.seq, horizon) {
             Verdict::Collectable => true,
             Verdict::Valid => false,
-            _ => self
-                .0
-                .get(&e.pk)
-                .is_some_and(|seqs| seqs.iter().any(|&t| t > e.seq)),
+            _ => self.0.get(e.pk.as_slice()).is_some_and(|&t| t > e.seq),
         }
     }
 }
