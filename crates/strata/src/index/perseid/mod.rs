@@ -46,8 +46,9 @@
 //! [`DEFAULT_PAGE_CACHE_MB`]): clean pages are evicted (clock over a
 //! queue of the clean resident pages, so that dirty pages cost nothing
 //! between flushes) and read back from the page file (mapped) when
-//! needed, and a reopen reads no page (`pkey`). The SKey layer and the persistent validation table's working
-//! copy stay in RAM (the file is their persistence): the index's DRAM
+//! needed, and a reopen reads no page (`pkey`). The SKey layer and the
+//! persistent validation table's working copy stay in RAM (the file is
+//! their persistence): the index's DRAM
 //! (`memory_bytes`) is the resident pages plus those, not the paper's
 //! small volatile table.
 //!

@@ -501,6 +501,13 @@ impl PsTree {
     pub fn evict(&mut self) {
         let loaded = std::mem::take(&mut *crate::index::lock(&self.loaded));
         self.clock.extend(loaded);
+        // A freed page's entry stays queued while its id is reused (the
+        // new page starts unqueued), so without budget pressure, which
+        // would drain the queue, stale entries could pile up: rebuild the
+        // queue from the slots once it is twice their number.
+        if self.clock.len() > 2 * self.pages.len() + 64 {
+            self.requeue();
+        }
         if !self.over_budget() {
             return;
         }
@@ -533,6 +540,20 @@ impl PsTree {
             }
         }
         self.resident.store(resident, Relaxed);
+    }
+
+    /// The eviction queue rebuilt from the slots: each clean resident
+    /// page once.
+    fn requeue(&mut self) {
+        self.clock.clear();
+        for (id, slot) in self.pages.iter().enumerate() {
+            let Some(slot) = slot else { continue };
+            let clean = slot.loc.is_some() && slot.data.get().is_some();
+            slot.queued.store(clean, Relaxed);
+            if clean {
+                self.clock.push_back(id as PageId);
+            }
+        }
     }
 
     /// Rebuilds the free list after recovery.
@@ -1083,6 +1104,15 @@ mod tests {
         }
     }
 
+    fn entry(pk: Vec<u8>, seq: SeqNo) -> Entry {
+        Entry {
+            seq,
+            obsolete: false,
+            pk,
+            geom: Vec::new(),
+        }
+    }
+
     fn skey_of(i: u64) -> Vec<u8> {
         // Some long keys, so groups and pages fill unevenly.
         let mut k = format!("sk{i:03}").into_bytes();
@@ -1206,13 +1236,8 @@ mod tests {
         for seq in 1..=2_000u64 {
             let pk = format!("pk{seq:06}").into_bytes();
             valid.write(&pk, seq, true);
-            let e = Entry {
-                seq,
-                obsolete: false,
-                pk,
-                geom: Vec::new(),
-            };
-            tree.insert(&skey_of(seq % 50), e, &mut valid, 0).unwrap();
+            tree.insert(&skey_of(seq % 50), entry(pk, seq), &mut valid, 0)
+                .unwrap();
         }
         let n = tree.pages.len() as u64;
         assert!(n > 10, "{n} pages");
@@ -1264,6 +1289,46 @@ mod tests {
         assert_eq!(tree.resident_bytes(), tree.page_bytes());
     }
 
+    /// Pages freed by splits and their ids reused, every page written
+    /// after each batch, the cache never over budget (so nothing drains
+    /// the queue): the eviction queue stays bounded by the pages.
+    #[test]
+    fn eviction_queue_stays_bounded_without_budget_pressure() {
+        let source = Arc::new(MemSource::default());
+        let mut tree = PsTree::new(0);
+        tree.set_cache(usize::MAX, source);
+        let mut valid = Validation::default();
+        let mut rng = Rng(11);
+        let mut file_offset = 0;
+        let mut most = 0;
+        for seq in 1..=20_000u64 {
+            let pk = format!("pk{:04}", rng.below(300)).into_bytes();
+            valid.write(&pk, seq, true);
+            tree.insert(&skey_of(rng.below(40)), entry(pk, seq), &mut valid, seq - 1)
+                .unwrap();
+            if seq % 50 == 0 {
+                let dirty = std::mem::take(&mut tree.dirty);
+                for id in dirty {
+                    file_offset += 10;
+                    let loc = Loc {
+                        file: 1,
+                        offset: file_offset,
+                        len: 10,
+                    };
+                    tree.written(id, loc);
+                }
+                tree.evict();
+                most = most.max(tree.clock.len());
+            }
+        }
+        assert_eq!(tree.evictions, 0);
+        assert!(
+            most <= 2 * tree.pages.len() + 64,
+            "{most} queue entries for {} page slots",
+            tree.pages.len()
+        );
+    }
+
     #[test]
     fn random_writes_collect_garbage_and_stay_exact() {
         for seed in 1..4 {
@@ -1282,13 +1347,8 @@ mod tests {
         let mut insert = |tree: &mut PsTree, seq: SeqNo, horizon: SeqNo| {
             let pk = format!("pk{:02}", seq % 50).into_bytes();
             valid.write(&pk, seq, true);
-            let e = Entry {
-                seq,
-                obsolete: false,
-                pk,
-                geom: Vec::new(),
-            };
-            tree.insert(b"one", e, &mut valid, horizon).unwrap()
+            tree.insert(b"one", entry(pk, seq), &mut valid, horizon)
+                .unwrap()
         };
         let horizon = 700;
         for seq in 1..=2000u64 {
