@@ -171,6 +171,91 @@ fn a_page_file_that_fails_its_checks_is_rebuilt() {
     );
 }
 
+fn table_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir.join("index-1"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".pkt"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The persistent validation table lives in a table file (PERSEID §4.3)
+/// that flushes replace by merging their changes in once enough of them
+/// gathered: exactly one file stays, a reopen maps it (the index's RAM
+/// holds the changes since, not every key), and a table file that fails
+/// its checks makes the index rebuild.
+#[test]
+fn the_persistent_table_is_merged_into_table_files_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_with = |dir: &Path, merge_min: &str| {
+        let db = Db::open(dir, Options::default().memtable_size(128 << 10)).unwrap();
+        if db.indexes().is_empty() {
+            db.create_index(
+                IndexSpec::field("by_u", "u", KeyType::I64)
+                    .strategy("perseid")
+                    .param("merge_min_keys", merge_min),
+            )
+            .unwrap();
+        }
+        db
+    };
+    let mut rng = Rng::new(21);
+    let mut model = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    {
+        let db = open_with(dir.path(), "100");
+        for _ in 0..8 {
+            load(&db, &mut rng, 2500, &mut model);
+            db.flush().unwrap();
+            seen.extend(table_files(dir.path()));
+            // Only the file the log names stays.
+            assert_eq!(table_files(dir.path()).len(), 1);
+        }
+        check(&db, &model);
+    }
+    assert!(
+        seen.len() >= 3,
+        "the table was merged into a new file {} times",
+        seen.len()
+    );
+    let db = open_with(dir.path(), "100");
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    check(&db, &model);
+    // Writes after the reopen, then a crash: the WAL replay restores them.
+    load(&db, &mut rng, 3000, &mut model);
+    let copy = tempfile::tempdir().unwrap();
+    common::copy_dir(dir.path(), copy.path());
+    drop(db);
+    let db = open_with(copy.path(), "100");
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    check(&db, &model);
+    drop(db);
+
+    // A flipped byte in the table file: rebuilt, exact, reported.
+    let t = table_files(dir.path()).pop().unwrap();
+    let mut b = std::fs::read(&t).unwrap();
+    let i = b.len() / 3;
+    b[i] ^= 0x08;
+    std::fs::write(&t, &b).unwrap();
+    let db = open_with(dir.path(), "100");
+    let why = db.indexes()[0].stats.rebuilt_at_open.clone();
+    assert!(
+        why.as_deref().is_some_and(|w| w.contains("table")),
+        "rebuild not reported: {why:?}"
+    );
+    check(&db, &model);
+    drop(db);
+    // The rebuild wrote a new table file and removed the bad one.
+    let files = table_files(dir.path());
+    assert_eq!(files.len(), 1);
+    assert_ne!(files[0], t);
+    let db = open_with(dir.path(), "100");
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    check(&db, &model);
+}
+
 #[test]
 fn queries_stay_consistent_beside_writers() {
     let dir = tempfile::tempdir().unwrap();

@@ -82,8 +82,9 @@ pub const STRATEGIES: &[&str] = &[
     "filter[maintain=validation]",
     "filter[maintain=eager]",
     "perseid",
-    // Every clean page evicted at once: each access reads it back.
-    "perseid[page_cache_mb=0]",
+    // Every clean page evicted at once: each access reads it back; the
+    // persistent table merged into a new file at almost every flush.
+    "perseid[page_cache_mb=0;merge_min_keys=4]",
 ];
 
 /// The index spec of a [`STRATEGIES`] entry: `name` or `name[k=v;k=v]`.

@@ -1,12 +1,15 @@
-//! The page file: where the PS-Tree and the persistent validation table
-//! live on disk (format: `docs/format/perseid.md`).
+//! The page log: where the PS-Tree and the changes to the persistent
+//! validation table live on disk, and which table file (`table`) holds
+//! the rest of that table (format: `docs/format/perseid.md`).
 //!
 //! Our machines have no persistent memory, so the paper's mapped PM pool
 //! becomes pages cached in RAM and a file written through the engine's
 //! [`Fs`] (fault injection and simulated power loss reach it), with an
 //! explicit flush (write + fsync) as the persistence barrier. The file is
 //! a log of checksummed records in *groups*: `Begin`, then pages, freed
-//! pages, SKey-layer and persistent-table records, then `Commit` with the
+//! pages, SKey-layer and persistent-table records (a key's value, or a
+//! Table record naming the table file that replaces all of them), then
+//! `Commit` with the
 //! checkpoint (every primary write at or below it is in the group or
 //! before). A group takes effect only if its `Commit` is read back intact;
 //! a *full* group (a snapshot of everything) replaces all state before
@@ -39,12 +42,13 @@ use strata_lsm::io::{Fs, RandomRead, WritableFile};
 use strata_lsm::key::SeqNo;
 
 use super::pkey::{Loc, Page, PageId, PageKind, PageSource, Ptr};
+use super::table::{parse_table_name, table_name, TableRef};
 use super::validation::PEntry;
 
 const MAGIC: &[u8; 8] = b"PERSEID\0";
 /// Version of the file format; a file of another version fails its
 /// checks (and the index is rebuilt from the primary).
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 const K_HEADER: u8 = 1;
 const K_BEGIN: u8 = 2;
@@ -53,6 +57,7 @@ const K_FREE: u8 = 4;
 const K_SKEY: u8 = 5;
 const K_PK: u8 = 6;
 const K_COMMIT: u8 = 7;
+const K_TABLE: u8 = 8;
 
 /// What a `Commit` record carries.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,6 +78,9 @@ pub(crate) enum Rec {
     Free(PageId),
     SKey(Vec<u8>, Option<Ptr>),
     Pk(Vec<u8>, Option<PEntry>),
+    /// The persistent table is this file; Pk records before it no longer
+    /// count.
+    Table(TableRef),
 }
 
 /// A committed group read back: full or delta, its records, its commit.
@@ -152,6 +160,16 @@ impl GroupWriter {
         p.extend_from_slice(&e.n.to_le_bytes());
         p.push(e.has_entry as u8);
         frame(&mut self.buf, K_PK, &p);
+        self.records += 1;
+    }
+
+    pub fn table(&mut self, r: &TableRef) {
+        let mut p = Vec::with_capacity(28);
+        p.extend_from_slice(&r.number.to_le_bytes());
+        p.extend_from_slice(&r.count.to_le_bytes());
+        p.extend_from_slice(&r.len.to_le_bytes());
+        p.extend_from_slice(&r.crc.to_le_bytes());
+        frame(&mut self.buf, K_TABLE, &p);
         self.records += 1;
     }
 
@@ -239,6 +257,12 @@ fn decode(kind: u8, p: &[u8]) -> Option<Rec> {
             };
             Rec::Pk(pk, present.then_some(e))
         }
+        K_TABLE => Rec::Table(TableRef {
+            number: c.u64()?,
+            count: c.u64()?,
+            len: c.u64()?,
+            crc: c.u32()?,
+        }),
         _ => return None,
     };
     c.end()?;
@@ -447,6 +471,8 @@ pub(crate) struct Store {
     last_full: u64,
     /// Files a full group replaced, removed at [`Store::retire`].
     retired: Vec<u64>,
+    /// Table files present (`table`), by number, with their sizes.
+    tables: Vec<(u64, u64)>,
 }
 
 /// The committed groups of an index's files, in order.
@@ -467,13 +493,25 @@ impl Store {
                 e,
             )
         })?;
-        let mut numbers: Vec<u64> = fs
+        let names = fs
             .list_dir(dir)
-            .map_err(|e| Error::io(format!("{} {}", "list perseid directory", dir.display()), e))?
-            .into_iter()
+            .map_err(|e| Error::io(format!("{} {}", "list perseid directory", dir.display()), e))?;
+        let mut numbers: Vec<u64> = names
+            .iter()
             .filter_map(|n| n.to_str().and_then(parse_name))
             .collect();
         numbers.sort_unstable();
+        let mut tables = Vec::new();
+        for n in names
+            .iter()
+            .filter_map(|n| n.to_str().and_then(parse_table_name))
+        {
+            let path = dir.join(table_name(n));
+            let size = fs
+                .file_size(&path)
+                .map_err(|e| Error::io(format!("size of perseid table {}", path.display()), e))?;
+            tables.push((n, size));
+        }
         let mut files = Vec::new();
         let mut groups = Vec::new();
         let mut torn = false;
@@ -512,7 +550,12 @@ impl Store {
             torn |= read.torn;
             any_torn |= read.torn;
         }
-        let next_number = files.last().map_or(1, |(n, _)| n + 1);
+        let next_number = files
+            .iter()
+            .chain(&tables)
+            .map(|(n, _)| n + 1)
+            .max()
+            .unwrap_or(1);
         Ok((
             Store {
                 fs,
@@ -524,6 +567,7 @@ impl Store {
                 needs_full: any_torn || failed.is_some(),
                 last_full: 0,
                 retired: Vec::new(),
+                tables,
             },
             match failed {
                 Some(e) => Err(e),
@@ -532,9 +576,54 @@ impl Store {
         ))
     }
 
-    /// Bytes of the live files.
+    pub fn fs(&self) -> &Arc<dyn Fs> {
+        &self.fs
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Bytes of the live page-log files.
     pub fn file_bytes(&self) -> u64 {
         self.files.iter().map(|(_, s)| s).sum()
+    }
+
+    /// Bytes of the table files present.
+    pub fn table_bytes(&self) -> u64 {
+        self.tables.iter().map(|(_, s)| s).sum()
+    }
+
+    /// A number for a new table file (never used by another file of this
+    /// index). The file counts as present from now on (so that a file
+    /// left by a failed write is removed like the others).
+    pub fn new_table(&mut self) -> u64 {
+        let n = self.next_number;
+        self.next_number += 1;
+        self.tables.push((n, 0));
+        n
+    }
+
+    /// The table file `n` was written with `len` bytes.
+    pub fn table_written(&mut self, n: u64, len: u64) {
+        if let Some(t) = self.tables.iter_mut().find(|(m, _)| *m == n) {
+            t.1 = len;
+        }
+    }
+
+    /// Removes every table file but `keep` (the one the last committed
+    /// group refers to, or none). Call only after that group is durable.
+    pub fn remove_tables_except(&mut self, keep: Option<u64>) {
+        let fs = &self.fs;
+        let dir = &self.dir;
+        self.tables.retain(|(n, _)| {
+            if Some(*n) == keep {
+                return true;
+            }
+            // A file left behind is removed at a later call (or is
+            // harmless: only the file the log names is read).
+            fs.remove_file(&dir.join(table_name(*n))).is_err()
+        });
     }
 
     /// True if the next flush should write a full group: asked for, or the

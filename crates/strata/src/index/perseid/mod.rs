@@ -46,11 +46,12 @@
 //! [`DEFAULT_PAGE_CACHE_MB`]): clean pages are evicted (clock over a
 //! queue of the clean resident pages, so that dirty pages cost nothing
 //! between flushes) and read back from the page file (mapped) when
-//! needed, and a reopen reads no page (`pkey`). The SKey layer and the
-//! persistent validation table's working copy stay in RAM (the file is
-//! their persistence): the index's DRAM
-//! (`memory_bytes`) is the resident pages plus those, not the paper's
-//! small volatile table.
+//! needed, and a reopen reads no page (`pkey`). The persistent
+//! validation table is a hashed table file read through a mapping
+//! (`table`) plus the keys changed since it was written (the delta),
+//! merged into a new file once the delta outgrows `merge_min_keys` plus a
+//! sixteenth of the file. The index's DRAM (`memory_bytes`) is the
+//! resident pages, the SKey layer, the delta and the volatile table.
 //!
 //! Primary lookups of non-index-only queries (§4.4): every valid entry
 //! names the version to read (its sequence number), so its record is
@@ -70,6 +71,7 @@
 mod file;
 mod pkey;
 mod skey;
+mod table;
 mod validation;
 
 use std::collections::BinaryHeap;
@@ -97,31 +99,38 @@ use validation::{Validation, Verdict};
 /// Default page cache budget, MiB (parameter `page_cache_mb`).
 pub const DEFAULT_PAGE_CACHE_MB: usize = 8;
 
-/// The parameters: `page_cache_mb` (a non-negative integer, MiB).
-fn parse_params(params: &[(String, String)]) -> Result<usize> {
+/// Default of parameter `merge_min_keys`: the persistent table's delta
+/// is merged into a new table file once it holds more than this many keys
+/// plus a sixteenth of the file's.
+pub const DEFAULT_MERGE_MIN_KEYS: usize = 16_384;
+
+/// The parameters: `page_cache_mb` (the page cache's budget, MiB) and
+/// `merge_min_keys`, both non-negative integers. Returns the budget in
+/// bytes and the merge threshold.
+fn parse_params(params: &[(String, String)]) -> Result<(usize, usize)> {
     let mut mb = DEFAULT_PAGE_CACHE_MB;
+    let mut merge_min = DEFAULT_MERGE_MIN_KEYS;
+    let int = |k: &str, v: &str, max: usize| {
+        v.parse::<usize>()
+            .ok()
+            .filter(|m| *m <= max)
+            .ok_or_else(|| {
+                Error::invalid(format!("{k} must be an integer from 0 to {max}, not {v:?}"))
+            })
+    };
     for (k, v) in params {
         match k.as_str() {
-            "page_cache_mb" => {
-                mb = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|m| *m <= 1 << 20)
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "page_cache_mb must be an integer from 0 to {}, not {v:?}",
-                            1 << 20
-                        ))
-                    })?
-            }
+            "page_cache_mb" => mb = int(k, v, 1 << 20)?,
+            "merge_min_keys" => merge_min = int(k, v, 1 << 40)?,
             _ => {
                 return Err(Error::invalid(format!(
-                    "unknown parameter {k:?} for strategy perseid (known: page_cache_mb)"
+                    "unknown parameter {k:?} for strategy perseid \
+                     (known: page_cache_mb, merge_min_keys)"
                 )))
             }
         }
     }
-    Ok(mb << 20)
+    Ok((mb << 20, merge_min))
 }
 
 /// Bytes of the exact geometry stored with each entry.
@@ -170,12 +179,6 @@ impl State {
     fn load(&mut self, ty: KeyType, g: file::GroupRead) -> Result<()> {
         if g.full {
             *self = State::new(ty);
-            let pks = g
-                .records
-                .iter()
-                .filter(|r| matches!(r, Rec::Pk(..)))
-                .count();
-            self.valid.reserve(pks);
         }
         for r in g.records {
             match r {
@@ -188,6 +191,7 @@ impl State {
                 Rec::Free(id) => self.tree.unload_page(id),
                 Rec::SKey(k, p) => self.tree.skeys.load(k, p),
                 Rec::Pk(k, e) => self.valid.load(k, e),
+                Rec::Table(r) => self.valid.load_table(r),
             }
         }
         self.applied = g.commit.checkpoint;
@@ -235,6 +239,8 @@ pub(crate) struct Perseid {
     collected: AtomicU64,
     /// The page cache's budget and its reader of the page files.
     cache: (usize, Arc<PageReader>),
+    /// Parameter `merge_min_keys`.
+    merge_min: usize,
 }
 
 impl Perseid {
@@ -242,22 +248,33 @@ impl Perseid {
     /// back its committed state (no page is read: the page cache reads
     /// them when needed). Parameter: `page_cache_mb`.
     pub fn open(cx: &OpenCx<'_>) -> Result<Perseid> {
-        let budget = parse_params(cx.params)?;
+        let (budget, merge_min) = parse_params(cx.params)?;
         let ty = cx.spec.key_type;
         let (store, recovered) = Store::open(cx.tree_opts.fs.clone(), cx.dir, key_code(ty))?;
         let reader = Arc::new(PageReader::new(cx.tree_opts.fs.clone(), cx.dir));
         let mut state = State::new(ty);
         let mut reason = None;
+        let mut entries = 0;
         match recovered {
             Ok(r) => {
+                // The table file the log names is checked and the
+                // volatile table rebuilt from it (§4.3 Recovery).
                 let loaded = r
                     .groups
                     .into_iter()
                     .try_for_each(|g| state.load(ty, g))
-                    .and_then(|_| state.check());
-                if let Err(e) = loaded {
-                    reason = Some(e.to_string());
-                    state = State::new(ty);
+                    .and_then(|_| state.check())
+                    .and_then(|_| {
+                        state
+                            .valid
+                            .finish_open(&cx.tree_opts.fs, cx.dir, key_code(ty))
+                    });
+                match loaded {
+                    Ok(n) => entries = n,
+                    Err(e) => {
+                        reason = Some(e.to_string());
+                        state = State::new(ty);
+                    }
                 }
             }
             Err(e) => reason = Some(e.to_string()),
@@ -265,14 +282,6 @@ impl Perseid {
         let rebuild = reason.is_some();
         state.tree.finish_load();
         state.tree.set_cache(budget, reader.clone());
-        state.valid.rebuild_volatile();
-        // Each key has n - 1 obsolete entries, plus one if its latest
-        // version has an entry.
-        let entries = state
-            .valid
-            .persistent_iter()
-            .map(|(_, e)| (e.n - 1 + e.has_entry as u32) as u64)
-            .sum();
         let p = Perseid {
             ty,
             state: RwLock::new(state),
@@ -284,6 +293,7 @@ impl Perseid {
             entries: AtomicU64::new(entries),
             collected: AtomicU64::new(0),
             cache: (budget, reader),
+            merge_min,
         };
         if rebuild {
             lock(&p.store).needs_full = true;
@@ -342,7 +352,7 @@ impl IndexStrategy for Perseid {
                 )));
             }
             let attr = new.and_then(|raw| attrs.counted(raw));
-            valid.write(pk, seq, attr.is_some());
+            valid.write(pk, seq, attr.is_some())?;
             if let Some(v) = attr {
                 if let IndexValue::Rect(r) = v {
                     extent[0] = extent[0].max((r[2] - r[0]) / 2.0);
@@ -439,6 +449,8 @@ impl IndexStrategy for Perseid {
         let mut store = lock(&self.store);
         // Pages written, with their record's offset in the group and size.
         let mut pages = Vec::new();
+        // The table file the group refers to.
+        let table;
         let (group, full) = {
             let mut st = write(&self.state);
             if st.building {
@@ -455,6 +467,18 @@ impl IndexStrategy for Perseid {
             }
             let full = store.wants_full(st.live_bytes());
             let mut g = GroupWriter::new(full);
+            // A full group, or a delta grown past its share of the table,
+            // merges the persistent table into a new file (durable before
+            // the group that names it is written).
+            if full || st.valid.wants_merge(self.merge_min) {
+                let n = store.new_table();
+                let r = st
+                    .valid
+                    .merge(store.fs(), store.dir(), n, key_code(self.ty))?;
+                store.table_written(n, r.len);
+                g.table(&r);
+            }
+            table = st.valid.table().map(|r| r.number);
             if full {
                 // Evicted pages are read back from the files this group
                 // replaces (removed only after it is written).
@@ -464,11 +488,7 @@ impl IndexStrategy for Perseid {
                 for (k, p) in st.tree.skeys.iter() {
                     g.skey(k, Some(p));
                 }
-                for (k, e) in st.valid.persistent_iter() {
-                    g.pk(k, Some(*e));
-                }
                 st.tree.skeys.drain_changes(|_, _| {});
-                st.valid.mark_clean();
             } else {
                 for &id in &st.tree.dirty {
                     pages.push((id, g.page(id, st.tree.page(id)?)));
@@ -512,6 +532,7 @@ impl IndexStrategy for Perseid {
             }
             st.tree.evict();
         }
+        store.remove_tables_except(table);
         let live = store.retire();
         self.cache.1.retain(&live);
         Ok(())
@@ -668,7 +689,9 @@ impl IndexStrategy for Perseid {
         drop(st);
         s.global_entries = self.entries.load(Relaxed);
         s.repaired = self.collected.load(Relaxed);
-        s.disk_bytes = lock(&self.store).file_bytes();
+        let store = lock(&self.store);
+        s.disk_bytes = store.file_bytes() + store.table_bytes();
+        drop(store);
         s.rebuilt_at_open = lock(&self.rebuild_reason).clone();
     }
 }

@@ -1136,11 +1136,11 @@ mod tests {
             let pk = format!("pk{:04}", rng.below(300)).into_bytes();
             let horizon = seq.saturating_sub(lag + 1);
             if rng.below(10) == 0 {
-                valid.write(&pk, seq, false);
+                valid.write(&pk, seq, false).unwrap();
                 model.insert(pk, (seq, None));
             } else {
                 let sk = skey_of(rng.below(skeys));
-                valid.write(&pk, seq, true);
+                valid.write(&pk, seq, true).unwrap();
                 let e = Entry {
                     seq,
                     obsolete: false,
@@ -1235,7 +1235,7 @@ mod tests {
         let mut valid = Validation::default();
         for seq in 1..=2_000u64 {
             let pk = format!("pk{seq:06}").into_bytes();
-            valid.write(&pk, seq, true);
+            valid.write(&pk, seq, true).unwrap();
             tree.insert(&skey_of(seq % 50), entry(pk, seq), &mut valid, 0)
                 .unwrap();
         }
@@ -1303,7 +1303,7 @@ mod tests {
         let mut most = 0;
         for seq in 1..=20_000u64 {
             let pk = format!("pk{:04}", rng.below(300)).into_bytes();
-            valid.write(&pk, seq, true);
+            valid.write(&pk, seq, true).unwrap();
             tree.insert(&skey_of(rng.below(40)), entry(pk, seq), &mut valid, seq - 1)
                 .unwrap();
             if seq % 50 == 0 {
@@ -1346,7 +1346,7 @@ mod tests {
         let mut valid = Validation::default();
         let mut insert = |tree: &mut PsTree, seq: SeqNo, horizon: SeqNo| {
             let pk = format!("pk{:02}", seq % 50).into_bytes();
-            valid.write(&pk, seq, true);
+            valid.write(&pk, seq, true).unwrap();
             tree.insert(b"one", entry(pk, seq), &mut valid, horizon)
                 .unwrap()
         };

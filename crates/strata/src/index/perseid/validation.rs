@@ -25,16 +25,26 @@
 //! obsolete entries they meet and decrement it). Here queries do not write
 //! (they run beside the writer under a read lock), so the volatile count
 //! equals the physical one and keys leave the volatile table at garbage
-//! collection. The persistent table's working copy is in RAM (no
-//! persistent memory): its changes are written to the page file with every
-//! flush and it is read back at open, then the volatile table is rebuilt
-//! from it as in the paper's recovery.
+//! collection. The persistent table is a hashed file (`table`) read
+//! through a mapping, plus the *delta*: the values changed since that
+//! file was written, in RAM and in the page log's Pk records. The volatile
+//! table holds, for each of its keys, the exact persistent value, so
+//! garbage collection and writes of updated keys never read the file.
+//! At open the volatile table is rebuilt from the file and the delta, as in
+//! the paper's recovery.
 
+use std::path::Path;
+use std::sync::Arc;
+
+use strata_lsm::error::Result;
+use strata_lsm::io::Fs;
 use strata_lsm::key::SeqNo;
 
+use crate::index::fxhash::FastMap;
 #[cfg(test)]
 use crate::index::fxhash::FxHasher;
-use crate::index::fxhash::{FastMap, FastSet};
+
+use super::table::{key_hash, PkTable, TableRef, TableWriter};
 
 /// A persistent-table value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,11 +54,12 @@ pub(crate) struct PEntry {
     pub has_entry: bool,
 }
 
-/// A volatile-table value.
+/// A volatile-table value: the key's persistent value (it has `n > 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct VEntry {
     pub seq: SeqNo,
     pub count: u32,
+    pub has_entry: bool,
 }
 
 /// What the tables say of an entry.
@@ -70,101 +81,129 @@ const OVERHEAD: usize = 40;
 
 #[derive(Default)]
 pub(crate) struct Validation {
-    /// Each value with whether it changed since the last flush.
-    persistent: FastMap<Box<[u8]>, (PEntry, bool)>,
+    /// The table file (none before the first merge).
+    base: Option<PkTable>,
+    /// A table named by the log, opened by [`Validation::finish_open`].
+    pending: Option<TableRef>,
+    /// Values changed since `base` was written (`None`: the key left the
+    /// table), each with whether it changed since the last flush.
+    delta: FastMap<Box<[u8]>, (Option<PEntry>, bool)>,
     volatile: FastMap<Box<[u8]>, VEntry>,
-    /// Keys that left the persistent table since the last flush.
-    removed: FastSet<Box<[u8]>>,
     /// Keys changed since the last flush (an upper bound: 0 means none).
     changed: usize,
-    persistent_key_bytes: usize,
+    delta_key_bytes: usize,
     volatile_key_bytes: usize,
 }
 
 impl Validation {
-    /// Notes a new version of `pk` (every write, §4.3 Insert); `has_entry`
-    /// if it adds an entry to the PKey layer.
-    pub fn write(&mut self, pk: &[u8], seq: SeqNo, has_entry: bool) {
+    /// The persistent value of `pk`.
+    fn get(&self, pk: &[u8]) -> Result<Option<PEntry>> {
+        if let Some(v) = self.volatile.get(pk) {
+            return Ok(Some(PEntry {
+                seq: v.seq,
+                n: v.count,
+                has_entry: v.has_entry,
+            }));
+        }
+        if let Some((e, _)) = self.delta.get(pk) {
+            return Ok(*e);
+        }
+        match &self.base {
+            Some(t) => t.get(pk),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets the persistent value of `pk` (in the delta, marked changed).
+    fn set(&mut self, pk: &[u8], e: Option<PEntry>) {
         self.changed += 1;
-        match self.persistent.get_mut(pk) {
+        match self.delta.get_mut(pk) {
+            Some(v) => *v = (e, true),
             None => {
-                if !has_entry {
-                    return;
-                }
-                self.persistent_key_bytes += pk.len();
-                let e = PEntry {
-                    seq,
-                    n: 1,
-                    has_entry,
-                };
-                self.persistent.insert(pk.into(), (e, true));
-                if !self.removed.is_empty() {
-                    self.removed.remove(pk);
+                self.delta_key_bytes += pk.len();
+                self.delta.insert(pk.into(), (e, true));
+            }
+        }
+    }
+
+    /// Notes a new version of `pk` (every write, §4.3 Insert); `has_entry`
+    /// if it adds an entry to the PKey layer. Reads the table file only
+    /// for a key that is neither in the volatile table nor in the delta.
+    pub fn write(&mut self, pk: &[u8], seq: SeqNo, has_entry: bool) -> Result<()> {
+        match self.get(pk)? {
+            None => {
+                if has_entry {
+                    self.set(
+                        pk,
+                        Some(PEntry {
+                            seq,
+                            n: 1,
+                            has_entry,
+                        }),
+                    );
                 }
             }
-            Some((e, dirty)) => {
+            Some(mut e) => {
                 if e.has_entry {
                     e.n += 1;
                 }
                 e.seq = seq;
                 e.has_entry = has_entry;
-                *dirty = true;
-                let e = *e;
                 self.settle(pk, e);
             }
         }
+        Ok(())
     }
 
-    /// Keeps the volatile table and the persistent table's membership in
-    /// line with `pk`'s persistent value `e`.
+    /// Records `pk`'s new persistent value `e` and keeps the volatile
+    /// table in line (it holds exactly the keys with `n > 1`).
     fn settle(&mut self, pk: &[u8], e: PEntry) {
         if e.n > 1 {
             let v = VEntry {
                 seq: e.seq,
                 count: e.n,
+                has_entry: e.has_entry,
             };
             if self.volatile.insert(pk.into(), v).is_none() {
                 self.volatile_key_bytes += pk.len();
             }
+            self.set(pk, Some(e));
             return;
         }
         if self.volatile.remove(pk).is_some() {
             self.volatile_key_bytes -= pk.len();
         }
-        if !e.has_entry && self.persistent.remove(pk).is_some() {
-            self.persistent_key_bytes -= pk.len();
-            self.removed.insert(pk.into());
-        }
+        self.set(pk, e.has_entry.then_some(e));
     }
 
-    /// Garbage collection removed one obsolete entry of `pk`.
+    /// Garbage collection removed one obsolete entry of `pk`. Only keys
+    /// with obsolete entries (`n > 1`, so in the volatile table) have
+    /// entries to collect; the volatile table holds their value.
     pub fn collected(&mut self, pk: &[u8]) {
-        if let Some((e, dirty)) = self.persistent.get_mut(pk) {
-            e.n = e.n.saturating_sub(1).max(1);
-            *dirty = true;
-            self.changed += 1;
-            let e = *e;
+        if let Some(v) = self.volatile.get(pk).copied() {
+            let e = PEntry {
+                seq: v.seq,
+                n: v.count.saturating_sub(1).max(1),
+                has_entry: v.has_entry,
+            };
             self.settle(pk, e);
         }
     }
 
     /// True if nothing changed since the last [`Validation::drain_changes`].
     pub fn is_clean(&self) -> bool {
-        self.changed == 0 && self.removed.is_empty()
+        self.changed == 0
     }
 
     /// Every key changed since the last call, with its value (`None`: it
     /// left the table); then nothing is changed.
     pub fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<PEntry>)) {
         if self.changed > 0 {
-            for (k, (e, dirty)) in self.persistent.iter_mut() {
+            for (k, (e, dirty)) in self.delta.iter_mut() {
                 if std::mem::take(dirty) {
-                    f(k, Some(*e));
+                    f(k, *e);
                 }
             }
-        }
-        for k in self.removed.drain() {
-            f(&k, None);
         }
         self.changed = 0;
     }
@@ -192,16 +231,7 @@ impl Validation {
 
     #[cfg(test)]
     pub fn persistent(&self, pk: &[u8]) -> Option<PEntry> {
-        self.persistent.get(pk).map(|(e, _)| *e)
-    }
-
-    pub fn persistent_iter(&self) -> impl Iterator<Item = (&[u8], &PEntry)> {
-        self.persistent.iter().map(|(k, (e, _))| (&**k, e))
-    }
-
-    /// Marks everything flushed (after a full snapshot).
-    pub fn mark_clean(&mut self) {
-        self.drain_changes(|_, _| {});
+        self.get(pk).ok().flatten()
     }
 
     #[cfg(test)]
@@ -209,68 +239,154 @@ impl Validation {
         self.volatile.len()
     }
 
+    /// Keys in the delta (tests).
     #[cfg(test)]
-    pub fn persistent_len(&self) -> usize {
-        self.persistent.len()
+    pub fn delta_len(&self) -> usize {
+        self.delta.len()
     }
 
-    /// Loads one persistent-table record from the file (recovery).
-    /// Applies one record of the file (recovery): the key's entry, or its
-    /// removal. Takes the decoded key to avoid copying it again; one hash
-    /// per record.
+    /// True once the delta is large enough to merge into a new table
+    /// file: more than `min` keys plus a sixteenth of the file's.
+    pub fn wants_merge(&self, min: usize) -> bool {
+        self.delta.len() > min + self.base.as_ref().map_or(0, |t| t.r.count as usize / 16)
+    }
+
+    /// Writes the table file `number`: the current file's keys with the
+    /// delta applied, in one pass in (hash, key) order. Then that file is
+    /// the table, the delta is empty and nothing is changed: the log
+    /// group that refers to the file (`Rec::Table`) records every change.
+    pub fn merge(
+        &mut self,
+        fs: &Arc<dyn Fs>,
+        dir: &Path,
+        number: u64,
+        key_type: u8,
+    ) -> Result<TableRef> {
+        let mut delta: Vec<(u64, &[u8], Option<PEntry>)> = self
+            .delta
+            .iter()
+            .map(|(k, (e, _))| (key_hash(k), &**k, *e))
+            .collect();
+        delta.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let base_count = self.base.as_ref().map_or(0, |t| t.r.count);
+        let mut w = TableWriter::new(base_count + delta.len() as u64);
+        let mut d = delta.iter().peekable();
+        if let Some(t) = &self.base {
+            t.for_each(|k, e| {
+                let h = key_hash(k);
+                // Delta keys ordered before this one.
+                while let Some(&&(dh, dk, de)) = d.peek() {
+                    if (dh, dk) >= (h, k) {
+                        break;
+                    }
+                    if let Some(de) = de {
+                        w.push(dh, dk, &de);
+                    }
+                    d.next();
+                }
+                match d.peek() {
+                    Some(&&(dh, dk, de)) if (dh, dk) == (h, k) => {
+                        if let Some(de) = de {
+                            w.push(dh, dk, &de);
+                        }
+                        d.next();
+                    }
+                    _ => w.push(h, k, &e),
+                }
+            })?;
+        }
+        for &(dh, dk, de) in d {
+            if let Some(de) = de {
+                w.push(dh, dk, &de);
+            }
+        }
+        let t = w.finish(fs, dir, number, key_type)?;
+        let r = t.r;
+        self.base = Some(t);
+        self.delta = FastMap::default();
+        self.delta_key_bytes = 0;
+        self.changed = 0;
+        Ok(r)
+    }
+
+    /// The table file in use, if any.
+    pub fn table(&self) -> Option<TableRef> {
+        self.base.as_ref().map(|t| t.r).or(self.pending)
+    }
+
+    /// Applies one Pk record of the log (recovery): the key's value, or
+    /// its removal, on top of the table named before it.
     pub fn load(&mut self, pk: Vec<u8>, e: Option<PEntry>) {
-        match e {
-            Some(e) => {
-                let len = pk.len();
-                match self.persistent.entry(pk.into_boxed_slice()) {
-                    std::collections::hash_map::Entry::Occupied(mut o) => {
-                        o.insert((e, false));
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        self.persistent_key_bytes += len;
-                        v.insert((e, false));
-                    }
-                }
-            }
-            None => {
-                if self.persistent.remove(pk.as_slice()).is_some() {
-                    self.persistent_key_bytes -= pk.len();
-                }
-            }
+        let len = pk.len();
+        if self
+            .delta
+            .insert(pk.into_boxed_slice(), (e, false))
+            .is_none()
+        {
+            self.delta_key_bytes += len;
         }
     }
 
-    /// Room for `n` more keys in the persistent table (recovery of a full
-    /// group).
-    pub fn reserve(&mut self, n: usize) {
-        self.persistent.reserve(n);
+    /// A Table record of the log (recovery): the table is that file, and
+    /// the Pk records before it no longer count.
+    pub fn load_table(&mut self, r: TableRef) {
+        self.base = None;
+        self.pending = Some(r);
+        self.delta = FastMap::default();
+        self.delta_key_bytes = 0;
+        self.changed = 0;
     }
 
-    /// Rebuilds the volatile table from the persistent one (§4.3
-    /// Recovery).
-    pub fn rebuild_volatile(&mut self) {
-        self.volatile.clear();
+    /// Opens the table file the log named (checking it) and rebuilds the
+    /// volatile table from it and the delta (§4.3 Recovery). Returns the
+    /// number of entries the PKey layer holds by the counts: each key has
+    /// `n - 1` obsolete entries, plus one if its latest version has one.
+    pub fn finish_open(&mut self, fs: &Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<u64> {
+        self.volatile = FastMap::default();
         self.volatile_key_bytes = 0;
-        for (k, (e, _)) in &self.persistent {
+        let mut entries = 0u64;
+        let Validation {
+            pending,
+            base,
+            delta,
+            volatile,
+            volatile_key_bytes,
+            ..
+        } = self;
+        let mut note = |k: &[u8], e: PEntry| {
+            entries += u64::from(e.n - 1 + e.has_entry as u32);
             if e.n > 1 {
-                self.volatile_key_bytes += k.len();
-                self.volatile.insert(
-                    k.clone(),
+                *volatile_key_bytes += k.len();
+                volatile.insert(
+                    k.into(),
                     VEntry {
                         seq: e.seq,
                         count: e.n,
+                        has_entry: e.has_entry,
                     },
                 );
             }
+        };
+        if let Some(r) = pending.take() {
+            *base = Some(PkTable::open(fs, dir, r, key_type, |k, e| {
+                if !delta.contains_key(k) {
+                    note(k, e);
+                }
+            })?);
         }
+        for (k, (e, _)) in delta.iter() {
+            if let Some(e) = e {
+                note(k, *e);
+            }
+        }
+        Ok(entries)
     }
 
-    /// Estimated RAM of the persistent table's working copy and of the
-    /// volatile table.
+    /// Estimated RAM of the delta and of the volatile table.
     pub fn memory_bytes(&self) -> (usize, usize) {
         (
-            self.persistent_key_bytes + self.persistent.len() * (OVERHEAD + 16),
-            self.volatile_key_bytes + self.volatile.len() * (OVERHEAD + 16),
+            self.delta_key_bytes + self.delta.len() * (OVERHEAD + 24),
+            self.volatile_key_bytes + self.volatile.len() * (OVERHEAD + 24),
         )
     }
 }
@@ -295,11 +411,11 @@ mod tests {
     #[test]
     fn counts_follow_the_paper() {
         let mut v = Validation::default();
-        v.write(b"a", 1, true);
+        v.write(b"a", 1, true).unwrap();
         assert_eq!(v.check(b"a", 1, 10), Verdict::Valid);
         assert_eq!(v.volatile_len(), 0);
-        v.write(b"a", 2, true);
-        v.write(b"a", 3, true);
+        v.write(b"a", 2, true).unwrap();
+        v.write(b"a", 3, true).unwrap();
         assert_eq!(v.persistent(b"a").map(|e| e.n), Some(3));
         assert_eq!(v.check(b"a", 1, 10), Verdict::Stale);
         assert_eq!(v.check(b"a", 3, 10), Verdict::Valid);
@@ -313,19 +429,110 @@ mod tests {
         assert_eq!(v.volatile_len(), 0);
         assert_eq!(v.persistent(b"a").map(|e| e.n), Some(1));
         // A delete: the key stays until its last entry is collected.
-        v.write(b"a", 4, false);
+        v.write(b"a", 4, false).unwrap();
         assert_eq!(v.check(b"a", 3, 10), Verdict::Stale);
         v.collected(b"a");
         assert_eq!(v.persistent(b"a"), None);
         assert_eq!(v.volatile_len(), 0);
         // Deleting an unknown key records nothing.
-        v.write(b"b", 5, false);
-        assert_eq!(v.persistent_len(), 0);
+        let before = v.delta_len();
+        v.write(b"b", 5, false).unwrap();
+        assert_eq!(v.delta_len(), before);
+        assert_eq!(v.persistent(b"b"), None);
         // Recovery rebuilds the volatile table from the persistent one.
-        v.write(b"c", 6, true);
-        v.write(b"c", 7, true);
-        v.rebuild_volatile();
+        v.write(b"c", 6, true).unwrap();
+        v.write(b"c", 7, true).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(strata_lsm::io::RealFs);
+        let entries = v.finish_open(&fs, dir.path(), 0).unwrap();
         assert_eq!(v.volatile_len(), 1);
+        // a: one entry (its last version has none, its old one is
+        // collected: 0); c: two.
+        assert_eq!(entries, 2);
         assert_eq!(v.check(b"c", 6, 10), Verdict::Stale);
+    }
+
+    /// The table file with the delta on top gives every key's value the
+    /// in-RAM model gives, through merges into new files and a reopen
+    /// (the file named by the log, the later Pk records replayed).
+    #[test]
+    fn merged_tables_and_the_delta_agree_with_a_model() {
+        use std::collections::HashMap;
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(strata_lsm::io::RealFs);
+        let mut v = Validation::default();
+        let mut model: HashMap<Vec<u8>, PEntry> = HashMap::new();
+        let mut log: Vec<(Vec<u8>, Option<PEntry>)> = Vec::new();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut seq = 0;
+        let mut number = 1;
+        for round in 0..7 {
+            for _ in 0..3000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                seq += 1;
+                let pk = format!("k{}", x % 2000).into_bytes();
+                let has = !x.is_multiple_of(7);
+                v.write(&pk, seq, has).unwrap();
+                // The model: the paper's counts.
+                match model.get_mut(&pk) {
+                    None if has => {
+                        model.insert(
+                            pk.clone(),
+                            PEntry {
+                                seq,
+                                n: 1,
+                                has_entry: true,
+                            },
+                        );
+                    }
+                    None => {}
+                    Some(e) => {
+                        if e.has_entry {
+                            e.n += 1;
+                        }
+                        e.seq = seq;
+                        e.has_entry = has;
+                    }
+                }
+                if x.is_multiple_of(5) && v.check(&pk, 0, seq) == Verdict::Stale {
+                    v.collected(&pk);
+                    let e = model.get_mut(&pk).unwrap();
+                    e.n -= 1;
+                    if e.n == 1 && !e.has_entry {
+                        model.remove(&pk);
+                    }
+                }
+            }
+            if round % 2 == 1 {
+                let r = v.merge(&fs, dir.path(), number, 0).unwrap();
+                number += 1;
+                log.clear();
+                log.push((b"table".to_vec(), None));
+                assert_eq!(r.count as usize, model.len());
+                assert_eq!(v.delta_len(), 0);
+            } else {
+                v.drain_changes(|k, e| log.push((k.to_vec(), e)));
+            }
+            for (k, e) in &model {
+                assert_eq!(v.persistent(k), Some(*e), "round {round}");
+            }
+        }
+        // Reopen: the last table, then the Pk records written after it.
+        let mut w = Validation::default();
+        if let Some(r) = v.table() {
+            w.load_table(r);
+        }
+        v.drain_changes(|k, e| log.push((k.to_vec(), e)));
+        for (k, e) in log.into_iter().filter(|(k, _)| k != b"table") {
+            w.load(k, e);
+        }
+        w.finish_open(&fs, dir.path(), 0).unwrap();
+        for (k, e) in &model {
+            assert_eq!(w.persistent(k), Some(*e));
+        }
+        let updated = model.values().filter(|e| e.n > 1).count();
+        assert_eq!(w.volatile_len(), updated);
     }
 }
