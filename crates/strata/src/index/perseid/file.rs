@@ -42,8 +42,7 @@ use strata_lsm::io::{Fs, RandomRead, WritableFile};
 use strata_lsm::key::SeqNo;
 
 use super::pkey::{Loc, Page, PageId, PageKind, PageSource, Ptr};
-use super::table::{parse_table_name, table_name, TableRef};
-use super::validation::PEntry;
+use super::table::{parse_table_name, table_name, PEntry, TableRef};
 
 const MAGIC: &[u8; 8] = b"PERSEID\0";
 /// Version of the file format; a file of another version fails its

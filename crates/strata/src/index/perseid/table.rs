@@ -33,7 +33,16 @@ use strata_lsm::coding::masked_crc;
 use strata_lsm::error::{Error, Result};
 use strata_lsm::io::{Fs, RandomRead};
 
-use super::validation::PEntry;
+use strata_lsm::key::SeqNo;
+
+/// A persistent-table value (`validation`): a key's latest sequence
+/// number, its physical count and whether its latest version has an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PEntry {
+    pub seq: SeqNo,
+    pub n: u32,
+    pub has_entry: bool,
+}
 
 const MAGIC: &[u8; 8] = b"PSTABLE\0";
 /// Version of the table file's layout.

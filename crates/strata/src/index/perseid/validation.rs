@@ -44,15 +44,8 @@ use crate::index::fxhash::FastMap;
 #[cfg(test)]
 use crate::index::fxhash::FxHasher;
 
+pub(crate) use super::table::PEntry;
 use super::table::{key_hash, PkTable, TableRef, TableWriter};
-
-/// A persistent-table value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PEntry {
-    pub seq: SeqNo,
-    pub n: u32,
-    pub has_entry: bool,
-}
 
 /// A volatile-table value: the key's persistent value (it has `n > 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
