@@ -8,8 +8,9 @@
 //! (then again with `open-only` as a fourth argument to time only an open,
 //! for example under `valgrind --tool=callgrind`). `STRATEGY=memory` uses
 //! another strategy, `TIERED=1` the tiered primary, `MEMTABLE_MB=n` a
-//! smaller memtable (more components); after the reopen, 200
-//! top-10 lookups (records fetched) report their block and Bloom counts,
+//! smaller memtable (more components); after the reopen, 200 (`LOOKUPS`)
+//! top-10 lookups (records fetched; `KEYS_ONLY=1`: index-only) report
+//! their mean latency, block and Bloom counts,
 //! and those of the same records fetched by a plain batched lookup.
 //! `RANGE_QUERIES=q` then runs `q` full (no limit) range queries over
 //! about `RANGE_SKEYS` (default 20) consecutive secondary keys each (~25
@@ -93,7 +94,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut found = Vec::new();
     // `KEYS_ONLY=1`: index-only lookups (no record fetched).
     let keys_only = std::env::var("KEYS_ONLY").is_ok_and(|v| v == "1");
-    for i in 0..200u64 {
+    // `LOOKUPS=q`: that many lookups (default 200), timed together.
+    let lookups: u64 = std::env::var("LOOKUPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let t = Instant::now();
+    for i in 0..lookups {
         let sk = ((i * 7919) % skey_count(n)).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
         let pred = strata::Predicate::Eq(IndexValue::I64(sk as i64));
         let (h, p) = db.query_profiled(
@@ -106,10 +113,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         blocks += p.data_blocks_read;
         found.extend(h.into_iter().map(|h| h.key));
     }
+    let took = t.elapsed();
     let io = db.engine().stats().io;
     eprintln!(
-        "200 top-10 lookups: {hits} records, {comps} components probed, {blocks} data blocks, {} Bloom probes",
-        io.bloom_probes - probes0
+        "{lookups} top-10 lookups: {hits} records, {comps} components probed, {blocks} data blocks, {} Bloom probes, {:.2} µs a lookup",
+        io.bloom_probes - probes0,
+        took.as_secs_f64() * 1e6 / lookups.max(1) as f64
     );
     let (probes1, data1) = (io.bloom_probes, io.data_blocks.disk + io.data_blocks.cache);
     let keys: Vec<&[u8]> = found.iter().map(|k| k.as_slice()).collect();

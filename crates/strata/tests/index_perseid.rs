@@ -96,6 +96,7 @@ fn reopen_reads_the_page_file_without_a_rebuild() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng::new(7);
     let mut model = BTreeMap::new();
+    let entries;
     {
         let db = open(dir.path());
         load(&db, &mut rng, 20_000, &mut model);
@@ -104,6 +105,8 @@ fn reopen_reads_the_page_file_without_a_rebuild() {
         let s = &db.indexes()[0].stats;
         assert!(s.repaired > 0, "garbage collection removed nothing: {s:?}");
         assert!(s.disk_bytes > 0 && s.memory_bytes > 0);
+        entries = s.global_entries;
+        assert!(entries as usize >= model.len());
     }
     let files = page_files(dir.path());
     assert!(!files.is_empty());
@@ -113,6 +116,9 @@ fn reopen_reads_the_page_file_without_a_rebuild() {
     // No rebuild: a rebuild writes a full group to a new file at open.
     assert_eq!(page_files(dir.path()), files);
     assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    // The entry count (live and obsolete) is the one the last commit
+    // recorded, not recounted.
+    assert_eq!(db.indexes()[0].stats.global_entries, entries);
     check(&db, &model);
     // Writes after the reopen (some not flushed), then a crash: the WAL
     // replay restores them on top of the file.
@@ -134,11 +140,12 @@ fn a_page_file_that_fails_its_checks_is_rebuilt() {
         load(&db, &mut rng, 5000, &mut model);
         db.flush().unwrap();
     }
-    // A flipped byte in the middle of the newest file.
+    // A flipped byte in a record that open reads: the newest file's last
+    // Commit.
     let files = page_files(dir.path());
     let f = files.last().unwrap();
     let mut b = std::fs::read(f).unwrap();
-    let i = b.len() / 2;
+    let i = b.len() - 3;
     b[i] ^= 0x40;
     std::fs::write(f, &b).unwrap();
     let db = open(dir.path());
@@ -169,6 +176,65 @@ fn a_page_file_that_fails_its_checks_is_rebuilt() {
         why.as_deref().is_some_and(|w| w.contains("behind")),
         "rebuild not reported: {why:?}"
     );
+}
+
+/// Flips a byte in the body of every Page record (kind 3) of `file`
+/// (records: `len u32 ‖ crc u32 ‖ kind u8 ‖ payload`, `format/perseid.md`).
+fn corrupt_page_records(file: &Path) -> usize {
+    let mut b = std::fs::read(file).unwrap();
+    let (mut at, mut n) = (0, 0);
+    while at + 9 <= b.len() {
+        let len = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        if b[at + 8] == 3 && len > 40 {
+            b[at + 8 + 30] ^= 0x10;
+            n += 1;
+        }
+        at += 8 + len;
+    }
+    std::fs::write(file, &b).unwrap();
+    n
+}
+
+/// Pages are verified when read, not at open: a page that fails its
+/// checks is an error of the query that reads it (never a wrong answer),
+/// and the next open rebuilds the index.
+#[test]
+fn a_page_that_fails_its_checks_when_read_makes_the_next_open_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(9);
+    let mut model = BTreeMap::new();
+    {
+        let db = open(dir.path());
+        load(&db, &mut rng, 5000, &mut model);
+        db.flush().unwrap();
+    }
+    let corrupted: usize = page_files(dir.path())
+        .iter()
+        .map(|f| corrupt_page_records(f))
+        .sum();
+    assert!(corrupted > 0);
+    {
+        let db = open(dir.path());
+        assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+        let err = db.check_index("by_u").unwrap_err();
+        assert!(
+            err.to_string().contains("fails its checks"),
+            "unexpected error: {err}"
+        );
+    }
+    let db = open(dir.path());
+    let why = db.indexes()[0].stats.rebuilt_at_open.clone();
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("fails its checks")),
+        "rebuild not reported: {why:?}"
+    );
+    check(&db, &model);
+    drop(db);
+    // The rebuilt files are whole: the next open uses them.
+    let db = open(dir.path());
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    check(&db, &model);
 }
 
 fn table_files(dir: &Path) -> Vec<PathBuf> {

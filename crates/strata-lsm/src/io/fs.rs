@@ -27,6 +27,14 @@ pub trait RandomRead: Send + Sync {
     /// Reads exactly `len` bytes at `offset` into a buffer of the per-thread
     /// pool; `Error::Corruption` if the file is shorter.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Calls `f` with exactly `len` bytes at `offset`: the file's mapped
+    /// bytes where it is mapped (no copy), else a buffer read by
+    /// [`RandomRead::read_at`]. `Error::Corruption` if the file is shorter.
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let b = self.read_at(offset, len)?;
+        f(&b);
+        Ok(())
+    }
     /// True while reads bypass the page cache (O_DIRECT).
     fn is_direct(&self) -> bool {
         false

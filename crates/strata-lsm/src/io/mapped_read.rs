@@ -51,18 +51,30 @@ impl MappedFile {
 
 impl RandomRead for MappedFile {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let start = usize::try_from(offset).ok();
-        let range = start.and_then(|s| Some(s..s.checked_add(len)?));
-        let Some(bytes) = range.and_then(|r| self.map.get(r)) else {
-            return Err(Error::corruption(format!(
-                "file too short: {} has {} bytes, {len} wanted at offset {offset}",
-                self.path.display(),
-                self.map.len()
-            )));
-        };
+        let bytes = self.slice(offset, len)?;
         let mut buf = take_unfilled(len);
         buf.extend_from_slice(bytes);
         Ok(buf)
+    }
+
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        f(self.slice(offset, len)?);
+        Ok(())
+    }
+}
+
+impl MappedFile {
+    /// The mapped bytes `offset..offset + len`.
+    fn slice(&self, offset: u64, len: usize) -> Result<&[u8]> {
+        let start = usize::try_from(offset).ok();
+        let range = start.and_then(|s| Some(s..s.checked_add(len)?));
+        range.and_then(|r| self.map.get(r)).ok_or_else(|| {
+            Error::corruption(format!(
+                "file too short: {} has {} bytes, {len} wanted at offset {offset}",
+                self.path.display(),
+                self.map.len()
+            ))
+        })
     }
 }
 
@@ -81,6 +93,11 @@ mod tests {
         assert_eq!(f.read_at(4090, 20).expect("read"), data[4090..4110]);
         assert_eq!(f.read_at(9_990, 10).expect("read"), data[9_990..]);
         assert!(f.read_at(9_991, 10).is_err());
+        let mut seen = Vec::new();
+        f.read_with(4090, 20, &mut |b| seen.extend_from_slice(b))
+            .expect("read");
+        assert_eq!(seen, data[4090..4110]);
+        assert!(f.read_with(9_991, 10, &mut |_| ()).is_err());
         assert!(f.read_at(u64::MAX, 1).is_err());
         let err = f.read_at(20_000, 1).expect_err("past the end");
         assert!(err.to_string().contains("too short"), "{err}");

@@ -6,15 +6,16 @@
 //! becomes pages cached in RAM and a file written through the engine's
 //! [`Fs`] (fault injection and simulated power loss reach it), with an
 //! explicit flush (write + fsync) as the persistence barrier. The file is
-//! a log of checksummed records in *groups*: `Begin`, then pages, freed
-//! pages, SKey-layer and persistent-table records (a key's value, or a
-//! Table record naming the table file that replaces all of them), then
-//! `Commit` with the
-//! checkpoint (every primary write at or below it is in the group or
-//! before). A group takes effect only if its `Commit` is read back intact;
-//! a *full* group (a snapshot of everything) replaces all state before
-//! it. Nothing is written between flushes, so a crash loses exactly the
-//! changes since the last commit, which the primary's WAL still holds.
+//! a log of checksummed records in *groups*: `Begin` (with the length of
+//! the page section and of the rest), the pages, a PageDir record locating
+//! them, freed pages, SKey-layer and persistent-table records (a key's
+//! value, or a Table record naming the table file that replaces all of
+//! them), then `Commit` with the checkpoint (every primary write at or
+//! below it is in the group or before), written after a barrier. A group
+//! takes effect only if its `Commit` is read back intact; a *full* group
+//! (a snapshot of everything) replaces all state before it. Nothing is
+//! written between flushes, so a crash loses exactly the changes since
+//! the last commit, which the primary's WAL still holds.
 //!
 //! Files are `perseid-<n>.log`, read in order of `n`. A flush appends a
 //! delta group to the active file, or, when the log has grown to 1.5
@@ -22,9 +23,11 @@
 //! full group to a new file and then removes the older ones. A new file
 //! is fsynced and its directory too before the flush returns.
 //!
-//! Pages are not read at open: a Page record yields its page's location
-//! ([`Loc`]), and [`PageReader`] reads the record back (checksum verified)
-//! when the page cache (`pkey`) needs it. The files a full group replaces
+//! Pages are not read at open (open skips each group's page section): the
+//! PageDir record yields each page's location ([`Loc`]), and
+//! [`PageReader`] reads the record back (checksum verified) when the page
+//! cache (`pkey`) needs it; a page that fails its checks leaves a marker
+//! that makes the next open rebuild the index. The files a full group replaces
 //! are removed only after the new locations are installed
 //! ([`Store::retire`]), so a reader never looks for a page in a removed
 //! file.
@@ -42,12 +45,12 @@ use strata_lsm::io::{Fs, RandomRead, WritableFile};
 use strata_lsm::key::SeqNo;
 
 use super::pkey::{Loc, Page, PageId, PageKind, PageSource, Ptr};
-use super::table::{parse_table_name, table_name, PEntry, TableRef};
+use super::table::{parse_table_name, table_name, write_marker, PEntry, TableRef, MARKER};
 
 const MAGIC: &[u8; 8] = b"PERSEID\0";
 /// Version of the file format; a file of another version fails its
 /// checks (and the index is rebuilt from the primary).
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 const K_HEADER: u8 = 1;
 const K_BEGIN: u8 = 2;
@@ -57,6 +60,7 @@ const K_SKEY: u8 = 5;
 const K_PK: u8 = 6;
 const K_COMMIT: u8 = 7;
 const K_TABLE: u8 = 8;
+const K_PAGE_DIR: u8 = 9;
 
 /// What a `Commit` record carries.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -64,6 +68,8 @@ pub(crate) struct Commit {
     /// Every primary write with a sequence number at or below it is
     /// reflected in the state up to this group.
     pub checkpoint: SeqNo,
+    /// Entries in the PKey layer (live and obsolete) in that state.
+    pub entries: u64,
     /// Largest rectangle half-extents indexed (spatial queries).
     pub extent: [f64; 2],
 }
@@ -89,10 +95,36 @@ pub(crate) struct GroupRead {
     pub commit: Commit,
 }
 
-/// Encodes one group's records.
+/// Bytes of a Begin record: frame (8) ‖ kind ‖ full u8 ‖ pages u64 ‖ rest u64.
+const BEGIN_LEN: usize = 8 + 1 + 1 + 16;
+
+/// Bytes of a Commit record: frame (8) ‖ kind ‖ checkpoint u64 ‖ extent
+/// 2 × f64 ‖ entries u64 ‖ records u32.
+const COMMIT_LEN: usize = 8 + 1 + 36;
+
+/// Bytes of a PageDir entry: page id u32 ‖ capacity u32 ‖ offset u64 ‖
+/// record length u32.
+const DIR_ENTRY_LEN: usize = 20;
+
+/// Encodes one group's records: the Page records first (their section is
+/// skipped at open), then the PageDir record locating them, then the
+/// other records, then Commit.
 pub(crate) struct GroupWriter {
-    buf: Vec<u8>,
+    full: bool,
+    pages: Vec<u8>,
+    dir: Vec<u8>,
+    page_count: u32,
+    rest: Vec<u8>,
     records: u32,
+}
+
+/// An encoded group, written in two steps: `body` (Begin to the last
+/// record before Commit) made durable first, then `commit`, so that a
+/// Commit read back intact vouches for page records that open does not
+/// read.
+pub(crate) struct EncodedGroup {
+    pub body: Vec<u8>,
+    pub commit: Vec<u8>,
 }
 
 fn frame(buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
@@ -111,29 +143,37 @@ fn put_bytes(p: &mut Vec<u8>, b: &[u8]) {
 
 impl GroupWriter {
     pub fn new(full: bool) -> GroupWriter {
-        let mut g = GroupWriter {
-            buf: Vec::new(),
+        GroupWriter {
+            full,
+            pages: Vec::new(),
+            dir: Vec::new(),
+            page_count: 0,
+            rest: Vec::new(),
             records: 0,
-        };
-        frame(&mut g.buf, K_BEGIN, &[full as u8]);
-        g
+        }
     }
 
     /// Adds a page; returns the record's offset in the group and length.
     pub fn page(&mut self, id: PageId, page: &Page) -> (u64, u32) {
-        let at = self.buf.len();
+        let at = BEGIN_LEN + self.pages.len();
         let mut p = Vec::with_capacity(page.data.len() + 16);
         p.extend_from_slice(&id.to_le_bytes());
         p.push(page.kind as u8);
         p.extend_from_slice(&(page.cap as u32).to_le_bytes());
         put_bytes(&mut p, &page.data);
-        frame(&mut self.buf, K_PAGE, &p);
+        frame(&mut self.pages, K_PAGE, &p);
+        let len = (BEGIN_LEN + self.pages.len() - at) as u32;
+        self.dir.extend_from_slice(&id.to_le_bytes());
+        self.dir.extend_from_slice(&(page.cap as u32).to_le_bytes());
+        self.dir.extend_from_slice(&(at as u64).to_le_bytes());
+        self.dir.extend_from_slice(&len.to_le_bytes());
+        self.page_count += 1;
         self.records += 1;
-        (at as u64, (self.buf.len() - at) as u32)
+        (at as u64, len)
     }
 
     pub fn free(&mut self, id: PageId) {
-        frame(&mut self.buf, K_FREE, &id.to_le_bytes());
+        frame(&mut self.rest, K_FREE, &id.to_le_bytes());
         self.records += 1;
     }
 
@@ -142,7 +182,7 @@ impl GroupWriter {
         put_bytes(&mut p, skey);
         p.push(ptr.is_some() as u8);
         p.extend_from_slice(&ptr.unwrap_or(0).to_le_bytes());
-        frame(&mut self.buf, K_SKEY, &p);
+        frame(&mut self.rest, K_SKEY, &p);
         self.records += 1;
     }
 
@@ -158,7 +198,7 @@ impl GroupWriter {
         p.extend_from_slice(&e.seq.to_le_bytes());
         p.extend_from_slice(&e.n.to_le_bytes());
         p.push(e.has_entry as u8);
-        frame(&mut self.buf, K_PK, &p);
+        frame(&mut self.rest, K_PK, &p);
         self.records += 1;
     }
 
@@ -168,19 +208,36 @@ impl GroupWriter {
         p.extend_from_slice(&r.count.to_le_bytes());
         p.extend_from_slice(&r.len.to_le_bytes());
         p.extend_from_slice(&r.crc.to_le_bytes());
-        frame(&mut self.buf, K_TABLE, &p);
+        frame(&mut self.rest, K_TABLE, &p);
         self.records += 1;
     }
 
     /// Closes the group.
-    pub fn commit(mut self, c: &Commit) -> Vec<u8> {
-        let mut p = Vec::with_capacity(28);
+    pub fn commit(self, c: &Commit) -> EncodedGroup {
+        let mut dir = Vec::with_capacity(self.dir.len() + 4);
+        dir.extend_from_slice(&self.page_count.to_le_bytes());
+        dir.extend_from_slice(&self.dir);
+        let mut tail = Vec::with_capacity(dir.len() + 16 + self.rest.len());
+        frame(&mut tail, K_PAGE_DIR, &dir);
+        tail.extend_from_slice(&self.rest);
+        let mut p = Vec::with_capacity(36);
         p.extend_from_slice(&c.checkpoint.to_le_bytes());
         p.extend_from_slice(&c.extent[0].to_le_bytes());
         p.extend_from_slice(&c.extent[1].to_le_bytes());
+        p.extend_from_slice(&c.entries.to_le_bytes());
         p.extend_from_slice(&self.records.to_le_bytes());
-        frame(&mut self.buf, K_COMMIT, &p);
-        self.buf
+        let mut commit = Vec::with_capacity(COMMIT_LEN);
+        frame(&mut commit, K_COMMIT, &p);
+        let mut begin = Vec::with_capacity(17);
+        begin.push(self.full as u8);
+        begin.extend_from_slice(&(self.pages.len() as u64).to_le_bytes());
+        begin.extend_from_slice(&((tail.len() + commit.len()) as u64).to_le_bytes());
+        let mut body = Vec::with_capacity(BEGIN_LEN + self.pages.len() + tail.len());
+        frame(&mut body, K_BEGIN, &begin);
+        debug_assert_eq!(body.len(), BEGIN_LEN);
+        body.extend_from_slice(&self.pages);
+        body.extend_from_slice(&tail);
+        EncodedGroup { body, commit }
     }
 }
 
@@ -268,16 +325,37 @@ fn decode(kind: u8, p: &[u8]) -> Option<Rec> {
     Some(rec)
 }
 
-/// A Page record's header, checked, as a location (its contents are not
-/// copied).
-fn page_at(p: &[u8], loc: Loc) -> Option<Rec> {
+/// A PageDir record's payload as the locations of the group's pages
+/// (`start`: the group's offset in file `file`); `None` if it does not
+/// decode or names a record outside the page section (`pages` bytes
+/// after the Begin record).
+fn page_dir(p: &[u8], file: u64, start: u64, pages: u64) -> Option<Vec<Rec>> {
     let mut c = Cur(p);
-    let id = c.u32()?;
-    PageKind::from_u8(c.u8()?).ok()?;
-    let cap = c.u32()? as usize;
-    let used = c.bytes()?.len();
-    c.end()?;
-    (used <= cap).then_some(Rec::PageAt(id, cap, loc))
+    let n = c.u32()? as usize;
+    if c.0.len() != n.checked_mul(DIR_ENTRY_LEN)? {
+        return None;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = c.u32()?;
+        let cap = c.u32()? as usize;
+        let offset = c.u64()?;
+        let len = c.u32()?;
+        let end = offset.checked_add(u64::from(len))?;
+        if offset < BEGIN_LEN as u64 || end > BEGIN_LEN as u64 + pages {
+            return None;
+        }
+        out.push(Rec::PageAt(
+            id,
+            cap,
+            Loc {
+                file,
+                offset: start + offset,
+                len,
+            },
+        ));
+    }
+    Some(out)
 }
 
 /// Reads pages back from the files of one index (the page cache's
@@ -338,10 +416,15 @@ impl PageSource for PageReader {
             Err(_) => self.handle(loc.file, true)?.read_at(loc.offset, len)?,
         };
         let bad = || {
-            Error::corruption(format!(
+            let msg = format!(
                 "perseid file {}: page {id} at byte {} fails its checks",
                 loc.file, loc.offset
-            ))
+            );
+            // The next open rebuilds the index (pages are verified only
+            // when read, not at open). Best effort: the error reaches the
+            // caller either way.
+            let _ = write_marker(&*self.fs, &self.dir, &msg);
+            Error::corruption(msg)
         };
         let mut at = 0;
         let (kind, p) = next_record(&bytes, &mut at).ok_or_else(bad)?;
@@ -362,85 +445,143 @@ pub(crate) struct FileRead {
     pub torn: bool,
 }
 
-/// Reads one file: its header must name this format, `key_type` and
-/// `number`; then every committed group.
-pub(crate) fn read_file(b: &[u8], key_type: u8, number: u64) -> Result<FileRead> {
-    let mut at = 0;
-    let header_ok = next_record(b, &mut at).and_then(|(kind, p)| {
-        let mut c = Cur(p);
-        (kind == K_HEADER
-            && c.take(8)? == MAGIC
-            && c.u32()? == FORMAT_VERSION
-            && c.u8()? == key_type
-            && c.u64()? == number)
-            .then_some(())
-    });
+/// Bytes of a Header record.
+const HEADER_LEN: usize = 8 + 1 + 8 + 4 + 1 + 8;
+
+/// Reads one file of `size` bytes through `src`: its header must name
+/// this format, `key_type` and `number`; then every committed group.
+/// Page records are not read (their section is skipped: the PageDir
+/// record locates them and they are verified when read back).
+pub(crate) fn read_file(
+    src: &dyn RandomRead,
+    size: u64,
+    key_type: u8,
+    number: u64,
+) -> Result<FileRead> {
+    let read = |at: u64, len: usize| -> Result<Vec<u8>> {
+        src.read_at(at, len).map_err(|e| {
+            Error::corruption(format!(
+                "perseid file {number}: read {len} bytes at {at}: {e}"
+            ))
+        })
+    };
+    let header_ok = if size >= HEADER_LEN as u64 {
+        let b = read(0, HEADER_LEN)?;
+        let mut at = 0;
+        next_record(&b, &mut at).and_then(|(kind, p)| {
+            let mut c = Cur(p);
+            (kind == K_HEADER
+                && c.take(8)? == MAGIC
+                && c.u32()? == FORMAT_VERSION
+                && c.u8()? == key_type
+                && c.u64()? == number)
+                .then_some(())
+        })
+    } else {
+        None
+    };
     if header_ok.is_none() {
         // A file is created and its header written in one flush: a bad
         // header is a torn creation (an empty file), or a foreign one.
         return Ok(FileRead {
             groups: Vec::new(),
-            torn: !b.is_empty(),
+            torn: size > 0,
         });
     }
     let mut groups = Vec::new();
-    let mut committed = at;
-    'groups: while let Some((kind, p)) = next_record(b, &mut at) {
+    let mut committed = HEADER_LEN as u64;
+    while committed + BEGIN_LEN as u64 <= size {
+        let start = committed;
+        let b = read(start, BEGIN_LEN)?;
+        let mut at = 0;
+        let Some((kind, p)) = next_record(&b, &mut at) else {
+            break;
+        };
         if kind != K_BEGIN {
             return Err(Error::corruption(format!(
                 "perseid file {number}: record of kind {kind} outside a group"
             )));
         }
-        let full = p.first().copied().unwrap_or(0) != 0;
-        let mut records = Vec::new();
-        loop {
-            let start = at;
-            let Some((kind, p)) = next_record(b, &mut at) else {
-                break 'groups;
-            };
+        let mut c = Cur(p);
+        let (full, pages, rest) = (|| {
+            let full = c.u8()? != 0;
+            let pages = c.u64()?;
+            let rest = c.u64()?;
+            c.end()?;
+            Some((full, pages, rest))
+        })()
+        .ok_or_else(|| Error::corruption(format!("perseid file {number}: bad begin record")))?;
+        let Some(end) = (start + BEGIN_LEN as u64)
+            .checked_add(pages)
+            .and_then(|e| e.checked_add(rest))
+            .filter(|&e| e <= size)
+        else {
+            break; // cut short: a torn tail
+        };
+        let b = read(end - rest, rest as usize)?;
+        let mut at = 0;
+        let Some((kind, p)) = next_record(&b, &mut at) else {
+            break;
+        };
+        if kind != K_PAGE_DIR {
+            return Err(Error::corruption(format!(
+                "perseid file {number}: group at byte {start} has no page directory"
+            )));
+        }
+        let mut records = page_dir(p, number, start, pages).ok_or_else(|| {
+            Error::corruption(format!(
+                "perseid file {number}: bad page directory at byte {start}"
+            ))
+        })?;
+        let mut commit = None;
+        while let Some((kind, p)) = next_record(&b, &mut at) {
             if kind == K_COMMIT {
                 let mut c = Cur(p);
-                let commit = (|| {
-                    let checkpoint = c.u64()?;
-                    let extent = [c.f64()?, c.f64()?];
-                    let n = c.u32()?;
-                    c.end()?;
-                    (n as usize == records.len()).then_some(Commit { checkpoint, extent })
-                })()
-                .ok_or_else(|| {
-                    Error::corruption(format!("perseid file {number}: bad commit record"))
-                })?;
-                groups.push(GroupRead {
-                    full,
-                    records,
-                    commit,
-                });
-                committed = at;
+                let n = records.len();
+                commit = Some(
+                    (|| {
+                        let checkpoint = c.u64()?;
+                        let extent = [c.f64()?, c.f64()?];
+                        let entries = c.u64()?;
+                        let count = c.u32()?;
+                        c.end()?;
+                        (count as usize == n).then_some(Commit {
+                            checkpoint,
+                            extent,
+                            entries,
+                        })
+                    })()
+                    .ok_or_else(|| {
+                        Error::corruption(format!("perseid file {number}: bad commit record"))
+                    })?,
+                );
                 break;
             }
-            let rec = if kind == K_PAGE {
-                page_at(
-                    p,
-                    Loc {
-                        file: number,
-                        offset: start as u64,
-                        len: (at - start) as u32,
-                    },
-                )
-            } else {
-                decode(kind, p)
-            };
-            let rec = rec.ok_or_else(|| {
+            let rec = decode(kind, p).ok_or_else(|| {
                 Error::corruption(format!(
-                    "perseid file {number}: bad record of kind {kind} at byte {at}"
+                    "perseid file {number}: bad record of kind {kind} in the group at byte {start}"
                 ))
             })?;
             records.push(rec);
         }
+        let Some(commit) = commit else {
+            break; // the Commit (written last) is missing or torn
+        };
+        if at != b.len() {
+            return Err(Error::corruption(format!(
+                "perseid file {number}: bytes after the commit of the group at byte {start}"
+            )));
+        }
+        groups.push(GroupRead {
+            full,
+            records,
+            commit,
+        });
+        committed = end;
     }
     Ok(FileRead {
         groups,
-        torn: committed < b.len(),
+        torn: committed < size,
     })
 }
 
@@ -516,6 +657,20 @@ impl Store {
         let mut torn = false;
         let mut any_torn = false;
         let mut failed: Option<Error> = None;
+        let marker = dir.join(MARKER);
+        if fs.exists(&marker) {
+            let why = fs
+                .open_random(&marker, false)
+                .and_then(|f| {
+                    let len = fs.file_size(&marker).unwrap_or(0).min(4096) as usize;
+                    f.read_at(0, len)
+                })
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_else(|e| format!("(reason unreadable: {e})"));
+            failed = Some(Error::corruption(format!(
+                "perseid: a page failed its checks when read: {why}"
+            )));
+        }
         for n in numbers {
             let path = dir.join(file_name(n));
             let size = fs
@@ -527,8 +682,7 @@ impl Store {
             }
             let read = fs
                 .open_random(&path, false)
-                .and_then(|f| f.read_at(0, size as usize))
-                .and_then(|b| read_file(&b, key_type, n));
+                .and_then(|f| read_file(&*f, size, key_type, n));
             let read = match read {
                 Ok(r) => r,
                 Err(e) => {
@@ -637,7 +791,7 @@ impl Store {
     /// group.
     /// Returns the file the group went to and its offset there. After a
     /// full group, the older files stay until [`Store::retire`].
-    pub fn write_group(&mut self, group: &[u8], full: bool) -> Result<(u64, u64)> {
+    pub fn write_group(&mut self, group: &EncodedGroup, full: bool) -> Result<(u64, u64)> {
         let r = self.try_write(group, full);
         if r.is_err() {
             self.active = None;
@@ -654,7 +808,11 @@ impl Store {
         self.files.iter().map(|(n, _)| *n).collect()
     }
 
-    fn try_write(&mut self, group: &[u8], full: bool) -> Result<(u64, u64)> {
+    /// Two barriers: the body (Begin to the record before Commit) is
+    /// durable before the Commit is written, so a Commit read back intact
+    /// means every page record of its group is on disk (open does not
+    /// read them).
+    fn try_write(&mut self, group: &EncodedGroup, full: bool) -> Result<(u64, u64)> {
         if full || self.active.is_none() {
             let n = self.next_number;
             self.next_number += 1;
@@ -669,7 +827,10 @@ impl Store {
             p.extend_from_slice(&n.to_le_bytes());
             frame(&mut header, K_HEADER, &p);
             f.write_all(&header)
-                .and_then(|_| f.write_all(group))
+                .and_then(|_| f.write_all(&group.body))
+                .and_then(|_| f.flush())
+                .and_then(|_| f.sync_all())
+                .and_then(|_| f.write_all(&group.commit))
                 .and_then(|_| f.flush())
                 .and_then(|_| f.sync_all())
                 .map_err(|e| {
@@ -681,8 +842,13 @@ impl Store {
                     e,
                 )
             })?;
-            let size = (header.len() + group.len()) as u64;
+            let size = (header.len() + group.body.len() + group.commit.len()) as u64;
             if full {
+                // Every page was read (and verified) for this group.
+                let marker = self.dir.join(MARKER);
+                if self.fs.exists(&marker) {
+                    let _ = self.fs.remove_file(&marker);
+                }
                 // The new file alone holds the state: the older ones go
                 // (at `retire`).
                 self.retired
@@ -703,7 +869,10 @@ impl Store {
             .active
             .as_mut()
             .ok_or_else(|| Error::invalid("perseid: no active file"))?;
-        f.write_all(group)
+        f.write_all(&group.body)
+            .and_then(|_| f.flush())
+            .and_then(|_| f.sync_data())
+            .and_then(|_| f.write_all(&group.commit))
             .and_then(|_| f.flush())
             .and_then(|_| f.sync_data())
             .map_err(|e| {
@@ -715,7 +884,7 @@ impl Store {
         let mut at = (0, 0);
         if let Some(last) = self.files.last_mut() {
             at = (last.0, last.1);
-            last.1 += group.len() as u64;
+            last.1 += (group.body.len() + group.commit.len()) as u64;
         }
         Ok(at)
     }
@@ -725,18 +894,45 @@ impl Store {
 mod tests {
     use super::*;
 
+    /// A file held in memory.
+    struct Bytes(Vec<u8>);
+
+    impl RandomRead for Bytes {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+            let at = offset as usize;
+            self.0
+                .get(at..at + len)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Error::corruption("short read"))
+        }
+    }
+
+    fn read(b: &[u8], key_type: u8, number: u64) -> Result<FileRead> {
+        read_file(&Bytes(b.to_vec()), b.len() as u64, key_type, number)
+    }
+
+    fn header(key_type: u8, number: u64) -> Vec<u8> {
+        let mut file = Vec::new();
+        let mut p = MAGIC.to_vec();
+        p.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        p.push(key_type);
+        p.extend_from_slice(&number.to_le_bytes());
+        frame(&mut file, K_HEADER, &p);
+        assert_eq!(file.len(), HEADER_LEN);
+        file
+    }
+
     #[test]
     fn groups_round_trip_and_torn_tails_are_dropped() {
         let mut g = GroupWriter::new(true);
-        g.page(
-            3,
-            &Page {
-                kind: PageKind::Normal,
-                cap: 4096,
-                data: vec![1, 2, 3],
-            },
-        );
+        let page = |b: u8| Page {
+            kind: PageKind::Normal,
+            cap: 4096,
+            data: vec![b; 100],
+        };
+        let at3 = g.page(3, &page(1));
         g.skey(b"k", Some(7));
+        let at9 = g.page(9, &page(2));
         g.pk(
             b"p",
             Some(PEntry {
@@ -749,41 +945,79 @@ mod tests {
         let commit = Commit {
             checkpoint: 42,
             extent: [0.5, 0.25],
+            entries: 17,
         };
         let group = g.commit(&commit);
-        let mut file = Vec::new();
-        let mut p = MAGIC.to_vec();
-        p.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        p.push(2);
-        p.extend_from_slice(&5u64.to_le_bytes());
-        frame(&mut file, K_HEADER, &p);
-        file.extend_from_slice(&group);
-        let r = read_file(&file, 2, 5).unwrap();
+        let mut file = header(2, 5);
+        let start = file.len() as u64;
+        file.extend_from_slice(&group.body);
+        file.extend_from_slice(&group.commit);
+        let r = read(&file, 2, 5).unwrap();
         assert!(!r.torn);
         assert_eq!(r.groups.len(), 1);
         assert_eq!(r.groups[0].commit, commit);
         assert!(r.groups[0].full);
-        assert_eq!(r.groups[0].records.len(), 4);
+        assert_eq!(r.groups[0].records.len(), 5);
+        // The pages are located, not read; each location holds its page.
+        let locs: Vec<(PageId, Loc)> = r.groups[0]
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Rec::PageAt(id, 4096, loc) => Some((*id, *loc)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(locs.len(), 2);
+        for ((id, loc), (at, len), b) in [(locs[0], at3, 1u8), (locs[1], at9, 2)] {
+            assert_eq!((loc.file, loc.offset, loc.len), (5, start + at, len));
+            let rec = &file[loc.offset as usize..(loc.offset + loc.len as u64) as usize];
+            let mut i = 0;
+            let (kind, p) = next_record(rec, &mut i).unwrap();
+            match decode(kind, p) {
+                Some(Rec::Page(pid, pg)) => assert_eq!((pid, pg.data), (id, vec![b; 100])),
+                _ => panic!("not a page record"),
+            }
+        }
         // Wrong key type or number: not this index's file.
-        assert!(read_file(&file, 1, 5).unwrap().groups.is_empty());
-        assert!(read_file(&file, 2, 6).unwrap().groups.is_empty());
+        assert!(read(&file, 1, 5).unwrap().groups.is_empty());
+        assert!(read(&file, 2, 6).unwrap().groups.is_empty());
         // A second group cut anywhere is dropped; the first survives.
-        let second = GroupWriter::new(false).commit(&Commit {
+        let mut g = GroupWriter::new(false);
+        g.page(3, &page(3));
+        g.skey(b"k", None);
+        let second = g.commit(&Commit {
             checkpoint: 50,
             extent: [0.0, 0.0],
+            entries: 0,
         });
+        let second = [second.body, second.commit].concat();
         for cut in 1..second.len() {
             let mut f = file.clone();
             f.extend_from_slice(&second[..cut]);
-            let r = read_file(&f, 2, 5).unwrap();
-            assert!(r.torn);
+            let r = read(&f, 2, 5).unwrap();
+            assert!(r.torn, "cut at {cut}");
             assert_eq!(r.groups.len(), 1);
         }
-        // A flipped byte inside the committed group: the group is lost.
+        let mut f = file.clone();
+        f.extend_from_slice(&second);
+        let r = read(&f, 2, 5).unwrap();
+        assert!(!r.torn);
+        assert_eq!(r.groups.len(), 2);
+        // A flipped byte in a record open reads (here the last group's
+        // Commit): the group is lost.
         let mut f = file.clone();
         let i = file.len() - 3;
         f[i] ^= 1;
-        let r = read_file(&f, 2, 5).unwrap();
+        let r = read(&f, 2, 5).unwrap();
         assert!(r.torn && r.groups.is_empty());
+        // A flipped byte in a page record is not seen at open; the record
+        // fails its checksum when the page is read back.
+        let mut f = file.clone();
+        let i = (start + at9.0) as usize + 40;
+        f[i] ^= 1;
+        let r = read(&f, 2, 5).unwrap();
+        assert_eq!(r.groups.len(), 1);
+        let rec = &f[i - 40..i - 40 + at9.1 as usize];
+        assert!(next_record(rec, &mut 0).is_none());
     }
 }

@@ -158,6 +158,9 @@ struct State {
     applied: SeqNo,
     /// The checkpoint of the last group written.
     flushed: SeqNo,
+    /// Entries in the PKey layer, live and obsolete (recorded in each
+    /// Commit, so that an open need not count them).
+    entries: u64,
     /// A scan build is running: records arrive out of sequence order and
     /// nothing is flushed until it ends.
     building: bool,
@@ -171,6 +174,7 @@ impl State {
             extent: [0.0, 0.0],
             applied: 0,
             flushed: 0,
+            entries: 0,
             building: false,
         }
     }
@@ -196,6 +200,7 @@ impl State {
         }
         self.applied = g.commit.checkpoint;
         self.flushed = g.commit.checkpoint;
+        self.entries = g.commit.entries;
         self.extent = g.commit.extent;
         Ok(())
     }
@@ -233,8 +238,6 @@ pub(crate) struct Perseid {
     rebuild: AtomicBool,
     /// Why the index was rebuilt at open (reported by `stats`).
     rebuild_reason: Mutex<Option<String>>,
-    /// Entries in the PKey layer.
-    entries: AtomicU64,
     /// Obsolete entries removed by garbage collection.
     collected: AtomicU64,
     /// The page cache's budget and its reader of the page files.
@@ -254,7 +257,6 @@ impl Perseid {
         let reader = Arc::new(PageReader::new(cx.tree_opts.fs.clone(), cx.dir));
         let mut state = State::new(ty);
         let mut reason = None;
-        let mut entries = 0;
         match recovered {
             Ok(r) => {
                 // The table file the log names is checked and the
@@ -270,7 +272,7 @@ impl Perseid {
                             .finish_open(&cx.tree_opts.fs, cx.dir, key_code(ty))
                     });
                 match loaded {
-                    Ok(n) => entries = n,
+                    Ok(()) => {}
                     Err(e) => {
                         reason = Some(e.to_string());
                         state = State::new(ty);
@@ -290,7 +292,6 @@ impl Perseid {
             primary: cx.primary.clone(),
             rebuild: AtomicBool::new(rebuild),
             rebuild_reason: Mutex::new(reason),
-            entries: AtomicU64::new(entries),
             collected: AtomicU64::new(0),
             cache: (budget, reader),
             merge_min,
@@ -338,6 +339,7 @@ impl IndexStrategy for Perseid {
             extent,
             applied,
             building,
+            entries,
             ..
         } = &mut *st;
         let (mut added, mut collected) = (0, 0);
@@ -370,13 +372,9 @@ impl IndexStrategy for Perseid {
             }
             *applied = (*applied).max(seq);
         }
+        *entries = (*entries + added).saturating_sub(collected);
         tree.evict();
         drop(st);
-        self.entries
-            .fetch_update(Relaxed, Relaxed, |e| {
-                Some((e + added).saturating_sub(collected))
-            })
-            .ok();
         self.collected.fetch_add(collected, Relaxed);
         Ok(())
     }
@@ -420,7 +418,6 @@ impl IndexStrategy for Perseid {
         st.tree.set_cache(self.cache.0, self.cache.1.clone());
         st.building = true;
         store.needs_full = true;
-        self.entries.store(0, Relaxed);
         Ok(())
     }
 
@@ -506,6 +503,7 @@ impl IndexStrategy for Perseid {
             let commit = Commit {
                 checkpoint,
                 extent: st.extent,
+                entries: st.entries,
             };
             (g.commit(&commit), full)
         };
@@ -686,8 +684,8 @@ impl IndexStrategy for Perseid {
             resident_bytes: c.resident_bytes,
             budget_bytes: c.budget_bytes,
         });
+        s.global_entries = st.entries;
         drop(st);
-        s.global_entries = self.entries.load(Relaxed);
         s.repaired = self.collected.load(Relaxed);
         let store = lock(&self.store);
         s.disk_bytes = store.file_bytes() + store.table_bytes();

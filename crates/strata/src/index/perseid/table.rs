@@ -12,9 +12,14 @@
 //! records the switch. A reopen maps the newest file instead of reading
 //! every key into RAM.
 //!
-//! Layout: entries sorted by (hash, key), a directory of bucket offsets
-//! (bucket = the hash's top `bits` bits; about eight entries a bucket),
-//! and a footer. The whole file is checksummed; the checksum and length
+//! Layout: entries sorted by (hash, key), a copy of the entries with
+//! `n > 1` (the *volatile section*: what an open needs to rebuild the
+//! volatile table, without decoding the rest), a directory of bucket
+//! offsets and checksums (bucket = the hash's top `bits` bits; about
+//! eight entries a bucket), and a footer. Open checks every checksum
+//! (the entries in one pass over the mapping) and decodes only the
+//! volatile section; each bucket is checked again when read. The
+//! checksum of the volatile section and directory and the file's length
 //! are also recorded in the log record that refers to the file, so a
 //! stale or torn file is detected at open.
 //!
@@ -26,7 +31,7 @@
 #![deny(clippy::indexing_slicing)]
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use strata_lsm::coding::masked_crc;
@@ -46,8 +51,25 @@ pub(crate) struct PEntry {
 
 const MAGIC: &[u8; 8] = b"PSTABLE\0";
 /// Version of the table file's layout.
-const VERSION: u32 = 1;
-const FOOTER_LEN: usize = 40;
+const VERSION: u32 = 2;
+const FOOTER_LEN: usize = 60;
+
+/// A file whose presence makes the next open rebuild the index; it holds
+/// the reason. Written when a page or a table bucket read back fails its
+/// checks (both are verified when read); removed once a full group is
+/// durable (writing one reads and verifies every page and writes a new
+/// table file).
+pub(crate) const MARKER: &str = "perseid.corrupt";
+
+/// Writes the marker with `reason` (file and directory synced).
+pub(crate) fn write_marker(fs: &dyn Fs, dir: &Path, reason: &str) -> std::io::Result<()> {
+    let path = dir.join(MARKER);
+    let mut f = fs.create(&path, false)?;
+    f.write_all(reason.as_bytes())?;
+    f.flush()?;
+    f.sync_all()?;
+    fs.sync_dir(dir)
+}
 
 pub(crate) fn table_name(n: u64) -> String {
     format!("perseid-{n:06}.pkt")
@@ -100,7 +122,8 @@ pub(crate) struct TableRef {
     pub count: u64,
     /// Bytes of the file.
     pub len: u64,
-    /// Masked CRC32C of the file's entries and directory.
+    /// Masked CRC32C of the file's volatile section and directory (the
+    /// entries are checked per bucket when read).
     pub crc: u32,
 }
 
@@ -108,9 +131,14 @@ pub(crate) struct TableRef {
 pub(crate) struct PkTable {
     pub r: TableRef,
     bits: u32,
-    /// Offset of the directory (= bytes of the entries).
+    /// Offset of the directory.
     dir_at: u64,
+    /// Offset of the volatile section (= bytes of the entries).
+    vol_at: u64,
     file: Arc<dyn RandomRead>,
+    /// Where a bucket that fails its checks leaves the marker.
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
 }
 
 fn encode_entry(buf: &mut Vec<u8>, pk: &[u8], e: &PEntry) {
@@ -142,6 +170,9 @@ pub(crate) struct TableWriter {
     dir: Vec<u64>,
     bits: u32,
     count: u64,
+    /// The entries with `n > 1`, encoded (the volatile section).
+    vol: Vec<u8>,
+    vol_count: u64,
     last: Option<u64>,
 }
 
@@ -154,6 +185,8 @@ impl TableWriter {
             dir: Vec::with_capacity((1usize << bits) + 1),
             bits,
             count: 0,
+            vol: Vec::new(),
+            vol_count: 0,
             last: None,
         }
     }
@@ -168,6 +201,10 @@ impl TableWriter {
             self.dir.push(self.buf.len() as u64);
         }
         encode_entry(&mut self.buf, pk, e);
+        if e.n > 1 {
+            encode_entry(&mut self.vol, pk, e);
+            self.vol_count += 1;
+        }
         self.count += 1;
     }
 
@@ -180,14 +217,28 @@ impl TableWriter {
         number: u64,
         key_type: u8,
     ) -> Result<PkTable> {
-        let dir_at = self.buf.len() as u64;
+        let vol_at = self.buf.len() as u64;
         while self.dir.len() <= 1usize << self.bits {
-            self.dir.push(dir_at);
+            self.dir.push(vol_at);
         }
+        let crcs: Vec<u32> = self
+            .dir
+            .windows(2)
+            .map(|w| match w {
+                [a, b] => masked_crc(self.buf.get(*a as usize..*b as usize).unwrap_or_default()),
+                _ => 0,
+            })
+            .collect();
+        self.buf.extend_from_slice(&self.vol);
+        let dir_at = self.buf.len() as u64;
         for off in &self.dir {
             self.buf.extend_from_slice(&off.to_le_bytes());
         }
-        let crc = masked_crc(&self.buf);
+        for c in &crcs {
+            self.buf.extend_from_slice(&c.to_le_bytes());
+        }
+        let crc = masked_crc(self.buf.get(vol_at as usize..).unwrap_or_default());
+        let entries_crc = masked_crc(self.buf.get(..vol_at as usize).unwrap_or_default());
         let mut footer = Vec::with_capacity(FOOTER_LEN);
         footer.extend_from_slice(MAGIC);
         footer.extend_from_slice(&VERSION.to_le_bytes());
@@ -196,7 +247,10 @@ impl TableWriter {
         footer.extend_from_slice(&[0, 0]);
         footer.extend_from_slice(&number.to_le_bytes());
         footer.extend_from_slice(&self.count.to_le_bytes());
+        footer.extend_from_slice(&self.vol_count.to_le_bytes());
+        footer.extend_from_slice(&vol_at.to_le_bytes());
         footer.extend_from_slice(&crc.to_le_bytes());
+        footer.extend_from_slice(&entries_crc.to_le_bytes());
         let fcrc = masked_crc(&footer);
         footer.extend_from_slice(&fcrc.to_le_bytes());
         self.buf.extend_from_slice(&footer);
@@ -222,15 +276,32 @@ impl TableWriter {
             r,
             bits: self.bits,
             dir_at,
+            vol_at,
             file,
+            fs: fs.clone(),
+            dir: dir.to_path_buf(),
         })
     }
 }
 
+fn u64_at(b: &[u8], i: usize) -> Option<u64> {
+    b.get(i..i + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+}
+
+fn u32_at(b: &[u8], i: usize) -> Option<u32> {
+    b.get(i..i + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes)
+}
+
 impl PkTable {
-    /// Opens the file `r` names, checks it against `r` (length, checksum,
-    /// footer, every entry decodes) and calls `f` for every key, in file
-    /// order.
+    /// Opens the file `r` names, checks it against `r` (length, footer,
+    /// the checksums of the entries and of the volatile section and
+    /// directory, a directory whose buckets tile the entries) and calls
+    /// `f` for every key with `n > 1`, in file order: the entries are
+    /// checked, not decoded.
     pub fn open(
         fs: &Arc<dyn Fs>,
         dir: &Path,
@@ -244,127 +315,198 @@ impl PkTable {
         let size = fs
             .file_size(&path)
             .map_err(|e| Error::io(format!("size of perseid table {}", path.display()), e))?;
-        if size != r.len || (size as usize) < FOOTER_LEN {
+        if size != r.len || size < FOOTER_LEN as u64 {
             return Err(bad(&format!("{size} bytes, the log expects {}", r.len)));
         }
         let file: Arc<dyn RandomRead> = Arc::from(fs.open_mapped(&path)?);
-        let all = file.read_at(0, size as usize)?;
-        let (body, footer) = all
-            .split_at_checked(size as usize - FOOTER_LEN)
-            .ok_or_else(|| bad("short"))?;
-        let fcrc = footer
-            .get(FOOTER_LEN - 4..)
-            .and_then(|c| c.try_into().ok())
-            .map(u32::from_le_bytes);
+        let mut footer = Vec::with_capacity(FOOTER_LEN);
+        file.read_with(size - FOOTER_LEN as u64, FOOTER_LEN, &mut |b| {
+            footer.extend_from_slice(b)
+        })?;
         let head = footer.get(..FOOTER_LEN - 4).unwrap_or_default();
-        if fcrc != Some(masked_crc(head)) {
+        if u32_at(&footer, FOOTER_LEN - 4) != Some(masked_crc(head)) {
             return Err(bad("footer fails its checksum"));
         }
-        let u64_at = |b: &[u8], i: usize| {
-            b.get(i..i + 8)
-                .and_then(|s| s.try_into().ok())
-                .map(u64::from_le_bytes)
-        };
         let ok = head.get(..8) == Some(MAGIC.as_slice())
-            && head.get(8..12) == Some(VERSION.to_le_bytes().as_slice())
+            && u32_at(head, 8) == Some(VERSION)
             && head.get(12) == Some(&key_type)
             && u64_at(head, 16) == Some(r.number)
             && u64_at(head, 24) == Some(r.count)
-            && head.get(32..36) == Some(r.crc.to_le_bytes().as_slice());
+            && u32_at(head, 48) == Some(r.crc);
         if !ok {
             return Err(bad("footer does not match the log's record"));
         }
         let bits = u32::from(*head.get(13).unwrap_or(&255));
-        if bits > 28 || masked_crc(body) != r.crc {
-            return Err(bad("fails its checksum"));
+        let entries_crc = u32_at(head, 52);
+        let vol_count = u64_at(head, 32).unwrap_or(u64::MAX);
+        let vol_at = u64_at(head, 40).unwrap_or(u64::MAX);
+        if bits > 28 {
+            return Err(bad("bad bucket bits"));
         }
-        let dir_len = ((1usize << bits) + 1) * 8;
-        let dir_at = body
-            .len()
-            .checked_sub(dir_len)
-            .ok_or_else(|| bad("directory cut short"))?;
-        let (entries, directory) = body.split_at(dir_at);
-        // Every bucket's range lies within the entries, in order, and
-        // holds whole entries.
-        let mut at = 0usize;
-        let mut count = 0u64;
-        for b in 0..1usize << bits {
-            let (Some(start), Some(end)) = (u64_at(directory, b * 8), u64_at(directory, b * 8 + 8))
-            else {
-                return Err(bad("directory cut short"));
-            };
-            if start as usize != at || end < start || end as usize > entries.len() {
-                return Err(bad(&format!("bucket {b} out of place")));
-            }
-            while at < end as usize {
-                let (pk, e) = next_entry(entries, &mut at).ok_or_else(|| bad("entry cut short"))?;
-                f(pk, e);
-                count += 1;
-            }
-            if at != end as usize {
-                return Err(bad(&format!("bucket {b} ends inside an entry")));
-            }
-        }
-        if at != entries.len() || count != r.count {
-            return Err(bad("entries do not match the directory"));
+        let buckets = 1usize << bits;
+        let dir_len = ((buckets + 1) * 8 + buckets * 4) as u64;
+        let meta_end = size - FOOTER_LEN as u64;
+        let Some(dir_at) = meta_end.checked_sub(dir_len).filter(|&d| d >= vol_at) else {
+            return Err(bad("directory out of place"));
+        };
+        let mut scanned = Err(bad("not read"));
+        file.read_with(vol_at, (meta_end - vol_at) as usize, &mut |meta| {
+            scanned = scan(
+                meta,
+                &r,
+                (dir_at - vol_at) as usize,
+                vol_at,
+                buckets,
+                vol_count,
+            )
+            .map_err(|w| bad(&w))
+            .map(|()| {
+                let mut at = 0;
+                let vol = meta.get(..(dir_at - vol_at) as usize).unwrap_or_default();
+                while let Some((k, e)) = next_entry(vol, &mut at) {
+                    f(k, e);
+                }
+            });
+        })?;
+        scanned?;
+        // The entries, in one pass over the mapping (no copy, nothing
+        // decoded); after open, each bucket is checked again when read.
+        let mut crc = None;
+        file.read_with(0, vol_at as usize, &mut |b| crc = Some(masked_crc(b)))?;
+        if crc != entries_crc {
+            return Err(bad("entries fail their checksum"));
         }
         Ok(PkTable {
             r,
             bits,
-            dir_at: dir_at as u64,
+            dir_at,
+            vol_at,
             file,
+            fs: fs.clone(),
+            dir: dir.to_path_buf(),
         })
     }
 
-    /// The entries of bucket `b`, as bytes.
-    fn bucket_bytes(&self, b: usize) -> Result<Vec<u8>> {
-        let d = self.file.read_at(self.dir_at + b as u64 * 8, 16)?;
-        let at = |i: usize| {
-            d.get(i..i + 8)
-                .and_then(|s| s.try_into().ok())
-                .map(u64::from_le_bytes)
+    /// Calls `f` with the entries of bucket `b`, checked against their
+    /// checksum.
+    fn with_bucket<R>(&self, b: usize, f: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        let bad = |what: &str| {
+            let msg = format!("perseid table {}: bucket {b} {what}", self.r.number);
+            // The next open rebuilds the index; best effort, the error
+            // reaches the caller either way.
+            let _ = write_marker(&*self.fs, &self.dir, &msg);
+            Error::corruption(msg)
         };
-        let (Some(start), Some(end)) = (at(0), at(8)) else {
-            return Err(Error::corruption("perseid table: directory cut short"));
+        let buckets = 1u64 << self.bits;
+        let mut range = None;
+        self.file
+            .read_with(self.dir_at + b as u64 * 8, 16, &mut |d| {
+                range = u64_at(d, 0).zip(u64_at(d, 8));
+            })?;
+        let mut crc = None;
+        self.file.read_with(
+            self.dir_at + (buckets + 1) * 8 + b as u64 * 4,
+            4,
+            &mut |d| crc = u32_at(d, 0),
+        )?;
+        let (Some((start, end)), Some(crc)) = (range, crc) else {
+            return Err(bad("directory cut short"));
         };
-        if end < start || end > self.dir_at {
-            return Err(Error::corruption(format!(
-                "perseid table {}: bucket {b} out of place",
-                self.r.number
-            )));
+        if end < start || end > self.vol_at {
+            return Err(bad("out of place"));
         }
-        self.file.read_at(start, (end - start) as usize)
+        let mut f = Some(f);
+        let mut out = Err(Error::invalid("perseid table: bucket not read"));
+        self.file
+            .read_with(start, (end - start) as usize, &mut |bytes| {
+                out = if masked_crc(bytes) != crc {
+                    Err(bad("fails its checksum"))
+                } else {
+                    match f.take() {
+                        Some(f) => f(bytes),
+                        None => Err(Error::invalid("perseid table: bucket read twice")),
+                    }
+                };
+            })?;
+        out
     }
 
     /// The value of `pk`, if the table has it.
     pub fn get(&self, pk: &[u8]) -> Result<Option<PEntry>> {
-        let b = self.bucket_bytes(bucket(key_hash(pk), self.bits))?;
-        let mut at = 0;
-        while at < b.len() {
-            let (k, e) = next_entry(&b, &mut at).ok_or_else(|| {
-                Error::corruption(format!("perseid table {}: entry cut short", self.r.number))
-            })?;
-            if k == pk {
-                return Ok(Some(e));
+        let number = self.r.number;
+        self.with_bucket(bucket(key_hash(pk), self.bits), |b| {
+            let mut at = 0;
+            while at < b.len() {
+                let (k, e) = next_entry(b, &mut at).ok_or_else(|| {
+                    Error::corruption(format!("perseid table {number}: entry cut short"))
+                })?;
+                if k == pk {
+                    return Ok(Some(e));
+                }
             }
-        }
-        Ok(None)
+            Ok(None)
+        })
     }
 
     /// Every key in (hash, key) order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], PEntry)) -> Result<()> {
+        let number = self.r.number;
         for b in 0..1usize << self.bits {
-            let bytes = self.bucket_bytes(b)?;
-            let mut at = 0;
-            while at < bytes.len() {
-                let (k, e) = next_entry(&bytes, &mut at).ok_or_else(|| {
-                    Error::corruption(format!("perseid table {}: entry cut short", self.r.number))
-                })?;
-                f(k, e);
-            }
+            self.with_bucket(b, |bytes| {
+                let mut at = 0;
+                while at < bytes.len() {
+                    let (k, e) = next_entry(bytes, &mut at).ok_or_else(|| {
+                        Error::corruption(format!("perseid table {number}: entry cut short"))
+                    })?;
+                    f(k, e);
+                }
+                Ok(())
+            })?;
         }
         Ok(())
     }
+}
+
+/// Checks the volatile section and directory `meta` (the file from
+/// `vol_at` to the footer; the directory starts at `dir_off` in it): its
+/// checksum against `r`, bucket offsets that tile the entries
+/// `0..vol_at`, and a volatile section of `vol_count` whole entries with
+/// `n > 1`. Returns what failed.
+fn scan(
+    meta: &[u8],
+    r: &TableRef,
+    dir_off: usize,
+    vol_at: u64,
+    buckets: usize,
+    vol_count: u64,
+) -> std::result::Result<(), String> {
+    if masked_crc(meta) != r.crc {
+        return Err("fails its checksum".into());
+    }
+    let (vol, directory) = meta
+        .split_at_checked(dir_off)
+        .ok_or("directory cut short")?;
+    let mut prev = 0;
+    for b in 0..=buckets {
+        let off = u64_at(directory, b * 8).ok_or("directory cut short")?;
+        let want_first = b == 0 && off != 0;
+        if want_first || off < prev || off > vol_at || (b == buckets && off != vol_at) {
+            return Err(format!("bucket {b} out of place"));
+        }
+        prev = off;
+    }
+    let (mut at, mut n) = (0, 0u64);
+    while at < vol.len() {
+        let (_, e) = next_entry(vol, &mut at).ok_or("volatile section cut short")?;
+        if e.n < 2 {
+            return Err("volatile section holds a key with n = 1".into());
+        }
+        n += 1;
+    }
+    if n != vol_count {
+        return Err("volatile section does not match the footer".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -398,14 +540,23 @@ mod tests {
             assert_eq!(t.get(k).unwrap(), Some(e(i as u64, 1 + (i % 3) as u32)));
         }
         assert_eq!(t.get(b"absent").unwrap(), None);
+        // Open yields the keys with n > 1 (the volatile table's), in file
+        // order; `for_each` every key.
         let mut seen = Vec::new();
         let r = t.r;
-        PkTable::open(&fs, dir.path(), r, 2, |k, _| seen.push(k.to_vec())).unwrap();
-        let mut order = Vec::new();
-        t.for_each(|k, _| order.push(k.to_vec())).unwrap();
-        assert_eq!(seen, order);
+        PkTable::open(&fs, dir.path(), r, 2, |k, e| seen.push((k.to_vec(), e))).unwrap();
+        let mut all = Vec::new();
+        t.for_each(|k, e| all.push((k.to_vec(), e))).unwrap();
         assert_eq!(
-            order,
+            seen,
+            all.iter()
+                .filter(|(_, e)| e.n > 1)
+                .cloned()
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(seen.len(), 1000 - 334);
+        assert_eq!(
+            all.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
             keys.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>()
         );
         // The wrong key type, number or checksum: refused.
@@ -421,10 +572,19 @@ mod tests {
             |_, _| {}
         )
         .is_err());
-        // One flipped byte anywhere: refused.
+        // One flipped byte anywhere: refused at open (footer, directory,
+        // volatile section) or when its bucket is read (entries).
         let path = dir.path().join(table_name(7));
         let good = std::fs::read(&path).unwrap();
-        for i in [0, good.len() / 2, good.len() - 30, good.len() - 1] {
+        let vol_at = t.vol_at as usize;
+        for i in [
+            0,
+            vol_at / 2,
+            vol_at - 1,
+            vol_at + 5,
+            good.len() - 30,
+            good.len() - 1,
+        ] {
             let mut b = good.clone();
             b[i] ^= 0x10;
             std::fs::write(&path, &b).unwrap();
@@ -432,7 +592,19 @@ mod tests {
                 PkTable::open(&fs, dir.path(), r, 2, |_, _| {}).is_err(),
                 "byte {i}"
             );
+            // Changed after open (the mapping sees it): the bucket fails
+            // its checksum when read.
+            if i < vol_at {
+                std::fs::write(&path, &good).unwrap();
+                let t = PkTable::open(&fs, dir.path(), r, 2, |_, _| {}).unwrap();
+                std::fs::write(&path, &b).unwrap();
+                let err = t.for_each(|_, _| {}).unwrap_err();
+                assert!(err.to_string().contains("checksum"), "{err}");
+                let failed = keys.iter().filter(|(_, k)| t.get(k).is_err()).count();
+                assert!((1..=40).contains(&failed), "{failed} keys fail");
+            }
         }
+        std::fs::write(&path, &good).unwrap();
         // An empty table works too.
         let t = TableWriter::new(0).finish(&fs, dir.path(), 8, 2).unwrap();
         assert_eq!(t.get(b"x").unwrap(), None);

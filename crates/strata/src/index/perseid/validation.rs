@@ -331,13 +331,11 @@ impl Validation {
     }
 
     /// Opens the table file the log named (checking it) and rebuilds the
-    /// volatile table from it and the delta (§4.3 Recovery). Returns the
-    /// number of entries the PKey layer holds by the counts: each key has
-    /// `n - 1` obsolete entries, plus one if its latest version has one.
-    pub fn finish_open(&mut self, fs: &Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<u64> {
+    /// volatile table (§4.3 Recovery) from the file's volatile section
+    /// (its keys with `n > 1`) and the delta.
+    pub fn finish_open(&mut self, fs: &Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<()> {
         self.volatile = FastMap::default();
         self.volatile_key_bytes = 0;
-        let mut entries = 0u64;
         let Validation {
             pending,
             base,
@@ -347,7 +345,6 @@ impl Validation {
             ..
         } = self;
         let mut note = |k: &[u8], e: PEntry| {
-            entries += u64::from(e.n - 1 + e.has_entry as u32);
             if e.n > 1 {
                 *volatile_key_bytes += k.len();
                 volatile.insert(
@@ -372,7 +369,7 @@ impl Validation {
                 note(k, *e);
             }
         }
-        Ok(entries)
+        Ok(())
     }
 
     /// Estimated RAM of the delta and of the volatile table.
@@ -437,11 +434,8 @@ mod tests {
         v.write(b"c", 7, true).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(strata_lsm::io::RealFs);
-        let entries = v.finish_open(&fs, dir.path(), 0).unwrap();
+        v.finish_open(&fs, dir.path(), 0).unwrap();
         assert_eq!(v.volatile_len(), 1);
-        // a: one entry (its last version has none, its old one is
-        // collected: 0); c: two.
-        assert_eq!(entries, 2);
         assert_eq!(v.check(b"c", 6, 10), Verdict::Stale);
     }
 
