@@ -121,17 +121,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         took.as_secs_f64() * 1e6 / lookups.max(1) as f64
     );
     let (probes1, data1) = (io.bloom_probes, io.data_blocks.disk + io.data_blocks.cache);
-    let keys: Vec<&[u8]> = found.iter().map(|k| k.as_slice()).collect();
-    for k in keys.chunks(10) {
-        db.engine().multi_get_with_seq(k)?;
+    if !keys_only {
+        let keys: Vec<&[u8]> = found.iter().map(|k| k.as_slice()).collect();
+        for k in keys.chunks(10) {
+            db.engine().multi_get_with_seq(k)?;
+        }
+        let io = db.engine().stats().io;
+        eprintln!(
+            "the same records by batched lookups (10 a batch): {} data blocks, {} Bloom probes (queries' data blocks {})",
+            io.data_blocks.disk + io.data_blocks.cache - data1,
+            io.bloom_probes - probes1,
+            data1 - data0
+        );
     }
-    let io = db.engine().stats().io;
-    eprintln!(
-        "the same records by batched lookups (10 a batch): {} data blocks, {} Bloom probes (queries' data blocks {})",
-        io.data_blocks.disk + io.data_blocks.cache - data1,
-        io.bloom_probes - probes1,
-        data1 - data0
-    );
     let env = |name: &str, default: u64| {
         std::env::var(name)
             .ok()

@@ -411,10 +411,26 @@ impl PageSource for PageReader {
         // later flush appended lies past it, so a failed read maps the
         // file again once before it counts as corruption.
         let len = loc.len as usize;
-        let bytes = match self.handle(loc.file, false)?.read_at(loc.offset, len) {
-            Ok(b) => b,
-            Err(_) => self.handle(loc.file, true)?.read_at(loc.offset, len)?,
+        // The record is checked and decoded in place (mapped bytes: one
+        // copy, into the page).
+        let mut page = None;
+        let mut decode_page = |bytes: &[u8]| {
+            let mut at = 0;
+            page = next_record(bytes, &mut at).and_then(|(kind, p)| match decode(kind, p) {
+                Some(Rec::Page(pid, page)) if kind == K_PAGE && pid == id && at == bytes.len() => {
+                    Some(page)
+                }
+                _ => None,
+            });
         };
+        if self
+            .handle(loc.file, false)?
+            .read_with(loc.offset, len, &mut decode_page)
+            .is_err()
+        {
+            self.handle(loc.file, true)?
+                .read_with(loc.offset, len, &mut decode_page)?;
+        }
         let bad = || {
             let msg = format!(
                 "perseid file {}: page {id} at byte {} fails its checks",
@@ -426,14 +442,7 @@ impl PageSource for PageReader {
             let _ = write_marker(&*self.fs, &self.dir, &msg);
             Error::corruption(msg)
         };
-        let mut at = 0;
-        let (kind, p) = next_record(&bytes, &mut at).ok_or_else(bad)?;
-        match decode(kind, p) {
-            Some(Rec::Page(pid, page)) if kind == K_PAGE && pid == id && at == bytes.len() => {
-                Ok(page)
-            }
-            _ => Err(bad()),
-        }
+        page.ok_or_else(bad)
     }
 }
 

@@ -194,7 +194,7 @@ impl State {
                 }
                 Rec::Free(id) => self.tree.unload_page(id),
                 Rec::SKey(k, p) => self.tree.skeys.load(k, p),
-                Rec::Pk(k, e) => self.valid.load(k, e),
+                Rec::Pk(k, e) => self.valid.load(&k, e),
                 Rec::Table(r) => self.valid.load_table(r),
             }
         }

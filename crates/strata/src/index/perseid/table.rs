@@ -300,14 +300,15 @@ impl PkTable {
     /// Opens the file `r` names, checks it against `r` (length, footer,
     /// the checksums of the entries and of the volatile section and
     /// directory, a directory whose buckets tile the entries) and calls
-    /// `f` for every key with `n > 1`, in file order: the entries are
-    /// checked, not decoded.
+    /// `f` for every key with `n > 1`, in file order (after `size_hint` with
+    /// their number): the entries are checked, not decoded.
     pub fn open(
         fs: &Arc<dyn Fs>,
         dir: &Path,
         r: TableRef,
         key_type: u8,
-        mut f: impl FnMut(&[u8], PEntry),
+        size_hint: impl FnOnce(usize),
+        f: &mut dyn FnMut(&[u8], PEntry),
     ) -> Result<PkTable> {
         let path = dir.join(table_name(r.number));
         let bad =
@@ -343,6 +344,7 @@ impl PkTable {
         if bits > 28 {
             return Err(bad("bad bucket bits"));
         }
+        size_hint(vol_count.min(r.count) as usize);
         let buckets = 1usize << bits;
         let dir_len = ((buckets + 1) * 8 + buckets * 4) as u64;
         let meta_end = size - FOOTER_LEN as u64;
@@ -544,7 +546,10 @@ mod tests {
         // order; `for_each` every key.
         let mut seen = Vec::new();
         let r = t.r;
-        PkTable::open(&fs, dir.path(), r, 2, |k, e| seen.push((k.to_vec(), e))).unwrap();
+        PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |k, e| {
+            seen.push((k.to_vec(), e))
+        })
+        .unwrap();
         let mut all = Vec::new();
         t.for_each(|k, e| all.push((k.to_vec(), e))).unwrap();
         assert_eq!(
@@ -560,7 +565,7 @@ mod tests {
             keys.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>()
         );
         // The wrong key type, number or checksum: refused.
-        assert!(PkTable::open(&fs, dir.path(), r, 1, |_, _| {}).is_err());
+        assert!(PkTable::open(&fs, dir.path(), r, 1, |_| {}, &mut |_, _| {}).is_err());
         assert!(PkTable::open(
             &fs,
             dir.path(),
@@ -569,7 +574,8 @@ mod tests {
                 ..r
             },
             2,
-            |_, _| {}
+            |_| {},
+            &mut |_, _| {}
         )
         .is_err());
         // One flipped byte anywhere: refused at open (footer, directory,
@@ -589,14 +595,14 @@ mod tests {
             b[i] ^= 0x10;
             std::fs::write(&path, &b).unwrap();
             assert!(
-                PkTable::open(&fs, dir.path(), r, 2, |_, _| {}).is_err(),
+                PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |_, _| {}).is_err(),
                 "byte {i}"
             );
             // Changed after open (the mapping sees it): the bucket fails
             // its checksum when read.
             if i < vol_at {
                 std::fs::write(&path, &good).unwrap();
-                let t = PkTable::open(&fs, dir.path(), r, 2, |_, _| {}).unwrap();
+                let t = PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |_, _| {}).unwrap();
                 std::fs::write(&path, &b).unwrap();
                 let err = t.for_each(|_, _| {}).unwrap_err();
                 assert!(err.to_string().contains("checksum"), "{err}");
@@ -608,6 +614,9 @@ mod tests {
         // An empty table works too.
         let t = TableWriter::new(0).finish(&fs, dir.path(), 8, 2).unwrap();
         assert_eq!(t.get(b"x").unwrap(), None);
-        PkTable::open(&fs, dir.path(), t.r, 2, |_, _| panic!("no keys")).unwrap();
+        PkTable::open(&fs, dir.path(), t.r, 2, |_| {}, &mut |_, _| {
+            panic!("no keys")
+        })
+        .unwrap();
     }
 }

@@ -69,8 +69,80 @@ pub(crate) enum Verdict {
     Collectable,
 }
 
-/// Per-key overhead of a hash-table slot (for the DRAM estimate).
-const OVERHEAD: usize = 40;
+/// Bytes of a key kept inline in a [`PkKey`].
+const INLINE: usize = 22;
+
+/// A primary key as a table key: inline up to [`INLINE`] bytes (no
+/// allocation; the keys of most workloads), else on the heap. Hashes and
+/// compares as its bytes, so maps of it are looked up by `&[u8]`.
+#[derive(Clone)]
+pub(crate) enum PkKey {
+    Inline(u8, [u8; INLINE]),
+    Heap(Box<[u8]>),
+}
+
+impl PkKey {
+    fn new(k: &[u8]) -> PkKey {
+        let mut b = [0u8; INLINE];
+        match b.get_mut(..k.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(k);
+                PkKey::Inline(k.len() as u8, b)
+            }
+            None => PkKey::Heap(k.into()),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            PkKey::Inline(n, b) => b.get(..*n as usize).unwrap_or_default(),
+            PkKey::Heap(b) => b,
+        }
+    }
+
+    /// Heap bytes held (with the allocator's header), for the DRAM
+    /// estimate.
+    fn heap_bytes(k: &[u8]) -> usize {
+        if k.len() <= INLINE {
+            0
+        } else {
+            k.len() + 16
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for PkKey {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl std::ops::Deref for PkKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl std::hash::Hash for PkKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.bytes().hash(h)
+    }
+}
+
+impl PartialEq for PkKey {
+    fn eq(&self, o: &PkKey) -> bool {
+        self.bytes() == o.bytes()
+    }
+}
+
+impl Eq for PkKey {}
+
+/// Bytes of a hash map holding `capacity` items of `slot` bytes (the
+/// table allocates about 8/7 buckets an item, plus a control byte each).
+fn map_bytes(capacity: usize, slot: usize) -> usize {
+    capacity * 8 / 7 * (slot + 1)
+}
 
 #[derive(Default)]
 pub(crate) struct Validation {
@@ -80,8 +152,8 @@ pub(crate) struct Validation {
     pending: Option<TableRef>,
     /// Values changed since `base` was written (`None`: the key left the
     /// table), each with whether it changed since the last flush.
-    delta: FastMap<Box<[u8]>, (Option<PEntry>, bool)>,
-    volatile: FastMap<Box<[u8]>, VEntry>,
+    delta: FastMap<PkKey, (Option<PEntry>, bool)>,
+    volatile: FastMap<PkKey, VEntry>,
     /// Keys changed since the last flush (an upper bound: 0 means none).
     changed: usize,
     delta_key_bytes: usize,
@@ -113,8 +185,8 @@ impl Validation {
         match self.delta.get_mut(pk) {
             Some(v) => *v = (e, true),
             None => {
-                self.delta_key_bytes += pk.len();
-                self.delta.insert(pk.into(), (e, true));
+                self.delta_key_bytes += PkKey::heap_bytes(pk);
+                self.delta.insert(PkKey::new(pk), (e, true));
             }
         }
     }
@@ -157,14 +229,18 @@ impl Validation {
                 count: e.n,
                 has_entry: e.has_entry,
             };
-            if self.volatile.insert(pk.into(), v).is_none() {
-                self.volatile_key_bytes += pk.len();
+            match self.volatile.get_mut(pk) {
+                Some(old) => *old = v,
+                None => {
+                    self.volatile_key_bytes += PkKey::heap_bytes(pk);
+                    self.volatile.insert(PkKey::new(pk), v);
+                }
             }
             self.set(pk, Some(e));
             return;
         }
         if self.volatile.remove(pk).is_some() {
-            self.volatile_key_bytes -= pk.len();
+            self.volatile_key_bytes -= PkKey::heap_bytes(pk);
         }
         self.set(pk, e.has_entry.then_some(e));
     }
@@ -229,6 +305,7 @@ impl Validation {
 
     #[cfg(test)]
     pub fn volatile_len(&self) -> usize {
+        debug_assert!(std::mem::size_of::<PkKey>() <= 24);
         self.volatile.len()
     }
 
@@ -309,14 +386,13 @@ impl Validation {
 
     /// Applies one Pk record of the log (recovery): the key's value, or
     /// its removal, on top of the table named before it.
-    pub fn load(&mut self, pk: Vec<u8>, e: Option<PEntry>) {
-        let len = pk.len();
-        if self
-            .delta
-            .insert(pk.into_boxed_slice(), (e, false))
-            .is_none()
-        {
-            self.delta_key_bytes += len;
+    pub fn load(&mut self, pk: &[u8], e: Option<PEntry>) {
+        match self.delta.get_mut(pk) {
+            Some(v) => *v = (e, false),
+            None => {
+                self.delta_key_bytes += PkKey::heap_bytes(pk);
+                self.delta.insert(PkKey::new(pk), (e, false));
+            }
         }
     }
 
@@ -334,21 +410,11 @@ impl Validation {
     /// volatile table (§4.3 Recovery) from the file's volatile section
     /// (its keys with `n > 1`) and the delta.
     pub fn finish_open(&mut self, fs: &Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<()> {
-        self.volatile = FastMap::default();
-        self.volatile_key_bytes = 0;
-        let Validation {
-            pending,
-            base,
-            delta,
-            volatile,
-            volatile_key_bytes,
-            ..
-        } = self;
-        let mut note = |k: &[u8], e: PEntry| {
+        fn note(vol: &mut FastMap<PkKey, VEntry>, bytes: &mut usize, k: &[u8], e: PEntry) {
             if e.n > 1 {
-                *volatile_key_bytes += k.len();
-                volatile.insert(
-                    k.into(),
+                *bytes += PkKey::heap_bytes(k);
+                vol.insert(
+                    PkKey::new(k),
                     VEntry {
                         seq: e.seq,
                         count: e.n,
@@ -356,27 +422,53 @@ impl Validation {
                     },
                 );
             }
-        };
+        }
+        let mut volatile = FastMap::default();
+        let mut bytes = 0;
+        let Validation {
+            pending,
+            base,
+            delta,
+            ..
+        } = self;
         if let Some(r) = pending.take() {
-            *base = Some(PkTable::open(fs, dir, r, key_type, |k, e| {
-                if !delta.contains_key(k) {
-                    note(k, e);
-                }
-            })?);
+            let vol = std::cell::RefCell::new(&mut volatile);
+            *base = Some(PkTable::open(
+                fs,
+                dir,
+                r,
+                key_type,
+                |n| vol.borrow_mut().reserve(n),
+                &mut |k, e| {
+                    if !delta.contains_key(k) {
+                        note(&mut vol.borrow_mut(), &mut bytes, k, e);
+                    }
+                },
+            )?);
         }
         for (k, (e, _)) in delta.iter() {
             if let Some(e) = e {
-                note(k, *e);
+                note(&mut volatile, &mut bytes, k, *e);
             }
         }
+        self.volatile = volatile;
+        self.volatile_key_bytes = bytes;
         Ok(())
     }
 
     /// Estimated RAM of the delta and of the volatile table.
     pub fn memory_bytes(&self) -> (usize, usize) {
         (
-            self.delta_key_bytes + self.delta.len() * (OVERHEAD + 24),
-            self.volatile_key_bytes + self.volatile.len() * (OVERHEAD + 24),
+            self.delta_key_bytes
+                + map_bytes(
+                    self.delta.capacity(),
+                    std::mem::size_of::<(PkKey, (Option<PEntry>, bool))>(),
+                ),
+            self.volatile_key_bytes
+                + map_bytes(
+                    self.volatile.capacity(),
+                    std::mem::size_of::<(PkKey, VEntry)>(),
+                ),
         )
     }
 }
@@ -513,7 +605,7 @@ mod tests {
         }
         v.drain_changes(|k, e| log.push((k.to_vec(), e)));
         for (k, e) in log.into_iter().filter(|(k, _)| k != b"table") {
-            w.load(k, e);
+            w.load(&k, e);
         }
         w.finish_open(&fs, dir.path(), 0).unwrap();
         for (k, e) in &model {
