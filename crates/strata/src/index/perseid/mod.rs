@@ -34,12 +34,15 @@
 //! appended since) and writes the changes since the last flush as one
 //! committed group with the checkpoint: the largest sequence number every
 //! write at or below which is reflected. At open the committed groups are
-//! read back, the volatile table is rebuilt from the persistent one (§4.3
-//! Recovery), and the batches the framework replays from the WAL are
-//! applied again except those at or below the checkpoint. If the file fails
-//! its checks, or its checkpoint is below a sequence number the recovered
-//! tables hold (the WAL that covered the gap may be gone), the index is
-//! rebuilt from the primary by a scan.
+//! read back (all but their page records, which are verified when read),
+//! the volatile table is rebuilt from the persistent one's keys with
+//! obsolete entries (§4.3 Recovery), and the batches the framework
+//! replays from the WAL are applied again except those at or below the
+//! checkpoint. If the files fail their checks, a page or table bucket
+//! failed them when read since (a marker file says so), or the checkpoint
+//! is below a sequence number the recovered tables hold (the WAL that
+//! covered the gap may be gone), the index is rebuilt from the primary by
+//! a scan.
 //!
 //! RAM: without persistent memory, the pages of the PKey layer live in a
 //! page cache of `page_cache_mb` MiB (parameter, default
