@@ -36,6 +36,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -81,8 +82,10 @@ pub(crate) enum Rec {
     /// contents are read when needed).
     PageAt(PageId, usize, Loc),
     Free(PageId),
-    SKey(Vec<u8>, Option<Ptr>),
-    Pk(Vec<u8>, Option<PEntry>),
+    /// A secondary key (bytes of [`GroupRead::rest`]) and its head.
+    SKey(Range<usize>, Option<Ptr>),
+    /// A primary key (bytes of [`GroupRead::rest`]) and its value.
+    Pk(Range<usize>, Option<PEntry>),
     /// The persistent table is this file; Pk records before it no longer
     /// count.
     Table(TableRef),
@@ -93,6 +96,18 @@ pub(crate) struct GroupRead {
     pub full: bool,
     pub records: Vec<Rec>,
     pub commit: Commit,
+    /// The bytes read after the page section, which key records point
+    /// into (no allocation per record).
+    pub rest: Vec<u8>,
+}
+
+impl GroupRead {
+    /// The bytes a key record names.
+    pub fn key(&self, r: &Range<usize>) -> Result<&[u8]> {
+        self.rest
+            .get(r.clone())
+            .ok_or_else(|| Error::corruption("perseid: a key record outside its group"))
+    }
 }
 
 /// Bytes of a Begin record: frame (8) ‖ kind ‖ full u8 ‖ pages u64 ‖ rest u64.
@@ -286,8 +301,14 @@ fn next_record<'a>(b: &'a [u8], at: &mut usize) -> Option<(u8, &'a [u8])> {
     Some((kind, payload))
 }
 
-fn decode(kind: u8, p: &[u8]) -> Option<Rec> {
+/// Decodes a record's payload `p`, found at byte `base` of its buffer
+/// (key records name their key by its range in that buffer).
+fn decode(kind: u8, p: &[u8], base: usize) -> Option<Rec> {
     let mut c = Cur(p);
+    let range = |c: &Cur<'_>, len: usize| {
+        let end = base + (p.len() - c.0.len());
+        end - len..end
+    };
     let rec = match kind {
         K_PAGE => {
             let id = c.u32()?;
@@ -298,13 +319,15 @@ fn decode(kind: u8, p: &[u8]) -> Option<Rec> {
         }
         K_FREE => Rec::Free(c.u32()?),
         K_SKEY => {
-            let sk = c.bytes()?.to_vec();
+            let n = c.bytes()?.len();
+            let sk = range(&c, n);
             let present = c.u8()? != 0;
             let ptr = c.u64()?;
             Rec::SKey(sk, present.then_some(ptr))
         }
         K_PK => {
-            let pk = c.bytes()?.to_vec();
+            let n = c.bytes()?.len();
+            let pk = range(&c, n);
             let present = c.u8()? != 0;
             let e = PEntry {
                 seq: c.u64()?,
@@ -416,7 +439,7 @@ impl PageSource for PageReader {
         let mut page = None;
         let mut decode_page = |bytes: &[u8]| {
             let mut at = 0;
-            page = next_record(bytes, &mut at).and_then(|(kind, p)| match decode(kind, p) {
+            page = next_record(bytes, &mut at).and_then(|(kind, p)| match decode(kind, p, 0) {
                 Some(Rec::Page(pid, page)) if kind == K_PAGE && pid == id && at == bytes.len() => {
                     Some(page)
                 }
@@ -566,7 +589,9 @@ pub(crate) fn read_file(
                 );
                 break;
             }
-            let rec = decode(kind, p).ok_or_else(|| {
+            // The payload's offset in `b` (key records point into it).
+            let base = p.as_ptr() as usize - b.as_ptr() as usize;
+            let rec = decode(kind, p, base).ok_or_else(|| {
                 Error::corruption(format!(
                     "perseid file {number}: bad record of kind {kind} in the group at byte {start}"
                 ))
@@ -585,6 +610,7 @@ pub(crate) fn read_file(
             full,
             records,
             commit,
+            rest: b,
         });
         committed = end;
     }
@@ -967,6 +993,20 @@ mod tests {
         assert_eq!(r.groups[0].commit, commit);
         assert!(r.groups[0].full);
         assert_eq!(r.groups[0].records.len(), 5);
+        // Key records name their keys in the group's bytes.
+        let g = &r.groups[0];
+        let keys: Vec<(u8, Vec<u8>)> = g
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Rec::SKey(k, Some(7)) => Some((5, g.key(k).unwrap().to_vec())),
+                Rec::Pk(k, Some(e)) if e.seq == 9 && e.n == 2 => {
+                    Some((6, g.key(k).unwrap().to_vec()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(keys, vec![(5, b"k".to_vec()), (6, b"p".to_vec())]);
         // The pages are located, not read; each location holds its page.
         let locs: Vec<(PageId, Loc)> = r.groups[0]
             .records
@@ -982,7 +1022,7 @@ mod tests {
             let rec = &file[loc.offset as usize..(loc.offset + loc.len as u64) as usize];
             let mut i = 0;
             let (kind, p) = next_record(rec, &mut i).unwrap();
-            match decode(kind, p) {
+            match decode(kind, p, 0) {
                 Some(Rec::Page(pid, pg)) => assert_eq!((pid, pg.data), (id, vec![b; 100])),
                 _ => panic!("not a page record"),
             }

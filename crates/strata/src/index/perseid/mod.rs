@@ -187,18 +187,18 @@ impl State {
         if g.full {
             *self = State::new(ty);
         }
-        for r in g.records {
+        for r in &g.records {
             match r {
-                Rec::PageAt(id, cap, loc) => self.tree.load_page_at(id, cap, loc),
+                Rec::PageAt(id, cap, loc) => self.tree.load_page_at(*id, *cap, *loc),
                 Rec::Page(id, _) => {
                     return Err(Error::corruption(format!(
                         "perseid: page {id} decoded at open"
                     )))
                 }
-                Rec::Free(id) => self.tree.unload_page(id),
-                Rec::SKey(k, p) => self.tree.skeys.load(k, p),
-                Rec::Pk(k, e) => self.valid.load(&k, e),
-                Rec::Table(r) => self.valid.load_table(r),
+                Rec::Free(id) => self.tree.unload_page(*id),
+                Rec::SKey(k, p) => self.tree.skeys.load(g.key(k)?, *p),
+                Rec::Pk(k, e) => self.valid.load(g.key(k)?, *e),
+                Rec::Table(r) => self.valid.load_table(*r),
             }
         }
         self.applied = g.commit.checkpoint;

@@ -118,18 +118,18 @@ impl SKeyLayer {
     }
 
     /// Loads one key from the file (recovery): not dirty.
-    pub fn load(&mut self, skey: Vec<u8>, p: Option<Ptr>) {
+    pub fn load(&mut self, skey: &[u8], p: Option<Ptr>) {
         match p {
             Some(p) => {
-                if let Some(v) = self.map.get_mut(&skey) {
+                if let Some(v) = self.map.get_mut(skey) {
                     *v = (p, false);
                 } else {
                     self.key_bytes += skey.len();
-                    self.map.insert(skey, (p, false));
+                    self.map.insert(skey.to_vec(), (p, false));
                 }
             }
             None => {
-                if self.map.remove(&skey).is_some() {
+                if self.map.remove(skey).is_some() {
                     self.key_bytes -= skey.len();
                 }
             }
