@@ -186,6 +186,15 @@ impl State {
     fn load(&mut self, ty: KeyType, g: file::GroupRead) -> Result<()> {
         if g.full {
             *self = State::new(ty);
+            // A full group lists every secondary key in order: one bulk
+            // build of the SKey layer instead of a search per key.
+            let mut keys = Vec::new();
+            for r in &g.records {
+                if let Rec::SKey(k, Some(p)) = r {
+                    keys.push((g.key(k)?.to_vec(), *p));
+                }
+            }
+            self.tree.skeys.load_all(keys);
         }
         for r in &g.records {
             match r {
@@ -196,6 +205,7 @@ impl State {
                     )))
                 }
                 Rec::Free(id) => self.tree.unload_page(*id),
+                Rec::SKey(..) if g.full => {}
                 Rec::SKey(k, p) => self.tree.skeys.load(g.key(k)?, *p),
                 Rec::Pk(k, e) => self.valid.load(g.key(k)?, *e),
                 Rec::Table(r) => self.valid.load_table(*r),

@@ -117,6 +117,15 @@ impl SKeyLayer {
         self.key_bytes + self.map.len() * OVERHEAD
     }
 
+    /// Replaces the layer with `keys` (recovery of a full group, which
+    /// lists its keys in order; any order is accepted): not dirty.
+    pub fn load_all(&mut self, keys: Vec<(Vec<u8>, Ptr)>) {
+        self.key_bytes = keys.iter().map(|(k, _)| k.len()).sum();
+        self.map = keys.into_iter().map(|(k, p)| (k, (p, false))).collect();
+        self.removed.clear();
+        self.changed = 0;
+    }
+
     /// Loads one key from the file (recovery): not dirty.
     pub fn load(&mut self, skey: &[u8], p: Option<Ptr>) {
         match p {
