@@ -76,6 +76,7 @@ mod pkey;
 mod skey;
 mod table;
 mod validation;
+mod volatile;
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -324,138 +325,10 @@ impl Perseid {
     fn published(&self) -> SeqNo {
         self.gate.primary_clock.get().map_or(0, |c| c().1)
     }
-}
 
-impl IndexStrategy for Perseid {
-    fn kind(&self) -> StrategyKind {
-        StrategyKind::Perseid
-    }
-
-    fn write_path(&self) -> WritePath {
-        WritePath::Sync
-    }
-
-    fn needs_current(&self) -> NeedsCurrent {
-        NeedsCurrent::No
-    }
-
-    /// Blind maintenance (Algorithm 1 and §4.3 Insert): every operation
-    /// updates the validation tables; a put with an attribute appends its
-    /// entry. Operations at or below the state's checkpoint (replayed from
-    /// the WAL, already in the file) are skipped.
-    fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        let horizon = self.horizon();
-        let mut st = write(&self.state);
-        let State {
-            tree,
-            valid,
-            extent,
-            applied,
-            building,
-            entries,
-            ..
-        } = &mut *st;
-        let (mut added, mut collected) = (0, 0);
-        for &(seq, pk, new) in ops {
-            if !*building && seq <= *applied {
-                continue;
-            }
-            if seq > pkey::MAX_SEQ {
-                return Err(Error::invalid(format!(
-                    "perseid: sequence number {seq} exceeds the entry format's {}",
-                    pkey::MAX_SEQ
-                )));
-            }
-            let attr = new.and_then(|raw| attrs.counted(raw));
-            valid.write(pk, seq, attr.is_some())?;
-            if let Some(v) = attr {
-                if let IndexValue::Rect(r) = v {
-                    extent[0] = extent[0].max((r[2] - r[0]) / 2.0);
-                    extent[1] = extent[1].max((r[3] - r[1]) / 2.0);
-                }
-                let entry = Entry {
-                    seq,
-                    obsolete: false,
-                    pk: pk.to_vec(),
-                    geom: sortkeys::geometry(&v),
-                };
-                let s = tree.insert(&sortkeys::sort_key(&v), entry, valid, horizon)?;
-                added += 1;
-                collected += s.collected;
-            }
-            *applied = (*applied).max(seq);
-        }
-        *entries = (*entries + added).saturating_sub(collected);
-        tree.evict();
-        drop(st);
-        self.collected.fetch_add(collected, Relaxed);
-        Ok(())
-    }
-
-    /// A ready index whose file failed its checks, or whose checkpoint is
-    /// below the newest sequence number in the recovered tables, is
-    /// rebuilt at open.
-    fn on_recover(
-        &self,
-        files: &[(usize, Arc<FileMetaData>)],
-        ready: bool,
-    ) -> Result<Option<VersionSlot>> {
-        let newest = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
-        let applied = read(&self.state).applied;
-        if ready && applied < newest {
-            self.rebuild.store(true, Relaxed);
-            lock(&self.rebuild_reason).get_or_insert_with(|| {
-                format!(
-                    "perseid: the page file's checkpoint (sequence {applied}) is behind \
-                     the tables (sequence {newest})"
-                )
-            });
-        }
-        Ok(None)
-    }
-
-    fn build_method(&self) -> BuildMethod {
-        BuildMethod::Scan
-    }
-
-    fn rebuilt_at_open(&self) -> bool {
-        self.rebuild.load(Relaxed)
-    }
-
-    fn clear(&self) -> Result<()> {
-        // Lock order: the store before the state (as `flush`), never both
-        // the other way round.
-        let mut store = lock(&self.store);
-        let mut st = write(&self.state);
-        *st = State::new(self.ty);
-        st.tree.set_cache(self.cache.0, self.cache.1.clone());
-        st.building = true;
-        store.needs_full = true;
-        Ok(())
-    }
-
-    /// Sorts every chain (the scan applied records out of order), then
-    /// writes the whole state as a full group.
-    fn after_build(&self) -> Result<()> {
-        {
-            let mut st = write(&self.state);
-            if st.building {
-                st.tree.reorganize()?;
-                st.building = false;
-            }
-        }
-        lock(&self.store).needs_full = true;
-        self.rebuild.store(false, Relaxed);
-        self.flush()
-    }
-
-    fn has_own_files(&self) -> bool {
-        true
-    }
-
-    /// Writes the changes since the last flush as one committed group (see
-    /// the module doc). Nothing is written while a scan build runs.
-    fn flush(&self) -> Result<()> {
+    /// [`IndexStrategy::flush`]'s work: the changes since the last flush as
+    /// one committed group.
+    fn write_group(&self) -> Result<()> {
         let mut store = lock(&self.store);
         // Pages written, with their record's offset in the group and size.
         let mut pages = Vec::new();
@@ -463,7 +336,11 @@ impl IndexStrategy for Perseid {
         let table;
         let (group, full) = {
             let mut st = write(&self.state);
-            if st.building {
+            // A scan build runs, or is due (this open found the files
+            // damaged): the state is not the index's; the files keep the
+            // last committed one, whose checkpoint makes the next open
+            // rebuild if this one does not finish.
+            if st.building || self.rebuild.load(Relaxed) {
                 return Ok(());
             }
             let checkpoint = st.applied.max(self.published());
@@ -549,6 +426,189 @@ impl IndexStrategy for Perseid {
         Ok(())
     }
 
+    /// [`IndexStrategy::apply`]'s work.
+    fn apply_ops(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
+        let horizon = self.horizon();
+        let mut st = write(&self.state);
+        if self.damaged(&st) {
+            return Ok(());
+        }
+        let State {
+            tree,
+            valid,
+            extent,
+            applied,
+            building,
+            entries,
+            ..
+        } = &mut *st;
+        let (mut added, mut collected) = (0, 0);
+        for &(seq, pk, new) in ops {
+            if !*building && seq <= *applied {
+                continue;
+            }
+            if seq > pkey::MAX_SEQ {
+                return Err(Error::invalid(format!(
+                    "perseid: sequence number {seq} exceeds the entry format's {}",
+                    pkey::MAX_SEQ
+                )));
+            }
+            let attr = new.and_then(|raw| attrs.counted(raw));
+            valid.write(pk, seq, attr.is_some())?;
+            if let Some(v) = attr {
+                if let IndexValue::Rect(r) = v {
+                    extent[0] = extent[0].max((r[2] - r[0]) / 2.0);
+                    extent[1] = extent[1].max((r[3] - r[1]) / 2.0);
+                }
+                let entry = Entry {
+                    seq,
+                    obsolete: false,
+                    pk: pk.to_vec(),
+                    geom: sortkeys::geometry(&v),
+                };
+                let s = tree.insert(&sortkeys::sort_key(&v), entry, valid, horizon)?;
+                added += 1;
+                collected += s.collected;
+            }
+            *applied = (*applied).max(seq);
+        }
+        *entries = (*entries + added).saturating_sub(collected);
+        tree.evict();
+        drop(st);
+        self.collected.fetch_add(collected, Relaxed);
+        Ok(())
+    }
+
+    /// The index gave up its state at run time (its files failed a check
+    /// when read, see [`IndexStrategy::abandon_recovery`]): it is neither
+    /// maintained nor queried until the next open rebuilds it. (At open the
+    /// same flag means "rebuild by this open's scan", which sets
+    /// `building`.)
+    fn damaged(&self, st: &State) -> bool {
+        self.rebuild.load(Relaxed) && !st.building
+    }
+}
+
+impl IndexStrategy for Perseid {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Perseid
+    }
+
+    fn write_path(&self) -> WritePath {
+        WritePath::Sync
+    }
+
+    fn needs_current(&self) -> NeedsCurrent {
+        NeedsCurrent::No
+    }
+
+    /// Blind maintenance (Algorithm 1 and §4.3 Insert): every operation
+    /// updates the validation tables; a put with an attribute appends its
+    /// entry. Operations at or below the state's checkpoint (replayed from
+    /// the WAL, already in the file) are skipped.
+    /// A page or table bucket that fails its checks here does not fail the
+    /// write: the index gives up its state ([`Perseid::damaged`]) and is
+    /// rebuilt at the next open (at this one during a WAL replay).
+    fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
+        match self.apply_ops(ops, current, attrs) {
+            Err(e) if e.is_corruption() => {
+                self.abandon_recovery(&e.to_string());
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// A ready index whose file failed its checks, or whose checkpoint is
+    /// below the newest sequence number in the recovered tables, is
+    /// rebuilt at open.
+    fn on_recover(
+        &self,
+        files: &[(usize, Arc<FileMetaData>)],
+        ready: bool,
+    ) -> Result<Option<VersionSlot>> {
+        let newest = files.iter().map(|(_, f)| f.largest_seq).max().unwrap_or(0);
+        let applied = read(&self.state).applied;
+        if ready && applied < newest {
+            self.rebuild.store(true, Relaxed);
+            lock(&self.rebuild_reason).get_or_insert_with(|| {
+                format!(
+                    "perseid: the page file's checkpoint (sequence {applied}) is behind \
+                     the tables (sequence {newest})"
+                )
+            });
+        }
+        Ok(None)
+    }
+
+    fn build_method(&self) -> BuildMethod {
+        BuildMethod::Scan
+    }
+
+    fn rebuilt_at_open(&self) -> bool {
+        self.rebuild.load(Relaxed)
+    }
+
+    /// A page or table bucket failed its checks while the WAL was
+    /// replayed: the index is rebuilt by this open's scan, as when the
+    /// files fail their checks at open.
+    fn abandon_recovery(&self, reason: &str) -> bool {
+        lock(&self.rebuild_reason).get_or_insert_with(|| reason.to_string());
+        lock(&self.store).needs_full = true;
+        self.rebuild.store(true, Relaxed);
+        true
+    }
+
+    fn clear(&self) -> Result<()> {
+        // Lock order: the store before the state (as `flush`), never both
+        // the other way round.
+        let mut store = lock(&self.store);
+        let mut st = write(&self.state);
+        *st = State::new(self.ty);
+        st.tree.set_cache(self.cache.0, self.cache.1.clone());
+        st.building = true;
+        store.needs_full = true;
+        Ok(())
+    }
+
+    /// Sorts every chain (the scan applied records out of order), then
+    /// writes the whole state as a full group.
+    fn after_build(&self) -> Result<()> {
+        {
+            let mut st = write(&self.state);
+            if st.building {
+                st.tree.reorganize()?;
+                st.building = false;
+            }
+        }
+        lock(&self.store).needs_full = true;
+        self.rebuild.store(false, Relaxed);
+        self.flush()
+    }
+
+    fn has_own_files(&self) -> bool {
+        true
+    }
+
+    /// Writes the changes since the last flush as one committed group (see
+    /// the module doc). Nothing is written while a scan build runs.
+    ///
+    /// A page or table bucket that fails its checks when read here (open
+    /// reads neither; the flush at the end of a WAL replay may be the
+    /// first to) does not fail the primary's flush: the group is not
+    /// written, nothing more is, and the index is rebuilt by a scan —
+    /// at this open if the database is opening, else at the next one (the
+    /// committed checkpoint is then behind the tables).
+    fn flush(&self) -> Result<()> {
+        match self.write_group() {
+            Err(e) if e.is_corruption() => {
+                self.abandon_recovery(&e.to_string());
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
     /// Candidates from the PS-Tree at a snapshot pinned under the sync
     /// guard, newest first across the chains of every matching secondary
     /// key, validated by the volatile table (a point lookup in the primary
@@ -570,6 +630,13 @@ impl IndexStrategy for Perseid {
         let mut evict = false;
         if limit > 0 {
             let st = read(&self.state);
+            if self.damaged(&st) {
+                let why = lock(&self.rebuild_reason).clone().unwrap_or_default();
+                return Err(Error::corruption(format!(
+                    "index {}: {why}; the index is rebuilt when the database is next opened",
+                    def.spec.name
+                )));
+            }
             let tree = &st.tree;
             // One cursor per secondary key in range: one for an equality.
             let mut cursors = Vec::with_capacity(1);

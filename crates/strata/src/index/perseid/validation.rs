@@ -46,14 +46,10 @@ use crate::index::fxhash::FxHasher;
 
 pub(crate) use super::table::PEntry;
 use super::table::{key_hash, PkTable, TableRef, TableWriter};
-
-/// A volatile-table value: the key's persistent value (it has `n > 1`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct VEntry {
-    pub seq: SeqNo,
-    pub count: u32,
-    pub has_entry: bool,
-}
+pub(crate) use super::volatile::VEntry;
+#[cfg(test)]
+use super::volatile::INLINE;
+use super::volatile::{PkKey, VolatileTable};
 
 /// What the tables say of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,75 +64,6 @@ pub(crate) enum Verdict {
     /// needs it.
     Collectable,
 }
-
-/// Bytes of a key kept inline in a [`PkKey`].
-const INLINE: usize = 22;
-
-/// A primary key as a table key: inline up to [`INLINE`] bytes (no
-/// allocation; the keys of most workloads), else on the heap. Hashes and
-/// compares as its bytes, so maps of it are looked up by `&[u8]`.
-#[derive(Clone)]
-pub(crate) enum PkKey {
-    Inline(u8, [u8; INLINE]),
-    Heap(Box<[u8]>),
-}
-
-impl PkKey {
-    fn new(k: &[u8]) -> PkKey {
-        let mut b = [0u8; INLINE];
-        match b.get_mut(..k.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(k);
-                PkKey::Inline(k.len() as u8, b)
-            }
-            None => PkKey::Heap(k.into()),
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            PkKey::Inline(n, b) => b.get(..*n as usize).unwrap_or_default(),
-            PkKey::Heap(b) => b,
-        }
-    }
-
-    /// Heap bytes held (with the allocator's header), for the DRAM
-    /// estimate.
-    fn heap_bytes(k: &[u8]) -> usize {
-        if k.len() <= INLINE {
-            0
-        } else {
-            k.len() + 16
-        }
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for PkKey {
-    fn borrow(&self) -> &[u8] {
-        self.bytes()
-    }
-}
-
-impl std::ops::Deref for PkKey {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.bytes()
-    }
-}
-
-impl std::hash::Hash for PkKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.bytes().hash(h)
-    }
-}
-
-impl PartialEq for PkKey {
-    fn eq(&self, o: &PkKey) -> bool {
-        self.bytes() == o.bytes()
-    }
-}
-
-impl Eq for PkKey {}
 
 /// Bytes of a hash map holding `capacity` items of `slot` bytes (the
 /// table allocates about 8/7 buckets an item, plus a control byte each).
@@ -153,17 +80,16 @@ pub(crate) struct Validation {
     /// Values changed since `base` was written (`None`: the key left the
     /// table), each with whether it changed since the last flush.
     delta: FastMap<PkKey, (Option<PEntry>, bool)>,
-    volatile: FastMap<PkKey, VEntry>,
+    volatile: VolatileTable,
     /// Keys changed since the last flush (an upper bound: 0 means none).
     changed: usize,
     delta_key_bytes: usize,
-    volatile_key_bytes: usize,
 }
 
 impl Validation {
     /// The persistent value of `pk`.
-    fn get(&self, pk: &[u8]) -> Result<Option<PEntry>> {
-        if let Some(v) = self.volatile.get(pk) {
+    fn get(&self, h: u64, pk: &[u8]) -> Result<Option<PEntry>> {
+        if let Some(v) = self.volatile.get(h, pk) {
             return Ok(Some(PEntry {
                 seq: v.seq,
                 n: v.count,
@@ -195,7 +121,8 @@ impl Validation {
     /// if it adds an entry to the PKey layer. Reads the table file only
     /// for a key that is neither in the volatile table nor in the delta.
     pub fn write(&mut self, pk: &[u8], seq: SeqNo, has_entry: bool) -> Result<()> {
-        match self.get(pk)? {
+        let h = key_hash(pk);
+        match self.get(h, pk)? {
             None => {
                 if has_entry {
                     self.set(
@@ -214,7 +141,7 @@ impl Validation {
                 }
                 e.seq = seq;
                 e.has_entry = has_entry;
-                self.settle(pk, e);
+                self.settle(h, pk, e);
             }
         }
         Ok(())
@@ -222,26 +149,18 @@ impl Validation {
 
     /// Records `pk`'s new persistent value `e` and keeps the volatile
     /// table in line (it holds exactly the keys with `n > 1`).
-    fn settle(&mut self, pk: &[u8], e: PEntry) {
+    fn settle(&mut self, h: u64, pk: &[u8], e: PEntry) {
         if e.n > 1 {
             let v = VEntry {
                 seq: e.seq,
                 count: e.n,
                 has_entry: e.has_entry,
             };
-            match self.volatile.get_mut(pk) {
-                Some(old) => *old = v,
-                None => {
-                    self.volatile_key_bytes += PkKey::heap_bytes(pk);
-                    self.volatile.insert(PkKey::new(pk), v);
-                }
-            }
+            self.volatile.insert(h, pk, v);
             self.set(pk, Some(e));
             return;
         }
-        if self.volatile.remove(pk).is_some() {
-            self.volatile_key_bytes -= PkKey::heap_bytes(pk);
-        }
+        self.volatile.remove(h, pk);
         self.set(pk, e.has_entry.then_some(e));
     }
 
@@ -249,13 +168,14 @@ impl Validation {
     /// with obsolete entries (`n > 1`, so in the volatile table) have
     /// entries to collect; the volatile table holds their value.
     pub fn collected(&mut self, pk: &[u8]) {
-        if let Some(v) = self.volatile.get(pk).copied() {
+        let h = key_hash(pk);
+        if let Some(v) = self.volatile.get(h, pk) {
             let e = PEntry {
                 seq: v.seq,
                 n: v.count.saturating_sub(1).max(1),
                 has_entry: v.has_entry,
             };
-            self.settle(pk, e);
+            self.settle(h, pk, e);
         }
     }
 
@@ -280,7 +200,10 @@ impl Validation {
     /// Validation of entry `(pk, seq)` for a reader at `snapshot` (the
     /// volatile table only).
     pub fn check(&self, pk: &[u8], seq: SeqNo, snapshot: SeqNo) -> Verdict {
-        match self.volatile.get(pk) {
+        if self.volatile.len() == 0 {
+            return Verdict::Valid;
+        }
+        match self.volatile.get(key_hash(pk), pk) {
             None => Verdict::Valid,
             Some(v) if v.seq == seq => Verdict::Valid,
             Some(v) if v.seq <= snapshot => Verdict::Stale,
@@ -300,7 +223,7 @@ impl Validation {
 
     #[cfg(test)]
     pub fn persistent(&self, pk: &[u8]) -> Option<PEntry> {
-        self.get(pk).ok().flatten()
+        self.get(key_hash(pk), pk).ok().flatten()
     }
 
     #[cfg(test)]
@@ -409,49 +332,44 @@ impl Validation {
     /// volatile table (§4.3 Recovery) from the file's volatile section
     /// (its keys with `n > 1`) and the delta.
     pub fn finish_open(&mut self, fs: &Arc<dyn Fs>, dir: &Path, key_type: u8) -> Result<()> {
-        fn note(vol: &mut FastMap<PkKey, VEntry>, bytes: &mut usize, k: &[u8], e: PEntry) {
-            if e.n > 1 {
-                *bytes += PkKey::heap_bytes(k);
-                vol.insert(
-                    PkKey::new(k),
-                    VEntry {
-                        seq: e.seq,
-                        count: e.n,
-                        has_entry: e.has_entry,
-                    },
-                );
-            }
+        fn ventry(e: PEntry) -> Option<VEntry> {
+            (e.n > 1).then_some(VEntry {
+                seq: e.seq,
+                count: e.n,
+                has_entry: e.has_entry,
+            })
         }
-        let mut volatile = FastMap::default();
-        let mut bytes = 0;
         let Validation {
             pending,
             base,
             delta,
+            volatile,
             ..
         } = self;
+        *volatile = VolatileTable::default();
         if let Some(r) = pending.take() {
-            let vol = std::cell::RefCell::new(&mut volatile);
+            let vol = std::cell::RefCell::new(&mut *volatile);
             *base = Some(PkTable::open(
                 fs,
                 dir,
                 r,
                 key_type,
-                |n| vol.borrow_mut().reserve(n),
+                |n| **vol.borrow_mut() = VolatileTable::with_capacity(n + delta.len()),
                 &mut |k, e| {
-                    if !delta.contains_key(k) {
-                        note(&mut vol.borrow_mut(), &mut bytes, k, e);
+                    // In the file's (hash, key) order: a front-to-back fill.
+                    if let Some(v) = ventry(e) {
+                        if !delta.contains_key(k) {
+                            vol.borrow_mut().push_sorted(key_hash(k), k, v);
+                        }
                     }
                 },
             )?);
         }
         for (k, (e, _)) in delta.iter() {
-            if let Some(e) = e {
-                note(&mut volatile, &mut bytes, k, *e);
+            if let Some(v) = e.and_then(ventry) {
+                volatile.insert(key_hash(k), k, v);
             }
         }
-        self.volatile = volatile;
-        self.volatile_key_bytes = bytes;
         Ok(())
     }
 
@@ -463,11 +381,7 @@ impl Validation {
                     self.delta.capacity(),
                     std::mem::size_of::<(PkKey, (Option<PEntry>, bool))>(),
                 ),
-            self.volatile_key_bytes
-                + map_bytes(
-                    self.volatile.capacity(),
-                    std::mem::size_of::<(PkKey, VEntry)>(),
-                ),
+            self.volatile.memory_bytes(),
         )
     }
 }
