@@ -7,7 +7,8 @@
 //! `cargo run --release -p strata --example perseid_reopen -- DIR N VALUE_BYTES`
 //! (then again with `open-only` as a fourth argument to time only an open,
 //! for example under `valgrind --tool=callgrind`). `STRATEGY=memory` uses
-//! another strategy, `TIERED=1` the tiered primary, `MEMTABLE_MB=n` a
+//! another strategy, `TIERED=1` the tiered primary, `PAGE_CACHE_MB=n` the
+//! index's page cache budget (MiB), `MEMTABLE_MB=n` a
 //! smaller memtable (more components); after the reopen, 200 (`LOOKUPS`)
 //! top-10 lookups (records fetched; `KEYS_ONLY=1`: index-only) report
 //! their mean latency, block and Bloom counts,
@@ -46,7 +47,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !open_only {
         let _ = std::fs::remove_dir_all(&dir);
         let db = Db::open(&dir, opts.clone())?;
-        db.create_index(IndexSpec::field("by_s", "s", KeyType::I64).strategy(&strategy))?;
+        let mut spec = IndexSpec::field("by_s", "s", KeyType::I64).strategy(&strategy);
+        if let Ok(mb) = std::env::var("PAGE_CACHE_MB") {
+            spec = spec.param("page_cache_mb", &mb);
+        }
+        db.create_index(spec)?;
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut rnd = move || {
             x ^= x << 13;
@@ -74,6 +79,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.flush()?;
         db.engine().wait_for_compactions()?;
         eprintln!("load: {:?}", t.elapsed());
+        eprintln!(
+            "settled: index RAM {} B, page cache {:?}",
+            db.indexes()[0].stats.memory_bytes,
+            db.indexes()[0].stats.page_cache
+        );
         let t = Instant::now();
         drop(db);
         eprintln!("close: {:?}", t.elapsed());

@@ -93,15 +93,18 @@ use super::strategy::{
     WritePath,
 };
 use super::tree::{self as sortkeys, PrimaryHandle};
-use super::value::{IndexValue, KeyType};
+use super::value::{IndexValue, KeyType, Predicate};
 use super::{lock, read, write, Hit, Hits, IndexStats, OpRef, QueryProfile, SyncGate};
 
 use file::{Commit, GroupWriter, PageReader, Rec, Store};
 use pkey::{Entry, Loc, PsTree};
 use validation::{Validation, Verdict};
 
+/// Most candidates validated in one batch (see `query`).
+const MAX_BATCH: usize = 16;
+
 /// Default page cache budget, MiB (parameter `page_cache_mb`).
-pub const DEFAULT_PAGE_CACHE_MB: usize = 8;
+pub const DEFAULT_PAGE_CACHE_MB: usize = 2;
 
 /// Default of parameter `merge_min_keys`: the persistent table's delta
 /// is merged into a new table file once it holds more than this many keys
@@ -640,9 +643,20 @@ impl IndexStrategy for Perseid {
             let tree = &st.tree;
             // One cursor per secondary key in range: one for an equality.
             let mut cursors = Vec::with_capacity(1);
-            for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
-                for (_, head) in tree.skeys.range(&from, to.as_deref()) {
-                    cursors.push(tree.cursor(head));
+            match cx.pred {
+                // An equality is one descent of the SKey layer (sort keys
+                // are prefix-free: the range of one key holds only it).
+                Predicate::Eq(v) if !v.key_type().is_spatial() => {
+                    if let Some(head) = tree.skeys.get(&sortkeys::sort_key(v)) {
+                        cursors.push(tree.cursor(head));
+                    }
+                }
+                _ => {
+                    for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
+                        for (_, head) in tree.skeys.range(&from, to.as_deref()) {
+                            cursors.push(tree.cursor(head));
+                        }
+                    }
                 }
             }
             let mut current = Vec::with_capacity(cursors.len());
@@ -654,52 +668,70 @@ impl IndexStrategy for Perseid {
                 }
                 current.push(e);
             }
-            while let Some((_, i)) = heap.pop() {
-                let (Some(e), Some(c)) = (
-                    current.get_mut(i).and_then(|e| e.take()),
-                    cursors.get_mut(i),
-                ) else {
-                    continue;
-                };
-                let next = c.next(tree)?;
-                if let Some(n) = &next {
-                    heap.push((n.seq, i));
-                }
-                if let Some(slot) = current.get_mut(i) {
-                    *slot = next;
-                }
-                if e.seq > at || e.obsolete {
-                    continue;
-                }
-                if self.ty.is_spatial() && !sortkeys::entry_matches(self.ty, cx.pred, e.geom)? {
-                    continue;
-                }
-                validated += 1;
-                let ok = match st.valid.check(e.pk, e.seq, at) {
-                    Verdict::Valid => true,
-                    Verdict::Stale | Verdict::Collectable => false,
-                    Verdict::Newer => {
-                        exact += 1;
-                        let f = (view.fetch)(&[e.pk], at)?;
-                        matches!(f.first(), Some(Some((s, _))) if *s == e.seq)
+            // Candidates are validated in small batches: their volatile
+            // slots are touched first, all at once, so that the cache
+            // misses of a batch overlap (one random slot per entry
+            // dominated the profile of an index-only top-K lookup).
+            let mut batch: Vec<pkey::EntryRef<'_>> = Vec::with_capacity(MAX_BATCH);
+            let mut n = 0usize;
+            'outer: loop {
+                batch.clear();
+                let want = limit.saturating_sub(n).clamp(1, MAX_BATCH);
+                while batch.len() < want {
+                    let Some((_, i)) = heap.pop() else { break };
+                    let (Some(e), Some(c)) = (
+                        current.get_mut(i).and_then(|e| e.take()),
+                        cursors.get_mut(i),
+                    ) else {
+                        continue;
+                    };
+                    let next = c.next(tree)?;
+                    if let Some(nx) = &next {
+                        heap.push((nx.seq, i));
                     }
-                };
-                if !ok {
-                    stale += 1;
-                    continue;
+                    if let Some(slot) = current.get_mut(i) {
+                        *slot = next;
+                    }
+                    if e.seq > at || e.obsolete {
+                        continue;
+                    }
+                    if self.ty.is_spatial() && !sortkeys::entry_matches(self.ty, cx.pred, e.geom)? {
+                        continue;
+                    }
+                    batch.push(e);
                 }
-                let n = match &mut packed {
-                    Some(p) => {
-                        rows.push(p.push(e.pk, None, e.seq));
-                        rows.len()
-                    }
-                    None => {
-                        found.push((e.pk.to_vec(), e.seq));
-                        found.len()
-                    }
-                };
-                if n >= limit {
+                if batch.is_empty() {
                     break;
+                }
+                st.valid.touch(batch.iter().map(|e| e.pk));
+                for e in &batch {
+                    validated += 1;
+                    let ok = match st.valid.check(e.pk, e.seq, at) {
+                        Verdict::Valid => true,
+                        Verdict::Stale | Verdict::Collectable => false,
+                        Verdict::Newer => {
+                            exact += 1;
+                            let f = (view.fetch)(&[e.pk], at)?;
+                            matches!(f.first(), Some(Some((s, _))) if *s == e.seq)
+                        }
+                    };
+                    if !ok {
+                        stale += 1;
+                        continue;
+                    }
+                    n = match &mut packed {
+                        Some(p) => {
+                            rows.push(p.push(e.pk, None, e.seq));
+                            rows.len()
+                        }
+                        None => {
+                            found.push((e.pk.to_vec(), e.seq));
+                            found.len()
+                        }
+                    };
+                    if n >= limit {
+                        break 'outer;
+                    }
                 }
             }
             evict = tree.over_budget();

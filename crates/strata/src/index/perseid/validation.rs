@@ -211,6 +211,20 @@ impl Validation {
         }
     }
 
+    /// Loads the volatile slots `check` will read for `pks`, all at once:
+    /// the loads are independent, so their cache misses overlap, and the
+    /// checks that follow find the lines in cache. A hint only.
+    pub fn touch<'a>(&self, pks: impl Iterator<Item = &'a [u8]>) {
+        if self.volatile.len() == 0 {
+            return;
+        }
+        let mut acc = 0u32;
+        for pk in pks {
+            acc = acc.wrapping_add(self.volatile.home_word(key_hash(pk)));
+        }
+        std::hint::black_box(acc);
+    }
+
     /// Garbage collection's verdict on `(pk, seq)`: collectable if
     /// replaced at or below `horizon` (the oldest snapshot a reader may
     /// hold).

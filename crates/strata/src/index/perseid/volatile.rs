@@ -68,8 +68,6 @@ impl PkKey {
             k.len() + 16
         }
     }
-
-    const EMPTY: PkKey = PkKey::Inline(0, [0; INLINE]);
 }
 
 impl std::borrow::Borrow<[u8]> for PkKey {
@@ -113,52 +111,74 @@ pub(crate) struct VEntry {
     pub has_entry: bool,
 }
 
-/// 40 bytes: the upper half of the key's hash, the entry packed, the key.
+/// Bytes of a key held in its slot; longer keys are in the table's
+/// `long` list and the slot holds their index there.
+const SLOT_KEY: usize = 16;
+/// `len` of a slot whose key is in the `long` list.
+const LONG: u64 = 0xff;
+
+/// 32 bytes: the upper half of the key's hash, the count, the sequence
+/// number with the key's length, and the key (or its index in `long`).
 #[derive(Clone)]
 struct Slot {
     /// The upper 32 bits of the key's hash, at least 1; 0: empty.
     hash: u32,
     /// The count, and `has_entry` in the top bit.
     count: u32,
-    seq: SeqNo,
-    key: PkKey,
+    /// `seq << 8 | len`: sequence numbers fit 56 bits
+    /// ([`strata_lsm::key::MAX_SEQ`]); `len` is the key's length, or
+    /// [`LONG`].
+    seq_len: u64,
+    /// The key's bytes (zero-padded), or for a long key its index in the
+    /// `long` list (little-endian, first 8 bytes).
+    key: [u8; SLOT_KEY],
 }
 
 const HAS_ENTRY: u32 = 1 << 31;
 
 impl Slot {
-    fn new(hash: u32, key: &[u8], v: VEntry) -> Slot {
-        let mut s = Slot {
-            hash,
-            count: 0,
-            seq: 0,
-            key: PkKey::new(key),
-        };
-        s.set(v);
-        s
-    }
-
     /// Counts reach at most the entries of one key, far below 2³¹.
     fn set(&mut self, v: VEntry) {
+        debug_assert!(v.seq <= strata_lsm::key::MAX_SEQ);
         self.count = v.count.min(HAS_ENTRY - 1) | if v.has_entry { HAS_ENTRY } else { 0 };
-        self.seq = v.seq;
+        self.seq_len = v.seq << 8 | (self.seq_len & 0xff);
     }
 
     fn entry(&self) -> VEntry {
         VEntry {
-            seq: self.seq,
+            seq: self.seq_len >> 8,
             count: self.count & !HAS_ENTRY,
             has_entry: self.count & HAS_ENTRY != 0,
         }
+    }
+
+    /// Index in the `long` list of a long key's slot.
+    fn long_index(&self) -> Option<usize> {
+        if self.seq_len & 0xff != LONG {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.key.get(..8)?);
+        Some(u64::from_le_bytes(b) as usize)
     }
 }
 
 const EMPTY: Slot = Slot {
     hash: 0,
     count: 0,
-    seq: 0,
-    key: PkKey::EMPTY,
+    seq_len: 0,
+    key: [0; SLOT_KEY],
 };
+
+/// Heap bytes a key of this length takes beyond its slot (for the DRAM
+/// estimate): its bytes and the allocator's header.
+fn long_bytes(k: &[u8]) -> usize {
+    if k.len() <= SLOT_KEY {
+        0
+    } else {
+        k.len() + 16
+    }
+}
 
 /// The stored form of a key hash: its upper half (the table file's order
 /// is by the whole hash, so by this too), never 0.
@@ -166,8 +186,21 @@ fn stored(h: u64) -> u32 {
     ((h >> 32) as u32).max(1)
 }
 
-/// Largest share of homes occupied (in eighths) before the table grows.
-const MAX_LOAD_EIGHTHS: usize = 7;
+/// Largest share of homes occupied (in 32nds) before the table grows.
+/// The order keeps lookups short at this load: a lookup stops at the
+/// first larger hash, found or not.
+const MAX_LOAD_32NDS: usize = 29;
+
+/// Smallest share of homes occupied (in 32nds) before the table shrinks,
+/// once it has more than [`MIN_SHRINK_HOMES`] homes.
+const MIN_LOAD_32NDS: usize = 8;
+const MIN_SHRINK_HOMES: usize = 1024;
+
+/// Tail slots reserved beyond `homes` (a cluster running past the last
+/// home is rare and short).
+fn tail_reserve(homes: usize) -> usize {
+    16 + homes / 512
+}
 
 #[derive(Clone, Default)]
 pub(crate) struct VolatileTable {
@@ -179,21 +212,89 @@ pub(crate) struct VolatileTable {
     /// Position of the last entry placed by [`VolatileTable::push_sorted`]
     /// (the next one goes after it).
     fill_end: usize,
+    /// Keys longer than [`SLOT_KEY`], by index (a slot names its own).
+    long: Vec<Box<[u8]>>,
+    /// Free indices of `long`.
+    free: Vec<usize>,
 }
 
 impl VolatileTable {
     /// An empty table sized for `n` entries without growing.
     pub fn with_capacity(n: usize) -> VolatileTable {
         let homes = (n + n / 4).max(16);
+        // The vector's capacity is reserved exactly, with room for a few
+        // tail slots: a push past a full vector would double it.
+        let mut slots = Vec::with_capacity(homes + tail_reserve(homes));
+        slots.resize(homes, EMPTY);
         VolatileTable {
-            slots: vec![EMPTY; homes],
+            slots,
             homes,
             ..VolatileTable::default()
         }
     }
 
+    /// Appends an empty tail slot, growing the vector by a small step
+    /// rather than doubling it.
+    fn push_tail(&mut self) {
+        if self.slots.len() == self.slots.capacity() {
+            self.slots.reserve_exact(tail_reserve(self.homes));
+        }
+        self.slots.push(EMPTY);
+    }
+
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The key of occupied slot `s`.
+    fn key_of<'a>(&'a self, s: &'a Slot) -> &'a [u8] {
+        match s.long_index() {
+            Some(i) => self.long.get(i).map_or(&[][..], |k| &k[..]),
+            None => s.key.get(..(s.seq_len & 0xff) as usize).unwrap_or_default(),
+        }
+    }
+
+    /// A slot for `key` with entry `v`; a long key takes a `long` index.
+    fn new_slot(&mut self, hash: u32, key: &[u8], v: VEntry) -> Slot {
+        let mut s = Slot { hash, ..EMPTY };
+        match s.key.get_mut(..key.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(key);
+                s.seq_len = key.len() as u64;
+            }
+            None => {
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        if let Some(k) = self.long.get_mut(i) {
+                            *k = key.into();
+                        }
+                        i
+                    }
+                    None => {
+                        self.long.push(key.into());
+                        self.long.len() - 1
+                    }
+                };
+                if let Some(dst) = s.key.get_mut(..8) {
+                    dst.copy_from_slice(&(i as u64).to_le_bytes());
+                }
+                s.seq_len = LONG;
+            }
+        }
+        self.heap_key_bytes += long_bytes(key);
+        s.set(v);
+        s
+    }
+
+    /// Releases what slot `s` (removed) held in `long`.
+    fn drop_slot(&mut self, s: &Slot) {
+        if let Some(i) = s.long_index() {
+            if let Some(k) = self.long.get_mut(i) {
+                self.heap_key_bytes -= long_bytes(k);
+                *k = Box::default();
+                self.free.push(i);
+            }
+        }
     }
 
     fn home(&self, h: u32) -> usize {
@@ -209,7 +310,7 @@ impl VolatileTable {
             if s.hash == 0 || s.hash > h {
                 return Err(i);
             }
-            if s.hash == h && s.key.bytes() == key {
+            if s.hash == h && self.key_of(s) == key {
                 return Ok(i);
             }
             i += 1;
@@ -222,6 +323,12 @@ impl VolatileTable {
     pub fn get(&self, h: u64, key: &[u8]) -> Option<VEntry> {
         let i = self.find(stored(h), key).ok()?;
         self.slots.get(i).map(Slot::entry)
+    }
+
+    /// The stored hash at the home slot of hash `h` (a load for
+    /// [`super::validation::Validation::touch`]).
+    pub fn home_word(&self, h: u64) -> u32 {
+        self.slots.get(self.home(stored(h))).map_or(0, |s| s.hash)
     }
 
     /// Sets the entry of `key` (hash `h`), inserting it if absent.
@@ -239,8 +346,8 @@ impl VolatileTable {
             }
             Err(at) => at,
         };
-        if (self.len + 1) * 8 > self.homes * MAX_LOAD_EIGHTHS {
-            self.grow();
+        if (self.len + 1) * 32 > self.homes * MAX_LOAD_32NDS {
+            self.resize(self.len + self.len * 3 / 10);
             return self.insert_stored(h, key, v);
         }
         // The first empty slot at or after `at` (a new tail slot if none):
@@ -253,18 +360,18 @@ impl VolatileTable {
         {
             Some(d) => at + d,
             None => {
-                self.slots.push(EMPTY);
+                self.push_tail();
                 self.slots.len() - 1
             }
         };
         if let Some(run) = self.slots.get_mut(at..=empty) {
             run.rotate_right(1);
         }
+        let new = self.new_slot(h, key, v);
         if let Some(s) = self.slots.get_mut(at) {
-            *s = Slot::new(h, key, v);
+            *s = new;
         }
         self.len += 1;
-        self.heap_key_bytes += PkKey::heap_bytes(key);
     }
 
     /// Appends `key` during a rebuild whose keys come in non-decreasing
@@ -283,25 +390,24 @@ impl VolatileTable {
                 .checked_sub(1)
                 .and_then(|p| self.slots.get(p))
                 .is_some_and(|p| p.hash != 0 && p.hash <= hs);
-        if !in_order || (self.len + 1) * 8 > self.homes * MAX_LOAD_EIGHTHS {
+        if !in_order || (self.len + 1) * 32 > self.homes * MAX_LOAD_32NDS {
             self.fill_end = usize::MAX / 2;
             return self.insert(h, key, v);
         }
         while self.slots.len() <= at {
-            self.slots.push(EMPTY);
+            self.push_tail();
         }
-        let Some(s) = self.slots.get_mut(at) else {
-            return;
-        };
-        if s.hash != 0 {
+        if self.slots.get(at).is_none_or(|s| s.hash != 0) {
             // Only reachable if the table was filled otherwise before.
             self.fill_end = usize::MAX / 2;
             return self.insert(h, key, v);
         }
-        *s = Slot::new(hs, key, v);
+        let new = self.new_slot(hs, key, v);
+        if let Some(s) = self.slots.get_mut(at) {
+            *s = new;
+        }
         self.fill_end = at + 1;
         self.len += 1;
-        self.heap_key_bytes += PkKey::heap_bytes(key);
     }
 
     /// Removes `key` (hash `h`); returns its entry.
@@ -309,7 +415,7 @@ impl VolatileTable {
         let i = self.find(stored(h), key).ok()?;
         let old = std::mem::replace(self.slots.get_mut(i)?, EMPTY);
         self.len -= 1;
-        self.heap_key_bytes -= PkKey::heap_bytes(key);
+        self.drop_slot(&old);
         // Backward shift: each following entry not at its home moves one
         // slot back, up to the first empty slot or entry at its home.
         let mut j = i + 1;
@@ -324,18 +430,23 @@ impl VolatileTable {
         while self.slots.len() > self.homes && self.slots.last().is_some_and(|s| s.hash == 0) {
             self.slots.pop();
         }
+        if self.homes > MIN_SHRINK_HOMES && self.len * 32 < self.homes * MIN_LOAD_32NDS {
+            self.resize(self.len + self.len * 3 / 10);
+        }
         Some(old.entry())
     }
 
-    /// Rebuilds with twice the homes of the current length (in order, so
-    /// front to back).
-    fn grow(&mut self) {
+    /// Rebuilds sized for `n` entries (at least the current length), in
+    /// order, so front to back. Resizing to 1.3× the length leaves the
+    /// load at about 0.6, between [`MIN_LOAD_32NDS`] and
+    /// [`MAX_LOAD_32NDS`].
+    fn resize(&mut self, n: usize) {
         let old = std::mem::take(&mut self.slots);
-        let mut t = VolatileTable::with_capacity((self.len * 2).max(16));
+        let mut t = VolatileTable::with_capacity(n.max(self.len).max(16));
         for s in old.into_iter().filter(|s| s.hash != 0) {
             let at = t.home(s.hash).max(t.fill_end);
             while t.slots.len() <= at {
-                t.slots.push(EMPTY);
+                t.push_tail();
             }
             t.fill_end = at + 1;
             if let Some(d) = t.slots.get_mut(at) {
@@ -344,13 +455,18 @@ impl VolatileTable {
         }
         t.len = self.len;
         t.heap_key_bytes = self.heap_key_bytes;
+        t.long = std::mem::take(&mut self.long);
+        t.free = std::mem::take(&mut self.free);
         t.fill_end = usize::MAX / 2;
         *self = t;
     }
 
     /// Estimated RAM: the slot vector's capacity and heap keys.
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>() + self.heap_key_bytes
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.long.capacity() * std::mem::size_of::<Box<[u8]>>()
+            + self.free.capacity() * std::mem::size_of::<usize>()
+            + self.heap_key_bytes
     }
 
     /// Checks the invariants of the module doc (tests).
@@ -434,7 +550,7 @@ mod tests {
             }
             t.check_invariants();
             assert_eq!(t.len(), m.len());
-            let heap: usize = m.keys().map(|k| PkKey::heap_bytes(k)).sum();
+            let heap: usize = m.keys().map(|k| long_bytes(k)).sum();
             assert_eq!(t.heap_key_bytes, heap);
         }
     }
@@ -468,6 +584,46 @@ mod tests {
             assert!(t.remove(h, k).is_some());
             t.insert(key_hash(b"new"), b"new", v(1));
             t.check_invariants();
+        }
+    }
+
+    #[test]
+    fn a_slot_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 32);
+    }
+
+    /// The slot vector's capacity follows the length: about 1.1–1.7
+    /// slots an entry while growing (no doubling of the vector on a tail
+    /// slot), and the table shrinks once mostly empty.
+    #[test]
+    fn memory_follows_the_length() {
+        let slot = std::mem::size_of::<Slot>();
+        let mut t = VolatileTable::default();
+        let key = |i: u32| format!("{i:016x}").into_bytes();
+        for i in 0..100_000u32 {
+            t.insert(key_hash(&key(i)), &key(i), v(u64::from(i)));
+            if i % 997 == 0 {
+                let slots = t.memory_bytes() / slot;
+                let n = t.len();
+                assert!(
+                    slots * 8 <= n.max(16) * 8 * 2 + 8 * 64,
+                    "{slots} slots for {n}"
+                );
+                assert!(slots * MAX_LOAD_32NDS >= n * 32, "{slots} slots for {n}");
+            }
+        }
+        t.check_invariants();
+        for i in 0..95_000u32 {
+            assert!(t.remove(key_hash(&key(i)), &key(i)).is_some());
+        }
+        t.check_invariants();
+        assert!(
+            t.memory_bytes() / slot <= 5_000 * 5,
+            "{}",
+            t.memory_bytes() / slot
+        );
+        for i in 95_000..100_000u32 {
+            assert_eq!(t.get(key_hash(&key(i)), &key(i)), Some(v(u64::from(i))));
         }
     }
 
