@@ -328,7 +328,7 @@ impl Db {
                     .iter()
                     .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
                     .collect();
-                self.index.sync_apply(defs, &ops, &none, false, false)?;
+                self.index.sync_apply(defs, &ops, &none, false)?;
             }
             for d in defs {
                 d.strategy.flush()?;
@@ -582,7 +582,7 @@ impl Db {
                 .map(|(k, s, v)| (*s, k.as_slice(), Some(v.as_slice())))
                 .collect();
             self.index
-                .sync_apply(std::slice::from_ref(def), &ops, &none, false, false)?;
+                .sync_apply(std::slice::from_ref(def), &ops, &none, false)?;
             b.records += ops.len() as u64;
             // Keys up to `last` are applied: the cursor is its successor.
             let mut cursor = last;

@@ -522,16 +522,12 @@ impl IndexManager {
     /// [`IndexManager::memory_guard`]); `current` is filled for the keys
     /// [`IndexManager::needs_current`] asks for. `count`: count the
     /// records as indexed or skipped writes (false for a build).
-    /// `recovering`: a WAL replay at open, where a strategy whose files
-    /// fail a check may be rebuilt instead
-    /// ([`strategy::IndexStrategy::abandon_recovery`]).
     pub fn sync_apply(
         &self,
         defs: &[Arc<IndexDef>],
         ops: &[OpRef<'_>],
         current: &HashMap<&[u8], Option<strata_lsm::Versioned>>,
         count: bool,
-        recovering: bool,
     ) -> Result<()> {
         // A batch's records may have been read by a loader (not a build's).
         let docs = DocCache::new(
@@ -546,14 +542,7 @@ impl IndexManager {
                 docs: &docs,
                 count,
             };
-            match d.strategy.apply(ops, current, &attrs) {
-                Err(e) if recovering && e.is_corruption() => {
-                    if !d.strategy.abandon_recovery(&e.to_string()) {
-                        return Err(e);
-                    }
-                }
-                r => r?,
-            }
+            d.strategy.apply(ops, current, &attrs)?;
         }
         Ok(())
     }
@@ -1118,7 +1107,7 @@ impl EngineHooks for IndexManager {
             if !cx.recovering() {
                 guard = Some(Box::new(self.memory_guard()));
             }
-            self.sync_apply(&sync_defs, &ops, &current, true, cx.recovering())?;
+            self.sync_apply(&sync_defs, &ops, &current, true)?;
             for d in &sync_defs {
                 if let Some(b) = d.scan().as_mut() {
                     b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));

@@ -337,16 +337,6 @@ pub(crate) trait IndexStrategy: Send + Sync {
         false
     }
 
-    /// During WAL replay at open, [`IndexStrategy::apply`] failed with a
-    /// corruption error (its own files failed a check when read). Return
-    /// true if the strategy gives up its recovered state and is rebuilt
-    /// by a scan at this open ([`IndexStrategy::rebuilt_at_open`] is true
-    /// from now on, so the rest of the replay skips it); false (the
-    /// default) makes the open fail with the error.
-    fn abandon_recovery(&self, _reason: &str) -> bool {
-        false
-    }
-
     /// Empties the structure before a [`BuildMethod::Scan`] build.
     fn clear(&self) -> Result<()> {
         Ok(())

@@ -72,6 +72,7 @@
 #![deny(clippy::indexing_slicing)]
 
 mod file;
+mod key;
 mod pkey;
 mod skey;
 mod table;
@@ -483,12 +484,28 @@ impl Perseid {
     }
 
     /// The index gave up its state at run time (its files failed a check
-    /// when read, see [`IndexStrategy::abandon_recovery`]): it is neither
+    /// when read, see [`Perseid::abandon_if_damaged`]): it is neither
     /// maintained nor queried until the next open rebuilds it. (At open the
     /// same flag means "rebuild by this open's scan", which sets
     /// `building`.)
     fn damaged(&self, st: &State) -> bool {
         self.rebuild.load(Relaxed) && !st.building
+    }
+
+    /// `r`, unless it is a corruption error (a page or table bucket failed
+    /// its checks when read): then the index gives up its state and `Ok`.
+    /// During a WAL replay at open it is rebuilt by this open's scan, as
+    /// when the files fail their checks at open; later, by the next open.
+    fn abandon_if_damaged(&self, r: Result<()>) -> Result<()> {
+        match r {
+            Err(e) if e.is_corruption() => {
+                lock(&self.rebuild_reason).get_or_insert_with(|| e.to_string());
+                lock(&self.store).needs_full = true;
+                self.rebuild.store(true, Relaxed);
+                Ok(())
+            }
+            r => r,
+        }
     }
 }
 
@@ -513,13 +530,7 @@ impl IndexStrategy for Perseid {
     /// write: the index gives up its state ([`Perseid::damaged`]) and is
     /// rebuilt at the next open (at this one during a WAL replay).
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        match self.apply_ops(ops, current, attrs) {
-            Err(e) if e.is_corruption() => {
-                self.abandon_recovery(&e.to_string());
-                Ok(())
-            }
-            r => r,
-        }
+        self.abandon_if_damaged(self.apply_ops(ops, current, attrs))
     }
 
     /// A ready index whose file failed its checks, or whose checkpoint is
@@ -550,16 +561,6 @@ impl IndexStrategy for Perseid {
 
     fn rebuilt_at_open(&self) -> bool {
         self.rebuild.load(Relaxed)
-    }
-
-    /// A page or table bucket failed its checks while the WAL was
-    /// replayed: the index is rebuilt by this open's scan, as when the
-    /// files fail their checks at open.
-    fn abandon_recovery(&self, reason: &str) -> bool {
-        lock(&self.rebuild_reason).get_or_insert_with(|| reason.to_string());
-        lock(&self.store).needs_full = true;
-        self.rebuild.store(true, Relaxed);
-        true
     }
 
     fn clear(&self) -> Result<()> {
@@ -603,13 +604,7 @@ impl IndexStrategy for Perseid {
     /// at this open if the database is opening, else at the next one (the
     /// committed checkpoint is then behind the tables).
     fn flush(&self) -> Result<()> {
-        match self.write_group() {
-            Err(e) if e.is_corruption() => {
-                self.abandon_recovery(&e.to_string());
-                Ok(())
-            }
-            r => r,
-        }
+        self.abandon_if_damaged(self.write_group())
     }
 
     /// Candidates from the PS-Tree at a snapshot pinned under the sync

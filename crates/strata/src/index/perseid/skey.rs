@@ -7,7 +7,6 @@
 //! or every key in a full snapshot, see `file`), so a reopen rebuilds it
 //! from the file, never from the primary.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -15,94 +14,7 @@ use std::ops::Bound;
 /// upper 32 bits, byte offset in the lower.
 pub(crate) type Ptr = u64;
 
-/// Bytes of a key held inline in an [`SKey`].
-const INLINE: usize = 22;
-
-/// A secondary key as the map's key: inline up to [`INLINE`] bytes (the
-/// 8 or 9 bytes of a number's sort key, short strings), else on the heap.
-/// Ordered as its bytes, comparing the first eight as one big-endian
-/// word first: a search of the map compares a key at every step, and a
-/// call of `memcmp` for a few bytes dominated them (lookups and the
-/// replay of SKey records at open).
-#[derive(Clone)]
-enum SKey {
-    Inline(u8, [u8; INLINE]),
-    Heap(Box<[u8]>),
-}
-
-/// Heap bytes of a key (with the allocator's header): none if inline.
-fn heap_bytes(k: &[u8]) -> usize {
-    if k.len() <= INLINE {
-        0
-    } else {
-        k.len() + 16
-    }
-}
-
-impl SKey {
-    fn new(k: &[u8]) -> SKey {
-        let mut b = [0u8; INLINE];
-        match b.get_mut(..k.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(k);
-                SKey::Inline(k.len() as u8, b)
-            }
-            None => SKey::Heap(k.into()),
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            SKey::Inline(n, b) => b.get(..*n as usize).unwrap_or_default(),
-            SKey::Heap(b) => b,
-        }
-    }
-
-    /// The first eight bytes, zero-padded, as a big-endian word. Zero is
-    /// the least byte, so where two keys' words differ they are ordered
-    /// as the keys are. (An inline key's array is zero past its length.)
-    fn word(&self) -> u64 {
-        let b: &[u8] = match self {
-            SKey::Inline(_, b) => b,
-            SKey::Heap(b) => b,
-        };
-        // A heap key is longer than `INLINE`, so both have eight bytes.
-        b.first_chunk::<8>().map_or(0, |w| u64::from_be_bytes(*w))
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            SKey::Inline(n, _) => *n as usize,
-            SKey::Heap(b) => b.len(),
-        }
-    }
-}
-
-impl Ord for SKey {
-    fn cmp(&self, o: &SKey) -> Ordering {
-        match self.word().cmp(&o.word()) {
-            // Equal words of keys of at most eight bytes: the shorter is
-            // a prefix of the other.
-            Ordering::Equal if self.len() <= 8 && o.len() <= 8 => self.len().cmp(&o.len()),
-            Ordering::Equal => self.bytes().cmp(o.bytes()),
-            other => other,
-        }
-    }
-}
-
-impl PartialOrd for SKey {
-    fn partial_cmp(&self, o: &SKey) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl PartialEq for SKey {
-    fn eq(&self, o: &SKey) -> bool {
-        self.bytes() == o.bytes()
-    }
-}
-
-impl Eq for SKey {}
+use super::key::InlineKey as SKey;
 
 /// Secondary key (its sort key, `index::tree::sort_key`) → newest group,
 /// with whether it changed since the last flush.
@@ -133,7 +45,7 @@ impl SKeyLayer {
         match self.map.get_mut(&k) {
             Some(v) => *v = (p, true),
             None => {
-                self.key_bytes += heap_bytes(skey);
+                self.key_bytes += SKey::heap_bytes(skey);
                 self.map.insert(k, (p, true));
                 if !self.removed.is_empty() {
                     self.removed.remove(skey);
@@ -144,7 +56,7 @@ impl SKeyLayer {
 
     pub fn remove(&mut self, skey: &[u8]) {
         if self.map.remove(&SKey::new(skey)).is_some() {
-            self.key_bytes -= heap_bytes(skey);
+            self.key_bytes -= SKey::heap_bytes(skey);
             self.removed.insert(skey.to_vec());
         }
     }
@@ -215,7 +127,7 @@ impl SKeyLayer {
     /// Replaces the layer with `keys` (recovery of a full group, which
     /// lists its keys in order; any order is accepted): not dirty.
     pub fn load_all(&mut self, keys: Vec<(Vec<u8>, Ptr)>) {
-        self.key_bytes = keys.iter().map(|(k, _)| heap_bytes(k)).sum();
+        self.key_bytes = keys.iter().map(|(k, _)| SKey::heap_bytes(k)).sum();
         self.map = keys
             .into_iter()
             .map(|(k, p)| (SKey::new(&k), (p, false)))
@@ -232,13 +144,13 @@ impl SKeyLayer {
                 if let Some(v) = self.map.get_mut(&k) {
                     *v = (p, false);
                 } else {
-                    self.key_bytes += heap_bytes(skey);
+                    self.key_bytes += SKey::heap_bytes(skey);
                     self.map.insert(k, (p, false));
                 }
             }
             None => {
                 if self.map.remove(&SKey::new(skey)).is_some() {
-                    self.key_bytes -= heap_bytes(skey);
+                    self.key_bytes -= SKey::heap_bytes(skey);
                 }
             }
         }
@@ -249,6 +161,8 @@ impl SKeyLayer {
 mod tests {
     use super::*;
 
+    /// The map orders keys as their bytes: short and long, with zero
+    /// bytes, sharing prefixes of up to and beyond eight bytes.
     /// The map orders keys as their bytes: short and long, with zero
     /// bytes, sharing prefixes of up to and beyond eight bytes.
     #[test]

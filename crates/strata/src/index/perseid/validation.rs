@@ -44,12 +44,11 @@ use crate::index::fxhash::FastMap;
 #[cfg(test)]
 use crate::index::fxhash::FxHasher;
 
+use super::key::InlineKey as PkKey;
 pub(crate) use super::table::PEntry;
 use super::table::{key_hash, PkTable, TableRef, TableWriter};
 pub(crate) use super::volatile::VEntry;
-#[cfg(test)]
-use super::volatile::INLINE;
-use super::volatile::{PkKey, VolatileTable};
+use super::volatile::VolatileTable;
 
 /// What the tables say of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -415,29 +414,6 @@ mod tests {
         }
         // 4096 keys into 4096 buckets: about 63% distinct if uniform.
         assert!(low.len() > 2300, "{} distinct low parts", low.len());
-    }
-
-    /// Keys are found by their bytes whether stored inline or on the
-    /// heap (the map's hash of a key must be the hash of its bytes).
-    #[test]
-    fn keys_inline_or_on_the_heap_are_found_by_their_bytes() {
-        assert!(std::mem::size_of::<PkKey>() <= 24);
-        let keys: Vec<Vec<u8>> = (0..40usize).map(|n| vec![b'k'; n]).collect();
-        let mut m: FastMap<PkKey, usize> = FastMap::default();
-        for (i, k) in keys.iter().enumerate() {
-            assert_eq!(
-                matches!(PkKey::new(k), PkKey::Inline(..)),
-                k.len() <= INLINE
-            );
-            m.insert(PkKey::new(k), i);
-        }
-        for (i, k) in keys.iter().enumerate() {
-            assert_eq!(m.get(k.as_slice()), Some(&i));
-            assert_eq!(&*PkKey::new(k), k.as_slice());
-        }
-        assert_eq!(m.get(b"absent".as_slice()), None);
-        assert_eq!(PkKey::heap_bytes(&keys[22]), 0);
-        assert_eq!(PkKey::heap_bytes(&keys[23]), 23 + 16);
     }
 
     #[test]
