@@ -205,14 +205,10 @@ impl GroupWriter {
         let mut p = Vec::with_capacity(pk.len() + 18);
         put_bytes(&mut p, pk);
         p.push(e.is_some() as u8);
-        let e = e.unwrap_or(PEntry {
-            seq: 0,
-            n: 0,
-            has_entry: false,
-        });
+        let e = e.unwrap_or(PEntry::with_flags(0, 0, 0));
         p.extend_from_slice(&e.seq.to_le_bytes());
         p.extend_from_slice(&e.n.to_le_bytes());
-        p.push(e.has_entry as u8);
+        p.push(e.flags());
         frame(&mut self.rest, K_PK, &p);
         self.records += 1;
     }
@@ -329,11 +325,7 @@ fn decode(kind: u8, p: &[u8], base: usize) -> Option<Rec> {
             let n = c.bytes()?.len();
             let pk = range(&c, n);
             let present = c.u8()? != 0;
-            let e = PEntry {
-                seq: c.u64()?,
-                n: c.u32()?,
-                has_entry: c.u8()? != 0,
-            };
+            let e = PEntry::with_flags(c.u64()?, c.u32()?, c.u8()?);
             Rec::Pk(pk, present.then_some(e))
         }
         K_TABLE => Rec::Table(TableRef {
@@ -974,6 +966,7 @@ mod tests {
                 seq: 9,
                 n: 2,
                 has_entry: true,
+                shared: true,
             }),
         );
         g.free(4);

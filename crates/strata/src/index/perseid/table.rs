@@ -42,17 +42,40 @@ use strata_lsm::io::{Fs, RandomRead};
 use strata_lsm::key::SeqNo;
 
 /// A persistent-table value (`validation`): a key's latest sequence
-/// number, its physical count and whether its latest version has an entry.
+/// number, its physical count, whether its latest version has an entry,
+/// and whether another key of the table has had its hash (`shared`:
+/// validation then holds it by its bytes, see `volatile`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PEntry {
     pub seq: SeqNo,
     pub n: u32,
     pub has_entry: bool,
+    pub shared: bool,
+}
+
+impl PEntry {
+    /// The flags byte of the table file's and the page log's encodings:
+    /// bit 0 `has_entry`, bit 1 `shared` (since table format 4).
+    pub fn flags(&self) -> u8 {
+        u8::from(self.has_entry) | u8::from(self.shared) << 1
+    }
+
+    /// The value with the flags byte `f` (other bits ignored).
+    pub fn with_flags(seq: SeqNo, n: u32, f: u8) -> PEntry {
+        PEntry {
+            seq,
+            n,
+            has_entry: f & 1 != 0,
+            shared: f & 2 != 0,
+        }
+    }
 }
 
 const MAGIC: &[u8; 8] = b"PSTABLE\0";
-/// Version of the table file's layout.
-const VERSION: u32 = 3;
+/// Version of the table file's layout. Version 3 files (no `shared` bit
+/// in the flags, so none set) are read as they are.
+const VERSION: u32 = 4;
+const OLDEST_VERSION: u32 = 3;
 const FOOTER_LEN: usize = 56;
 
 /// A file whose presence makes the next open rebuild the index; it holds
@@ -165,7 +188,7 @@ fn encode_entry(buf: &mut Vec<u8>, pk: &[u8], e: &PEntry) {
     buf.extend_from_slice(pk);
     buf.extend_from_slice(&e.seq.to_le_bytes());
     buf.extend_from_slice(&e.n.to_le_bytes());
-    buf.push(e.has_entry as u8);
+    buf.push(e.flags());
 }
 
 /// The next entry of `b` at `*at`; `None` if cut short.
@@ -174,11 +197,11 @@ fn next_entry<'a>(b: &'a [u8], at: &mut usize) -> Option<(&'a [u8], PEntry)> {
     let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
     let pk = rest.get(4..4 + len)?;
     let t = rest.get(4 + len..4 + len + 13)?;
-    let e = PEntry {
-        seq: u64::from_le_bytes(t.get(..8)?.try_into().ok()?),
-        n: u32::from_le_bytes(t.get(8..12)?.try_into().ok()?),
-        has_entry: *t.get(12)? != 0,
-    };
+    let e = PEntry::with_flags(
+        u64::from_le_bytes(t.get(..8)?.try_into().ok()?),
+        u32::from_le_bytes(t.get(8..12)?.try_into().ok()?),
+        *t.get(12)?,
+    );
     *at += 4 + len + 13;
     Some((pk, e))
 }
@@ -346,7 +369,7 @@ impl PkTable {
             return Err(bad("footer fails its checksum"));
         }
         let ok = head.get(..8) == Some(MAGIC.as_slice())
-            && u32_at(head, 8) == Some(VERSION)
+            && u32_at(head, 8).is_some_and(|v| (OLDEST_VERSION..=VERSION).contains(&v))
             && head.get(12) == Some(&key_type)
             && u64_at(head, 16) == Some(r.number)
             && u64_at(head, 24) == Some(r.count)
@@ -445,19 +468,47 @@ impl PkTable {
     }
 
     /// The value of `pk`, if the table has it.
+    #[cfg(test)]
     pub fn get(&self, pk: &[u8]) -> Result<Option<PEntry>> {
+        self.find(key_hash(pk), pk, |_, _| ())
+    }
+
+    /// The value of `pk` (whose hash is `h`), if the table has it; if it
+    /// has not, `other` is called with each key of the table with hash
+    /// `h` (and its value): the keys a new `pk` would share its hash with.
+    pub fn find(
+        &self,
+        h: u64,
+        pk: &[u8],
+        mut other: impl FnMut(&[u8], PEntry),
+    ) -> Result<Option<PEntry>> {
         let number = self.r.number;
-        self.with_bucket(bucket(key_hash(pk), self.bits), |b| {
+        self.with_bucket(bucket(h, self.bits), |b| {
+            let cut = || Error::corruption(format!("perseid table {number}: entry cut short"));
             let mut at = 0;
             while at < b.len() {
-                let (k, e) = next_entry(b, &mut at).ok_or_else(|| {
-                    Error::corruption(format!("perseid table {number}: entry cut short"))
-                })?;
+                let (k, e) = next_entry(b, &mut at).ok_or_else(cut)?;
                 if k == pk {
                     return Ok(Some(e));
                 }
             }
+            // Absent: hash the bucket's keys (a write of a new key only).
+            each_same_hash(b, number, h, pk, &mut other)?;
             Ok(None)
+        })
+    }
+
+    /// Calls `other` with each key of the table with hash `h` other than
+    /// `except` (and its value).
+    pub fn same_hash(
+        &self,
+        h: u64,
+        except: &[u8],
+        mut other: impl FnMut(&[u8], PEntry),
+    ) -> Result<()> {
+        let number = self.r.number;
+        self.with_bucket(bucket(h, self.bits), |b| {
+            each_same_hash(b, number, h, except, &mut other)
         })
     }
 
@@ -478,6 +529,26 @@ impl PkTable {
         }
         Ok(())
     }
+}
+
+/// Calls `f` with each entry of bucket bytes `b` (of table `number`)
+/// whose key has hash `h` and is not `except`.
+fn each_same_hash(
+    b: &[u8],
+    number: u64,
+    h: u64,
+    except: &[u8],
+    f: &mut impl FnMut(&[u8], PEntry),
+) -> Result<()> {
+    let mut at = 0;
+    while at < b.len() {
+        let (k, e) = next_entry(b, &mut at)
+            .ok_or_else(|| Error::corruption(format!("perseid table {number}: entry cut short")))?;
+        if k != except && key_hash(k) == h {
+            f(k, e);
+        }
+    }
+    Ok(())
 }
 
 /// Checks the volatile section and directory `meta` (the file from
@@ -522,6 +593,67 @@ fn scan(
     Ok(())
 }
 
+/// Keys with a given hash, for tests of shared hashes (`validation`).
+#[cfg(test)]
+pub(crate) mod collide {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    /// The inverse of odd `a` modulo 2⁶⁴ (Newton's iteration).
+    fn inverse(a: u64) -> u64 {
+        let mut x = a;
+        for _ in 0..6 {
+            x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+        }
+        x
+    }
+
+    /// A 16-byte key whose [`super::key_hash`] is `target`, one for each
+    /// `salt`: every step of the hash of a 16-byte key is inverted.
+    pub(crate) fn key_with_hash(target: u64, salt: u64) -> Vec<u8> {
+        let unshift = |x: u64, s: u32| {
+            let mut y = x;
+            let mut t = x >> s;
+            while t != 0 {
+                y ^= t;
+                t >>= s;
+            }
+            y
+        };
+        // Undo the finalizer.
+        let mut x = unshift(target, 33);
+        x = x.wrapping_mul(inverse(0xc4ce_b9fe_1a85_ec53));
+        x = unshift(x, 33);
+        x = x.wrapping_mul(inverse(0xff51_afd7_ed55_8ccd));
+        x = unshift(x, 33);
+        // x = mix(mix(seed, w1), w2), with mix(h, w) = g((h ^ w) · K).
+        let mix = |h: u64, w: u64| {
+            let h = (h ^ w).wrapping_mul(K);
+            h ^ (h >> 29)
+        };
+        let w1 = salt.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
+        let h1 = mix(0xcbf2_9ce4_8422_2325 ^ 16u64.wrapping_mul(K), w1);
+        let w2 = unshift(x, 29).wrapping_mul(inverse(K)) ^ h1;
+        let mut key = w1.to_le_bytes().to_vec();
+        key.extend_from_slice(&w2.to_le_bytes());
+        key
+    }
+
+    #[test]
+    fn keys_with_a_given_hash_have_it() {
+        for (i, k) in [b"a".as_slice(), b"user-000017", b"\0\0\0\0\0\0\0\0"]
+            .into_iter()
+            .enumerate()
+        {
+            let h = super::key_hash(k);
+            let a = key_with_hash(h, i as u64);
+            let b = key_with_hash(h, i as u64 + 100);
+            assert_ne!(a, b);
+            assert_eq!(super::key_hash(&a), h);
+            assert_eq!(super::key_hash(&b), h);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,6 +664,7 @@ mod tests {
             seq,
             n,
             has_entry: true,
+            shared: n.is_multiple_of(3),
         }
     }
 

@@ -32,6 +32,19 @@
 //! garbage collection and writes of updated keys never read the file.
 //! At open the volatile table is rebuilt from the file and the delta, as in
 //! the paper's recovery.
+//!
+//! Shared hashes. The volatile table holds most keys by their 64-bit hash
+//! alone (`volatile`), which is sound under this invariant: *two distinct
+//! keys of the persistent table with one hash both have `shared` set* (a
+//! flag of their persistent value, kept in the table file and the log).
+//! The write that adds a key to the table finds the keys it would share
+//! its hash with in the same probe that finds it absent (the file's
+//! bucket, the delta's entry for the hash), and marks them and itself;
+//! the volatile table keeps shared keys by their bytes. The mark is never
+//! cleared (a key that outlives its partner stays held by its bytes).
+//! Writes therefore read a key's value from the delta or the file, never
+//! from the volatile table, since a key new to the table could share its
+//! hash with a key held there by its hash.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +61,7 @@ use super::key::InlineKey as PkKey;
 pub(crate) use super::table::PEntry;
 use super::table::{key_hash, PkTable, TableRef, TableWriter};
 pub(crate) use super::volatile::VEntry;
-use super::volatile::VolatileTable;
+use super::volatile::{map_bytes, VolatileTable};
 
 /// What the tables say of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,10 +77,110 @@ pub(crate) enum Verdict {
     Collectable,
 }
 
-/// Bytes of a hash map holding `capacity` items of `slot` bytes (the
-/// table allocates about 8/7 buckets an item, plus a control byte each).
-fn map_bytes(capacity: usize, slot: usize) -> usize {
-    capacity * 8 / 7 * (slot + 1)
+/// A key's value in the delta.
+struct DEntry {
+    key: PkKey,
+    /// The persistent value; `None`: the key left the table.
+    e: Option<PEntry>,
+    /// Changed since the last flush.
+    dirty: bool,
+}
+
+/// The values changed since the table file was written, by key hash (the
+/// table file's: a new key's same-hash neighbours are one probe away). A
+/// key whose hash another delta key has is in `more` (found by a scan:
+/// two keys of one hash are rare enough).
+#[derive(Default)]
+struct Delta {
+    map: FastMap<u64, DEntry>,
+    more: Vec<(u64, DEntry)>,
+    key_bytes: usize,
+}
+
+impl Delta {
+    fn get(&self, h: u64, pk: &[u8]) -> Option<&DEntry> {
+        match self.map.get(&h) {
+            Some(d) if d.key.bytes() == pk => Some(d),
+            Some(_) => self
+                .more
+                .iter()
+                .find(|(mh, d)| *mh == h && d.key.bytes() == pk)
+                .map(|(_, d)| d),
+            None => None,
+        }
+    }
+
+    /// Sets `pk`'s value (hash `h`), with its dirty flag.
+    fn set(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
+        let new = |key_bytes: &mut usize| {
+            *key_bytes += PkKey::heap_bytes(pk);
+            DEntry {
+                key: PkKey::new(pk),
+                e,
+                dirty,
+            }
+        };
+        match self.map.get_mut(&h) {
+            None => {
+                let d = new(&mut self.key_bytes);
+                self.map.insert(h, d);
+            }
+            Some(d) if d.key.bytes() == pk => {
+                d.e = e;
+                d.dirty = dirty;
+            }
+            Some(_) => match self
+                .more
+                .iter_mut()
+                .find(|(mh, d)| *mh == h && d.key.bytes() == pk)
+            {
+                Some((_, d)) => {
+                    d.e = e;
+                    d.dirty = dirty;
+                }
+                None => {
+                    let d = new(&mut self.key_bytes);
+                    self.more.push((h, d));
+                }
+            },
+        }
+    }
+
+    /// Every key with hash `h` and its value.
+    fn same_hash(&self, h: u64) -> impl Iterator<Item = &DEntry> {
+        let more = if self.more.is_empty() {
+            &[][..]
+        } else {
+            &self.more[..]
+        };
+        self.map
+            .get(&h)
+            .into_iter()
+            .chain(more.iter().filter(move |(mh, _)| *mh == h).map(|(_, d)| d))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &DEntry)> {
+        self.map
+            .iter()
+            .map(|(h, d)| (*h, d))
+            .chain(self.more.iter().map(|(h, d)| (*h, d)))
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut DEntry> {
+        self.map
+            .values_mut()
+            .chain(self.more.iter_mut().map(|(_, d)| d))
+    }
+
+    fn len(&self) -> usize {
+        self.map.len() + self.more.len()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.key_bytes
+            + map_bytes(self.map.capacity(), std::mem::size_of::<(u64, DEntry)>())
+            + self.more.capacity() * std::mem::size_of::<(u64, DEntry)>()
+    }
 }
 
 #[derive(Default)]
@@ -76,60 +189,90 @@ pub(crate) struct Validation {
     base: Option<PkTable>,
     /// A table named by the log, opened by [`Validation::finish_open`].
     pending: Option<TableRef>,
-    /// Values changed since `base` was written (`None`: the key left the
-    /// table), each with whether it changed since the last flush.
-    delta: FastMap<PkKey, (Option<PEntry>, bool)>,
+    /// Values changed since `base` was written.
+    delta: Delta,
     volatile: VolatileTable,
     /// Keys changed since the last flush (an upper bound: 0 means none).
     changed: usize,
-    delta_key_bytes: usize,
 }
 
 impl Validation {
-    /// The persistent value of `pk`.
-    fn get(&self, h: u64, pk: &[u8]) -> Result<Option<PEntry>> {
-        if let Some(v) = self.volatile.get(h, pk) {
-            return Ok(Some(PEntry {
-                seq: v.seq,
-                n: v.count,
-                has_entry: v.has_entry,
-            }));
+    /// The persistent value of `pk` (hash `h`), from the delta or the
+    /// file. If it has none, `others` receives the keys of the table
+    /// with hash `h`, and their values.
+    fn lookup(
+        &self,
+        h: u64,
+        pk: &[u8],
+        others: &mut Vec<(Vec<u8>, PEntry)>,
+    ) -> Result<Option<PEntry>> {
+        let in_delta = self.delta.get(h, pk);
+        if let Some(e) = in_delta.and_then(|d| d.e) {
+            return Ok(Some(e));
         }
-        if let Some((e, _)) = self.delta.get(pk) {
-            return Ok(*e);
+        if let Some(t) = &self.base {
+            // A file key the delta has is reported from the delta.
+            let mut from_file = |k: &[u8], e: PEntry| {
+                if self.delta.get(h, k).is_none() {
+                    others.push((k.to_vec(), e));
+                }
+            };
+            if in_delta.is_none() {
+                if let Some(e) = t.find(h, pk, &mut from_file)? {
+                    return Ok(Some(e));
+                }
+            } else {
+                // Left the table since the file was written.
+                t.same_hash(h, pk, &mut from_file)?;
+            }
         }
-        match &self.base {
-            Some(t) => t.get(pk),
-            None => Ok(None),
+        for d in self.delta.same_hash(h) {
+            if let Some(e) = d.e.filter(|_| d.key.bytes() != pk) {
+                others.push((d.key.bytes().to_vec(), e));
+            }
         }
+        Ok(None)
+    }
+
+    /// The persistent value of `pk` (tests).
+    #[cfg(test)]
+    pub fn persistent(&self, pk: &[u8]) -> Option<PEntry> {
+        self.lookup(key_hash(pk), pk, &mut Vec::new())
+            .ok()
+            .flatten()
     }
 
     /// Sets the persistent value of `pk` (in the delta, marked changed).
-    fn set(&mut self, pk: &[u8], e: Option<PEntry>) {
+    fn set(&mut self, h: u64, pk: &[u8], e: Option<PEntry>) {
         self.changed += 1;
-        match self.delta.get_mut(pk) {
-            Some(v) => *v = (e, true),
-            None => {
-                self.delta_key_bytes += PkKey::heap_bytes(pk);
-                self.delta.insert(PkKey::new(pk), (e, true));
-            }
-        }
+        self.delta.set(h, pk, e, true);
     }
 
     /// Notes a new version of `pk` (every write, §4.3 Insert); `has_entry`
-    /// if it adds an entry to the PKey layer. Reads the table file only
-    /// for a key that is neither in the volatile table nor in the delta.
+    /// if it adds an entry to the PKey layer. Reads the table file for a
+    /// key not in the delta.
     pub fn write(&mut self, pk: &[u8], seq: SeqNo, has_entry: bool) -> Result<()> {
         let h = key_hash(pk);
-        match self.get(h, pk)? {
+        let mut others = Vec::new();
+        match self.lookup(h, pk, &mut others)? {
             None => {
                 if has_entry {
+                    // A new key of the table: it and the keys whose hash
+                    // it has are marked shared (module doc).
+                    for (k, e) in &others {
+                        if !e.shared {
+                            self.set(h, k, Some(PEntry { shared: true, ..*e }));
+                        }
+                        self.volatile.share(h, k);
+                    }
                     self.set(
+                        h,
                         pk,
                         Some(PEntry {
                             seq,
                             n: 1,
                             has_entry,
+                            shared: !others.is_empty(),
                         }),
                     );
                 }
@@ -154,13 +297,14 @@ impl Validation {
                 seq: e.seq,
                 count: e.n,
                 has_entry: e.has_entry,
+                shared: e.shared,
             };
             self.volatile.insert(h, pk, v);
-            self.set(pk, Some(e));
+            self.set(h, pk, Some(e));
             return;
         }
         self.volatile.remove(h, pk);
-        self.set(pk, e.has_entry.then_some(e));
+        self.set(h, pk, e.has_entry.then_some(e));
     }
 
     /// Garbage collection removed one obsolete entry of `pk`. Only keys
@@ -173,6 +317,7 @@ impl Validation {
                 seq: v.seq,
                 n: v.count.saturating_sub(1).max(1),
                 has_entry: v.has_entry,
+                shared: v.shared,
             };
             self.settle(h, pk, e);
         }
@@ -187,9 +332,9 @@ impl Validation {
     /// left the table); then nothing is changed.
     pub fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<PEntry>)) {
         if self.changed > 0 {
-            for (k, (e, dirty)) in self.delta.iter_mut() {
-                if std::mem::take(dirty) {
-                    f(k, *e);
+            for d in self.delta.iter_mut() {
+                if std::mem::take(&mut d.dirty) {
+                    f(d.key.bytes(), d.e);
                 }
             }
         }
@@ -197,7 +342,8 @@ impl Validation {
     }
 
     /// Validation of entry `(pk, seq)` for a reader at `snapshot` (the
-    /// volatile table only).
+    /// volatile table only; `pk` has an entry in the PKey layer, so it is
+    /// a key of the persistent table).
     pub fn check(&self, pk: &[u8], seq: SeqNo, snapshot: SeqNo) -> Verdict {
         if self.volatile.len() == 0 {
             return Verdict::Valid;
@@ -217,7 +363,7 @@ impl Validation {
         if self.volatile.len() == 0 {
             return;
         }
-        let mut acc = 0u32;
+        let mut acc = 0u64;
         for pk in pks {
             acc = acc.wrapping_add(self.volatile.home_word(key_hash(pk)));
         }
@@ -232,11 +378,6 @@ impl Validation {
             Verdict::Stale => Verdict::Collectable,
             v => v,
         }
-    }
-
-    #[cfg(test)]
-    pub fn persistent(&self, pk: &[u8]) -> Option<PEntry> {
-        self.get(key_hash(pk), pk).ok().flatten()
     }
 
     #[cfg(test)]
@@ -270,7 +411,7 @@ impl Validation {
         let mut delta: Vec<(u64, &[u8], Option<PEntry>)> = self
             .delta
             .iter()
-            .map(|(k, (e, _))| (key_hash(k), &**k, *e))
+            .map(|(h, d)| (h, d.key.bytes(), d.e))
             .collect();
         delta.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         let base_count = self.base.as_ref().map_or(0, |t| t.r.count);
@@ -308,8 +449,7 @@ impl Validation {
         let t = w.finish(fs, dir, number, key_type)?;
         let r = t.r;
         self.base = Some(t);
-        self.delta = FastMap::default();
-        self.delta_key_bytes = 0;
+        self.delta = Delta::default();
         self.changed = 0;
         Ok(r)
     }
@@ -322,13 +462,7 @@ impl Validation {
     /// Applies one Pk record of the log (recovery): the key's value, or
     /// its removal, on top of the table named before it.
     pub fn load(&mut self, pk: &[u8], e: Option<PEntry>) {
-        match self.delta.get_mut(pk) {
-            Some(v) => *v = (e, false),
-            None => {
-                self.delta_key_bytes += PkKey::heap_bytes(pk);
-                self.delta.insert(PkKey::new(pk), (e, false));
-            }
-        }
+        self.delta.set(key_hash(pk), pk, e, false);
     }
 
     /// A Table record of the log (recovery): the table is that file, and
@@ -336,8 +470,7 @@ impl Validation {
     pub fn load_table(&mut self, r: TableRef) {
         self.base = None;
         self.pending = Some(r);
-        self.delta = FastMap::default();
-        self.delta_key_bytes = 0;
+        self.delta = Delta::default();
         self.changed = 0;
     }
 
@@ -350,6 +483,7 @@ impl Validation {
                 seq: e.seq,
                 count: e.n,
                 has_entry: e.has_entry,
+                shared: e.shared,
             })
         }
         let Validation {
@@ -371,16 +505,21 @@ impl Validation {
                 &mut |k, e| {
                     // In the file's (hash, key) order: a front-to-back fill.
                     if let Some(v) = ventry(e) {
-                        if !delta.contains_key(k) {
-                            vol.borrow_mut().push_sorted(key_hash(k), k, v);
+                        let h = key_hash(k);
+                        if delta.get(h, k).is_none() {
+                            if v.shared {
+                                vol.borrow_mut().insert(h, k, v);
+                            } else {
+                                vol.borrow_mut().push_sorted(h, v);
+                            }
                         }
                     }
                 },
             )?);
         }
-        for (k, (e, _)) in delta.iter() {
-            if let Some(v) = e.and_then(ventry) {
-                volatile.insert(key_hash(k), k, v);
+        for (h, d) in delta.iter() {
+            if let Some(v) = d.e.and_then(ventry) {
+                volatile.insert(h, d.key.bytes(), v);
             }
         }
         Ok(())
@@ -388,14 +527,7 @@ impl Validation {
 
     /// Estimated RAM of the delta and of the volatile table.
     pub fn memory_bytes(&self) -> (usize, usize) {
-        (
-            self.delta_key_bytes
-                + map_bytes(
-                    self.delta.capacity(),
-                    std::mem::size_of::<(PkKey, (Option<PEntry>, bool))>(),
-                ),
-            self.volatile.memory_bytes(),
-        )
+        (self.delta.memory_bytes(), self.volatile.memory_bytes())
     }
 }
 
@@ -489,6 +621,7 @@ mod tests {
                                 seq,
                                 n: 1,
                                 has_entry: true,
+                                shared: false,
                             },
                         );
                     }
@@ -539,5 +672,122 @@ mod tests {
         }
         let updated = model.values().filter(|e| e.n > 1).count();
         assert_eq!(w.volatile_len(), updated);
+    }
+
+    /// Keys that share a hash with another key of the table (built by
+    /// inverting the hash) are validated as their own: with writes,
+    /// deletes, collection, merges into table files and a reopen, every
+    /// key's latest entry is valid and an older one stale exactly when
+    /// the model says, and every pair of keys of the table with one hash
+    /// is marked shared. Without the marks, a key would take its
+    /// partner's slot in the volatile table and its entries would be
+    /// judged by the partner's sequence number.
+    #[test]
+    fn keys_sharing_a_hash_are_validated_as_their_own() {
+        use super::super::table::collide::key_with_hash;
+        use std::collections::HashMap;
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(strata_lsm::io::RealFs);
+        // 200 plain keys; 60 of them have one partner, 10 two.
+        let mut keys: Vec<Vec<u8>> = (0..200u32)
+            .map(|i| format!("{i:08}").into_bytes())
+            .collect();
+        for i in 0..70usize {
+            let h = key_hash(&keys[i]);
+            keys.push(key_with_hash(h, i as u64));
+            if i < 10 {
+                keys.push(key_with_hash(h, 1000 + i as u64));
+            }
+        }
+        // (seq, n, has_entry) of each key of the table.
+        let mut model: HashMap<Vec<u8>, (u64, u32, bool)> = HashMap::new();
+        let mut v = Validation::default();
+        let mut log: Vec<(Vec<u8>, Option<PEntry>)> = Vec::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut seq = 0;
+        let verify = |v: &Validation, model: &HashMap<Vec<u8>, (u64, u32, bool)>, at: &str| {
+            let mut by_hash: HashMap<u64, usize> = HashMap::new();
+            for k in model.keys() {
+                *by_hash.entry(key_hash(k)).or_default() += 1;
+            }
+            for (k, &(s, n, has)) in model {
+                let p = v.persistent(k).unwrap();
+                assert_eq!(
+                    (p.seq, p.n, p.has_entry),
+                    (s, n, has),
+                    "{at}: value of {k:?}"
+                );
+                if by_hash[&key_hash(k)] > 1 {
+                    assert!(p.shared, "{at}: {k:?} shares its hash unmarked");
+                }
+                assert_eq!(
+                    v.check(k, s, u64::MAX),
+                    Verdict::Valid,
+                    "{at}: latest of {k:?}"
+                );
+                let old = if n > 1 {
+                    Verdict::Stale
+                } else {
+                    Verdict::Valid
+                };
+                assert_eq!(
+                    v.check(k, s - 1, u64::MAX),
+                    old,
+                    "{at}: older entry of {k:?}"
+                );
+            }
+            let updated = model.values().filter(|e| e.1 > 1).count();
+            assert_eq!(v.volatile_len(), updated, "{at}: volatile keys");
+        };
+        for round in 0..8 {
+            for _ in 0..1500 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                seq += 1;
+                let k = keys[(x % keys.len() as u64) as usize].clone();
+                let has = !x.is_multiple_of(9);
+                v.write(&k, seq, has).unwrap();
+                match model.get_mut(&k) {
+                    None if has => {
+                        model.insert(k.clone(), (seq, 1, true));
+                    }
+                    None => {}
+                    Some(e) => {
+                        if e.2 {
+                            e.1 += 1;
+                        }
+                        e.0 = seq;
+                        e.2 = has;
+                    }
+                }
+                if x % 4 == 1 {
+                    if let Some(e) = model.get_mut(&k).filter(|e| e.1 > 1) {
+                        v.collected(&k);
+                        e.1 -= 1;
+                        if e.1 == 1 && !e.2 {
+                            model.remove(&k);
+                        }
+                    }
+                }
+            }
+            verify(&v, &model, &format!("round {round}"));
+            if round % 3 == 2 {
+                v.merge(&fs, dir.path(), round, 0).unwrap();
+                log.clear();
+            } else {
+                v.drain_changes(|k, e| log.push((k.to_vec(), e)));
+            }
+            verify(&v, &model, &format!("round {round}, after the flush"));
+        }
+        let mut w = Validation::default();
+        if let Some(r) = v.table() {
+            w.load_table(r);
+        }
+        for (k, e) in log {
+            w.load(&k, e);
+        }
+        w.finish_open(&fs, dir.path(), 0).unwrap();
+        verify(&w, &model, "reopened");
     }
 }

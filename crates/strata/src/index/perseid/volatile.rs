@@ -2,29 +2,42 @@
 //! keys with obsolete entries, each with its latest sequence number and
 //! count, in RAM.
 //!
-//! An *ordered* linear-probing hash table over the table file's hash
-//! ([`super::table::key_hash`]): slot `i` holds entries whose home
-//! `home(h) = h · homes / 2⁶⁴` is at most `i`, and the occupied slots are
-//! sorted by hash. Because the home is monotone in the hash, and the table
-//! file lists its volatile section in hash order, the rebuild at open
-//! (§4.3 Recovery) writes the slots front to back, in one sequential pass,
-//! instead of scattering one random insert per key over fresh memory (the
-//! cost that dominated an open's profile with a general hash map). A
-//! lookup starts at the key's home and stops at the first empty slot or
-//! larger hash: the entries it passes are contiguous (one or two cache
-//! lines at the load kept here), and it reads no separate control bytes.
+//! Most keys are held by their hash alone: an *ordered* linear-probing
+//! hash table over the table file's 64-bit hash
+//! ([`super::table::key_hash`]) whose 16-byte slots hold the hash and the
+//! value, not the key. A slot stands for its key because of an invariant
+//! the validation layer keeps (`validation`, "Shared hashes"): two keys
+//! of the persistent table with one hash are both marked *shared*, and a
+//! shared key is held here by its bytes, in a small map beside the slots
+//! (almost always empty: two of a hundred million random keys share a
+//! 64-bit hash with probability about 3 · 10⁻⁴). So a slot found for the
+//! hash of a key of the persistent table is that key's. Callers pass only
+//! such keys (an entry of the PKey layer, a key whose persistent value
+//! they have read).
+//!
+//! Slot `i` holds entries whose home `home(h) = (h >> 32) · homes / 2³²`
+//! is at most `i`, and the occupied slots are sorted by hash. Because the
+//! home is monotone in the hash, and the table file lists its volatile
+//! section in hash order, the rebuild at open (§4.3 Recovery) writes the
+//! slots front to back, in one sequential pass. A lookup starts at the
+//! key's home and stops at the first empty slot or larger hash: the
+//! entries it passes are contiguous (one or two cache lines at the load
+//! kept here), and it reads no separate control bytes.
 //!
 //! Invariants (checked by the tests against a model):
 //! * every entry sits at or after its home, with no empty slot between;
-//! * occupied slots are in non-decreasing hash order, across clusters too
-//!   (a cluster starts after an empty slot, beyond every earlier home);
-//! * a slot stores the upper 32 bits of the hash (the order and the home
-//!   follow from them), never 0: 0 marks an empty slot, and an upper half
-//!   of 0 is stored as 1, which keeps the order;
+//! * occupied slots are in increasing hash order, across clusters too
+//!   (a cluster starts after an empty slot, beyond every earlier home),
+//!   and no two hold one hash;
+//! * a slot's value word is 0 exactly when the slot is empty;
 //! * there is no wrap-around: a cluster that runs past the last home
-//!   continues in tail slots appended to the vector.
+//!   continues in tail slots appended to the vector;
+//! * a key is in the slots or in the shared map, not both.
 
 use strata_lsm::key::SeqNo;
+
+use super::key::InlineKey;
+use crate::index::fxhash::FastMap;
 
 /// A volatile-table value: the key's persistent value (it has `n > 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,81 +45,33 @@ pub(crate) struct VEntry {
     pub seq: SeqNo,
     pub count: u32,
     pub has_entry: bool,
+    /// The key is held by its bytes (its persistent value is marked
+    /// shared).
+    pub shared: bool,
 }
 
-/// Bytes of a key held in its slot; longer keys are in the table's
-/// `long` list and the slot holds their index there.
-const SLOT_KEY: usize = 16;
-/// `len` of a slot whose key is in the `long` list.
-const LONG: u64 = 0xff;
-
-/// 32 bytes: the upper half of the key's hash, the count, the sequence
-/// number with the key's length, and the key (or its index in `long`).
-#[derive(Clone)]
+/// 16 bytes: a key's hash and its value.
+#[derive(Clone, Copy)]
 struct Slot {
-    /// The upper 32 bits of the key's hash, at least 1; 0: empty.
-    hash: u32,
-    /// The count, and `has_entry` in the top bit.
-    count: u32,
-    /// `seq << 8 | len`: sequence numbers fit 56 bits
-    /// ([`strata_lsm::key::MAX_SEQ`]); `len` is the key's length, or
-    /// [`LONG`].
-    seq_len: u64,
-    /// The key's bytes (zero-padded), or for a long key its index in the
-    /// `long` list (little-endian, first 8 bytes).
-    key: [u8; SLOT_KEY],
+    hash: u64,
+    /// `seq << 8 | OCCUPIED | has_entry << 6 | count`, with `count` up to
+    /// [`BIG`] - 1 inline; [`BIG`] says the count is in the table's `big`
+    /// map. 0: an empty slot. Sequence numbers fit 56 bits
+    /// ([`strata_lsm::key::MAX_SEQ`]).
+    word: u64,
 }
 
-const HAS_ENTRY: u32 = 1 << 31;
+const OCCUPIED: u64 = 1 << 7;
+const HAS_ENTRY: u64 = 1 << 6;
+/// The count field's escape: the count is in `big`.
+const BIG: u64 = 63;
+
+const EMPTY: Slot = Slot { hash: 0, word: 0 };
 
 impl Slot {
-    /// Counts reach at most the entries of one key, far below 2³¹.
-    fn set(&mut self, v: VEntry) {
-        debug_assert!(v.seq <= strata_lsm::key::MAX_SEQ);
-        self.count = v.count.min(HAS_ENTRY - 1) | if v.has_entry { HAS_ENTRY } else { 0 };
-        self.seq_len = v.seq << 8 | (self.seq_len & 0xff);
+    fn is_empty(&self) -> bool {
+        self.word == 0
     }
-
-    fn entry(&self) -> VEntry {
-        VEntry {
-            seq: self.seq_len >> 8,
-            count: self.count & !HAS_ENTRY,
-            has_entry: self.count & HAS_ENTRY != 0,
-        }
-    }
-
-    /// Index in the `long` list of a long key's slot.
-    fn long_index(&self) -> Option<usize> {
-        if self.seq_len & 0xff != LONG {
-            return None;
-        }
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.key.get(..8)?);
-        Some(u64::from_le_bytes(b) as usize)
-    }
-}
-
-const EMPTY: Slot = Slot {
-    hash: 0,
-    count: 0,
-    seq_len: 0,
-    key: [0; SLOT_KEY],
-};
-
-/// Heap bytes a key of this length takes beyond its slot (for the DRAM
-/// estimate): its bytes and the allocator's header.
-fn long_bytes(k: &[u8]) -> usize {
-    if k.len() <= SLOT_KEY {
-        0
-    } else {
-        k.len() + 16
-    }
-}
-
-/// The stored form of a key hash: its upper half (the table file's order
-/// is by the whole hash, so by this too), never 0.
-fn stored(h: u64) -> u32 {
-    ((h >> 32) as u32).max(1)
 }
 
 /// Largest share of homes occupied (in 32nds) before the table grows.
@@ -125,20 +90,27 @@ fn tail_reserve(homes: usize) -> usize {
     16 + homes / 512
 }
 
+/// Bytes of a hash map holding `capacity` items of `item` bytes (about
+/// 8/7 buckets an item, plus a control byte each).
+pub(crate) fn map_bytes(capacity: usize, item: usize) -> usize {
+    capacity * 8 / 7 * (item + 1)
+}
+
 #[derive(Clone, Default)]
 pub(crate) struct VolatileTable {
     /// `homes` home slots, then tail slots (see the module doc).
     slots: Vec<Slot>,
     homes: usize,
+    /// Entries in `slots`.
     len: usize,
-    heap_key_bytes: usize,
     /// Position of the last entry placed by [`VolatileTable::push_sorted`]
     /// (the next one goes after it).
     fill_end: usize,
-    /// Keys longer than [`SLOT_KEY`], by index (a slot names its own).
-    long: Vec<Box<[u8]>>,
-    /// Free indices of `long`.
-    free: Vec<usize>,
+    /// Counts of slots whose count field is [`BIG`], by hash.
+    big: FastMap<u64, u32>,
+    /// Shared keys (see the module doc), by their bytes.
+    shared: FastMap<InlineKey, VEntry>,
+    shared_heap_bytes: usize,
 }
 
 impl VolatileTable {
@@ -165,75 +137,25 @@ impl VolatileTable {
         self.slots.push(EMPTY);
     }
 
+    /// Entries, in the slots and shared.
     pub fn len(&self) -> usize {
-        self.len
+        self.len + self.shared.len()
     }
 
-    /// The key of occupied slot `s`.
-    fn key_of<'a>(&'a self, s: &'a Slot) -> &'a [u8] {
-        match s.long_index() {
-            Some(i) => self.long.get(i).map_or(&[][..], |k| &k[..]),
-            None => s.key.get(..(s.seq_len & 0xff) as usize).unwrap_or_default(),
-        }
+    fn home(&self, h: u64) -> usize {
+        (((h >> 32) * self.homes as u64) >> 32) as usize
     }
 
-    /// A slot for `key` with entry `v`; a long key takes a `long` index.
-    fn new_slot(&mut self, hash: u32, key: &[u8], v: VEntry) -> Slot {
-        let mut s = Slot { hash, ..EMPTY };
-        match s.key.get_mut(..key.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(key);
-                s.seq_len = key.len() as u64;
-            }
-            None => {
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        if let Some(k) = self.long.get_mut(i) {
-                            *k = key.into();
-                        }
-                        i
-                    }
-                    None => {
-                        self.long.push(key.into());
-                        self.long.len() - 1
-                    }
-                };
-                if let Some(dst) = s.key.get_mut(..8) {
-                    dst.copy_from_slice(&(i as u64).to_le_bytes());
-                }
-                s.seq_len = LONG;
-            }
-        }
-        self.heap_key_bytes += long_bytes(key);
-        s.set(v);
-        s
-    }
-
-    /// Releases what slot `s` (removed) held in `long`.
-    fn drop_slot(&mut self, s: &Slot) {
-        if let Some(i) = s.long_index() {
-            if let Some(k) = self.long.get_mut(i) {
-                self.heap_key_bytes -= long_bytes(k);
-                *k = Box::default();
-                self.free.push(i);
-            }
-        }
-    }
-
-    fn home(&self, h: u32) -> usize {
-        ((u64::from(h) * self.homes as u64) >> 32) as usize
-    }
-
-    /// Slot of `key` (hash `h`, stored form), or `Err(i)`: the slot where
-    /// it would go (the first empty slot or larger hash after its home and
-    /// its equal-hash neighbours; may be `slots.len()`).
-    fn find(&self, h: u32, key: &[u8]) -> Result<usize, usize> {
+    /// Slot of hash `h`, or `Err(i)`: the slot where it would go (the
+    /// first empty slot or larger hash after its home; may be
+    /// `slots.len()`).
+    fn find(&self, h: u64) -> Result<usize, usize> {
         let mut i = self.home(h);
         while let Some(s) = self.slots.get(i) {
-            if s.hash == 0 || s.hash > h {
+            if s.is_empty() || s.hash > h {
                 return Err(i);
             }
-            if s.hash == h && self.key_of(s) == key {
+            if s.hash == h {
                 return Ok(i);
             }
             i += 1;
@@ -241,29 +163,75 @@ impl VolatileTable {
         Err(i)
     }
 
+    fn entry(&self, s: &Slot) -> VEntry {
+        let c = s.word & (BIG | (BIG - 1));
+        VEntry {
+            seq: s.word >> 8,
+            count: if c == BIG {
+                self.big.get(&s.hash).copied().unwrap_or(u32::MAX)
+            } else {
+                c as u32
+            },
+            has_entry: s.word & HAS_ENTRY != 0,
+            shared: false,
+        }
+    }
+
+    /// The slot word for `v` (hash `h`), keeping `big` in line.
+    fn encode(&mut self, h: u64, v: VEntry) -> u64 {
+        debug_assert!(v.seq <= strata_lsm::key::MAX_SEQ);
+        let c = if u64::from(v.count) >= BIG {
+            self.big.insert(h, v.count);
+            BIG
+        } else {
+            self.big.remove(&h);
+            u64::from(v.count)
+        };
+        v.seq << 8 | OCCUPIED | if v.has_entry { HAS_ENTRY } else { 0 } | c
+    }
+
     /// The entry of `key`, whose [`key_hash`](super::table::key_hash) is
-    /// `h`.
+    /// `h` (a key of the persistent table: see the module doc).
     pub fn get(&self, h: u64, key: &[u8]) -> Option<VEntry> {
-        let i = self.find(stored(h), key).ok()?;
-        self.slots.get(i).map(Slot::entry)
+        match self.find(h) {
+            Ok(i) => self.slots.get(i).map(|s| self.entry(s)),
+            Err(_) if self.shared.is_empty() => None,
+            Err(_) => self.shared.get(key).copied(),
+        }
     }
 
     /// The stored hash at the home slot of hash `h` (a load for
     /// [`super::validation::Validation::touch`]).
-    pub fn home_word(&self, h: u64) -> u32 {
-        self.slots.get(self.home(stored(h))).map_or(0, |s| s.hash)
+    pub fn home_word(&self, h: u64) -> u64 {
+        self.slots.get(self.home(h)).map_or(0, |s| s.hash)
     }
 
-    /// Sets the entry of `key` (hash `h`), inserting it if absent.
+    /// Sets the entry of `key` (hash `h`), inserting it if absent; in the
+    /// shared map if `v.shared` or if it is there already.
     pub fn insert(&mut self, h: u64, key: &[u8], v: VEntry) {
-        self.insert_stored(stored(h), key, v)
+        if v.shared || (!self.shared.is_empty() && self.shared.contains_key(key)) {
+            self.insert_shared(key, v);
+        } else {
+            self.insert_hash(h, v);
+        }
     }
 
-    fn insert_stored(&mut self, h: u32, key: &[u8], v: VEntry) {
-        let at = match self.find(h, key) {
+    fn insert_shared(&mut self, key: &[u8], v: VEntry) {
+        let v = VEntry { shared: true, ..v };
+        if let Some(e) = self.shared.get_mut(key) {
+            *e = v;
+        } else {
+            self.shared_heap_bytes += InlineKey::heap_bytes(key);
+            self.shared.insert(InlineKey::new(key), v);
+        }
+    }
+
+    fn insert_hash(&mut self, h: u64, v: VEntry) {
+        let at = match self.find(h) {
             Ok(i) => {
+                let w = self.encode(h, v);
                 if let Some(s) = self.slots.get_mut(i) {
-                    s.set(v);
+                    s.word = w;
                 }
                 return;
             }
@@ -271,7 +239,7 @@ impl VolatileTable {
         };
         if (self.len + 1) * 32 > self.homes * MAX_LOAD_32NDS {
             self.resize(self.len + self.len * 3 / 10);
-            return self.insert_stored(h, key, v);
+            return self.insert_hash(h, v);
         }
         // The first empty slot at or after `at` (a new tail slot if none):
         // the run between shifts right by one, keeping order and every
@@ -279,7 +247,7 @@ impl VolatileTable {
         let empty = match self
             .slots
             .get(at..)
-            .and_then(|r| r.iter().position(|s| s.hash == 0))
+            .and_then(|r| r.iter().position(Slot::is_empty))
         {
             Some(d) => at + d,
             None => {
@@ -290,44 +258,51 @@ impl VolatileTable {
         if let Some(run) = self.slots.get_mut(at..=empty) {
             run.rotate_right(1);
         }
-        let new = self.new_slot(h, key, v);
+        let word = self.encode(h, v);
         if let Some(s) = self.slots.get_mut(at) {
-            *s = new;
+            *s = Slot { hash: h, word };
         }
         self.len += 1;
     }
 
-    /// Appends `key` during a rebuild whose keys come in non-decreasing
-    /// hash order (the table file's volatile section): the slot is the
-    /// key's home or the one after the previous key, whichever is later,
-    /// so the rebuild writes memory front to back. A key out of order, or
-    /// a table already holding other keys, takes the general
-    /// [`VolatileTable::insert`]. The caller passes each key once.
-    pub fn push_sorted(&mut self, h: u64, key: &[u8], v: VEntry) {
-        let hs = stored(h);
-        let at = self.home(hs).max(self.fill_end);
+    /// Moves the slot of hash `h`, if any, to the shared map under `key`
+    /// (whose hash is `h`): `key` has just been marked shared.
+    pub fn share(&mut self, h: u64, key: &[u8]) {
+        if let Some(v) = self.remove_hash(h) {
+            self.insert_shared(key, v);
+        }
+    }
+
+    /// Appends hash `h` during a rebuild whose hashes come in increasing
+    /// order (the table file's volatile section, without its shared keys):
+    /// the slot is the hash's home or the one after the previous entry,
+    /// whichever is later, so the rebuild writes memory front to back. A
+    /// hash out of order, or a table already holding other entries, takes
+    /// the general [`VolatileTable::insert`].
+    pub fn push_sorted(&mut self, h: u64, v: VEntry) {
+        let at = self.home(h).max(self.fill_end);
         let first = self.len == 0 && self.fill_end == 0;
         let in_order = first
             || self
                 .fill_end
                 .checked_sub(1)
                 .and_then(|p| self.slots.get(p))
-                .is_some_and(|p| p.hash != 0 && p.hash <= hs);
+                .is_some_and(|p| !p.is_empty() && p.hash < h);
         if !in_order || (self.len + 1) * 32 > self.homes * MAX_LOAD_32NDS {
             self.fill_end = usize::MAX / 2;
-            return self.insert(h, key, v);
+            return self.insert_hash(h, v);
         }
         while self.slots.len() <= at {
             self.push_tail();
         }
-        if self.slots.get(at).is_none_or(|s| s.hash != 0) {
+        if self.slots.get(at).is_none_or(|s| !s.is_empty()) {
             // Only reachable if the table was filled otherwise before.
             self.fill_end = usize::MAX / 2;
-            return self.insert(h, key, v);
+            return self.insert_hash(h, v);
         }
-        let new = self.new_slot(hs, key, v);
+        let word = self.encode(h, v);
         if let Some(s) = self.slots.get_mut(at) {
-            *s = new;
+            *s = Slot { hash: h, word };
         }
         self.fill_end = at + 1;
         self.len += 1;
@@ -335,38 +310,49 @@ impl VolatileTable {
 
     /// Removes `key` (hash `h`); returns its entry.
     pub fn remove(&mut self, h: u64, key: &[u8]) -> Option<VEntry> {
-        let i = self.find(stored(h), key).ok()?;
+        if !self.shared.is_empty() {
+            if let Some(v) = self.shared.remove(key) {
+                self.shared_heap_bytes -= InlineKey::heap_bytes(key);
+                return Some(v);
+            }
+        }
+        self.remove_hash(h)
+    }
+
+    fn remove_hash(&mut self, h: u64) -> Option<VEntry> {
+        let i = self.find(h).ok()?;
         let old = std::mem::replace(self.slots.get_mut(i)?, EMPTY);
+        let v = self.entry(&old);
+        self.big.remove(&h);
         self.len -= 1;
-        self.drop_slot(&old);
         // Backward shift: each following entry not at its home moves one
         // slot back, up to the first empty slot or entry at its home.
         let mut j = i + 1;
         while let Some(s) = self.slots.get(j) {
-            if s.hash == 0 || self.home(s.hash) >= j {
+            if s.is_empty() || self.home(s.hash) >= j {
                 break;
             }
             self.slots.swap(j - 1, j);
             j += 1;
         }
         // Trailing tail slots left empty are dropped.
-        while self.slots.len() > self.homes && self.slots.last().is_some_and(|s| s.hash == 0) {
+        while self.slots.len() > self.homes && self.slots.last().is_some_and(Slot::is_empty) {
             self.slots.pop();
         }
         if self.homes > MIN_SHRINK_HOMES && self.len * 32 < self.homes * MIN_LOAD_32NDS {
             self.resize(self.len + self.len * 3 / 10);
         }
-        Some(old.entry())
+        Some(v)
     }
 
-    /// Rebuilds sized for `n` entries (at least the current length), in
-    /// order, so front to back. Resizing to 1.3× the length leaves the
-    /// load at about 0.6, between [`MIN_LOAD_32NDS`] and
+    /// Rebuilds the slots sized for `n` entries (at least the current
+    /// length), in order, so front to back. Resizing to 1.3× the length
+    /// leaves the load at about 0.6, between [`MIN_LOAD_32NDS`] and
     /// [`MAX_LOAD_32NDS`].
     fn resize(&mut self, n: usize) {
         let old = std::mem::take(&mut self.slots);
         let mut t = VolatileTable::with_capacity(n.max(self.len).max(16));
-        for s in old.into_iter().filter(|s| s.hash != 0) {
+        for s in old.into_iter().filter(|s| !s.is_empty()) {
             let at = t.home(s.hash).max(t.fill_end);
             while t.slots.len() <= at {
                 t.push_tail();
@@ -376,42 +362,50 @@ impl VolatileTable {
                 *d = s;
             }
         }
-        t.len = self.len;
-        t.heap_key_bytes = self.heap_key_bytes;
-        t.long = std::mem::take(&mut self.long);
-        t.free = std::mem::take(&mut self.free);
-        t.fill_end = usize::MAX / 2;
-        *self = t;
+        self.slots = t.slots;
+        self.homes = t.homes;
+        self.fill_end = usize::MAX / 2;
     }
 
-    /// Estimated RAM: the slot vector's capacity and heap keys.
+    /// Estimated RAM: the slot vector's capacity, the count and shared
+    /// maps.
     pub fn memory_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.long.capacity() * std::mem::size_of::<Box<[u8]>>()
-            + self.free.capacity() * std::mem::size_of::<usize>()
-            + self.heap_key_bytes
+            + map_bytes(self.big.capacity(), 12)
+            + map_bytes(
+                self.shared.capacity(),
+                std::mem::size_of::<(InlineKey, VEntry)>(),
+            )
+            + self.shared_heap_bytes
     }
 
     /// Checks the invariants of the module doc (tests).
     #[cfg(test)]
     fn check_invariants(&self) {
-        let mut prev = 0u32;
+        let mut prev = None;
         let mut n = 0;
         for (i, s) in self.slots.iter().enumerate() {
-            if s.hash == 0 {
+            if s.is_empty() {
+                assert_eq!(s.hash, 0, "empty slot {i} with a hash");
                 continue;
             }
             n += 1;
-            assert!(s.hash >= prev, "order at {i}");
-            prev = s.hash;
+            assert!(prev.is_none_or(|p| s.hash > p), "order at {i}");
+            prev = Some(s.hash);
             let home = self.home(s.hash);
             assert!(home <= i, "slot {i} before its home {home}");
             assert!(
-                self.slots[home..i].iter().all(|x| x.hash != 0),
+                self.slots[home..i].iter().all(|x| !x.is_empty()),
                 "empty slot between home {home} and {i}"
             );
         }
         assert_eq!(n, self.len);
+        let big = self
+            .slots
+            .iter()
+            .filter(|s| !s.is_empty() && s.word & (BIG | (BIG - 1)) == BIG)
+            .count();
+        assert_eq!(big, self.big.len());
     }
 }
 
@@ -426,14 +420,21 @@ mod tests {
     fn v(seq: u64) -> VEntry {
         VEntry {
             seq,
-            count: 2,
-            has_entry: true,
+            count: 2 + (seq % 100) as u32,
+            has_entry: !seq.is_multiple_of(3),
+            shared: false,
         }
     }
 
-    /// Random inserts, updates and removes, with keys inline and on the
-    /// heap and a hash function squeezed to few values (long equal-hash
-    /// runs and clusters), agree with a map and keep the invariants.
+    fn sv(seq: u64, shared: bool) -> VEntry {
+        VEntry { shared, ..v(seq) }
+    }
+
+    /// Random inserts, updates and removes agree with a map and keep the
+    /// invariants: keys in slots and shared (under a hash squeezed to few
+    /// values, every key whose hash another key has is passed as shared,
+    /// as validation does), counts inline and in `big`, long runs and
+    /// clusters.
     #[test]
     fn operations_agree_with_a_model_and_keep_the_order() {
         let mut x = 0x1234_5678_9abc_def1u64;
@@ -443,27 +444,35 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for squeeze in [0u32, 58, 63] {
+        for squeeze in [0u32, 54, 61] {
             let hash = |k: &[u8]| key_hash(k) >> squeeze << squeeze;
-            // (squeeze 58 and 63 leave few distinct upper halves)
+            let keys: Vec<Vec<u8>> = (0..700u64)
+                .map(|id| {
+                    if id % 5 == 0 {
+                        format!("a-long-primary-key-on-the-heap-{id}").into_bytes()
+                    } else {
+                        format!("k{id}").into_bytes()
+                    }
+                })
+                .collect();
+            let mut by_hash: HashMap<u64, usize> = HashMap::new();
+            for k in &keys {
+                *by_hash.entry(hash(k)).or_default() += 1;
+            }
+            let shared = |k: &[u8]| by_hash[&hash(k)] > 1;
             let mut t = VolatileTable::default();
             let mut m: HashMap<Vec<u8>, VEntry> = HashMap::new();
             for step in 0..6000u64 {
-                let id = rnd() % 700;
-                let key = if id % 5 == 0 {
-                    format!("a-long-primary-key-on-the-heap-{id}").into_bytes()
-                } else {
-                    format!("k{id}").into_bytes()
-                };
-                let h = hash(&key);
+                let key = &keys[(rnd() % 700) as usize];
+                let h = hash(key);
                 match rnd() % 3 {
-                    0 => assert_eq!(t.remove(h, &key), m.remove(&key)),
+                    0 => assert_eq!(t.remove(h, key), m.remove(key)),
                     _ => {
-                        t.insert(h, &key, v(step));
-                        m.insert(key.clone(), v(step));
+                        t.insert(h, key, sv(step, shared(key)));
+                        m.insert(key.clone(), sv(step, shared(key)));
                     }
                 }
-                assert_eq!(t.get(h, &key), m.get(&key).copied());
+                assert_eq!(t.get(h, key), m.get(key).copied());
                 if step % 500 == 0 {
                     t.check_invariants();
                     for (k, e) in &m {
@@ -473,9 +482,38 @@ mod tests {
             }
             t.check_invariants();
             assert_eq!(t.len(), m.len());
-            let heap: usize = m.keys().map(|k| long_bytes(k)).sum();
-            assert_eq!(t.heap_key_bytes, heap);
+            let heap: usize = m
+                .keys()
+                .filter(|k| shared(k))
+                .map(|k| InlineKey::heap_bytes(k))
+                .sum();
+            assert_eq!(t.shared_heap_bytes, heap);
+            if squeeze > 0 {
+                assert!(!t.shared.is_empty());
+            }
         }
+    }
+
+    /// A key marked shared after it was placed by its hash moves to the
+    /// shared map and keeps its value; a key of another hash is unaffected.
+    #[test]
+    fn a_key_marked_shared_moves_to_the_map() {
+        let mut t = VolatileTable::default();
+        t.insert(key_hash(b"a"), b"a", v(70));
+        t.insert(key_hash(b"b"), b"b", v(5));
+        t.share(key_hash(b"a"), b"a");
+        t.check_invariants();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.shared.len(), 1);
+        assert!(t.big.is_empty());
+        assert_eq!(t.get(key_hash(b"a"), b"a"), Some(sv(70, true)));
+        assert_eq!(t.get(key_hash(b"b"), b"b"), Some(v(5)));
+        // Updates of a shared key stay in the map.
+        t.insert(key_hash(b"a"), b"a", v(71));
+        assert_eq!(t.shared.len(), 1);
+        assert_eq!(t.get(key_hash(b"a"), b"a"), Some(sv(71, true)));
+        assert_eq!(t.remove(key_hash(b"a"), b"a"), Some(sv(71, true)));
+        assert_eq!(t.len(), 1);
     }
 
     /// A rebuild in hash order places every key, as does one whose keys
@@ -493,8 +531,8 @@ mod tests {
                 order[4000..].reverse();
             }
             let mut t = VolatileTable::with_capacity(order.len());
-            for (i, (h, k)) in order.iter().enumerate() {
-                t.push_sorted(*h, k, v(i as u64));
+            for (i, (h, _)) in order.iter().enumerate() {
+                t.push_sorted(*h, v(i as u64));
             }
             t.check_invariants();
             assert_eq!(t.len(), keys.len());
@@ -511,8 +549,31 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 32);
+    fn a_slot_is_16_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+    }
+
+    /// Counts past the slot's field are kept exactly, and dropped from
+    /// `big` when they fall back or the key leaves.
+    #[test]
+    fn large_counts_are_exact() {
+        let mut t = VolatileTable::default();
+        let h = key_hash(b"hot");
+        for count in [2u32, 62, 63, 64, 100_000, 63, 62, 5] {
+            let e = VEntry {
+                seq: u64::from(count) + 7,
+                count,
+                has_entry: true,
+                shared: false,
+            };
+            t.insert(h, b"hot", e);
+            assert_eq!(t.get(h, b"hot"), Some(e));
+            assert_eq!(t.big.len(), usize::from(count >= 63), "count {count}");
+            t.check_invariants();
+        }
+        t.insert(h, b"hot", VEntry { count: 500, ..v(9) });
+        assert_eq!(t.remove(h, b"hot").map(|e| e.count), Some(500));
+        assert!(t.big.is_empty());
     }
 
     /// The slot vector's capacity follows the length: about 1.1–1.7
@@ -523,8 +584,9 @@ mod tests {
         let slot = std::mem::size_of::<Slot>();
         let mut t = VolatileTable::default();
         let key = |i: u32| format!("{i:016x}").into_bytes();
+        let e = |i: u32| v(u64::from(i) * 100);
         for i in 0..100_000u32 {
-            t.insert(key_hash(&key(i)), &key(i), v(u64::from(i)));
+            t.insert(key_hash(&key(i)), &key(i), e(i));
             if i % 997 == 0 {
                 let slots = t.memory_bytes() / slot;
                 let n = t.len();
@@ -546,11 +608,12 @@ mod tests {
             t.memory_bytes() / slot
         );
         for i in 95_000..100_000u32 {
-            assert_eq!(t.get(key_hash(&key(i)), &key(i)), Some(v(u64::from(i))));
+            assert_eq!(t.get(key_hash(&key(i)), &key(i)), Some(e(i)));
         }
     }
 
-    /// An empty table answers, grows from nothing, and shrinks its tail.
+    /// An empty table answers, grows from nothing, and shrinks its tail;
+    /// hashes 0 and 1 are distinct entries.
     #[test]
     fn an_empty_table_grows_and_its_tail_shrinks() {
         let mut t = VolatileTable::default();
@@ -570,11 +633,10 @@ mod tests {
         }
         t.check_invariants();
         assert_eq!(t.slots.len(), t.homes);
-        // Hash 0 is stored as 1 and found.
         t.insert(0, b"zero", v(9));
-        t.insert(1 << 32, b"one", v(8));
+        t.insert(1, b"one", v(8));
         assert_eq!(t.get(0, b"zero"), Some(v(9)));
-        assert_eq!(t.get(1 << 32, b"one"), Some(v(8)));
+        assert_eq!(t.get(1, b"one"), Some(v(8)));
         t.check_invariants();
     }
 }
