@@ -139,15 +139,15 @@ impl SKeyLayer {
     /// Loads one key from the file (recovery): not dirty.
     pub fn load(&mut self, skey: &[u8], p: Option<Ptr>) {
         match p {
-            Some(p) => {
-                let k = SKey::new(skey);
-                if let Some(v) = self.map.get_mut(&k) {
-                    *v = (p, false);
-                } else {
-                    self.key_bytes += SKey::heap_bytes(skey);
-                    self.map.insert(k, (p, false));
+            Some(p) => match self.map.entry(SKey::new(skey)) {
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    o.insert((p, false));
                 }
-            }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    self.key_bytes += SKey::heap_bytes(skey);
+                    v.insert((p, false));
+                }
+            },
             None => {
                 if self.map.remove(&SKey::new(skey)).is_some() {
                     self.key_bytes -= SKey::heap_bytes(skey);
