@@ -187,8 +187,10 @@ impl State {
         }
     }
 
-    /// Applies one committed group read from the file.
-    fn load(&mut self, ty: KeyType, g: file::GroupRead) -> Result<()> {
+    /// Applies one committed group read from the file. `superseded`: a
+    /// later group names a new table file, which replaces every Pk record
+    /// before it (they are skipped).
+    fn load(&mut self, ty: KeyType, g: file::GroupRead, superseded: bool) -> Result<()> {
         if g.full {
             *self = State::new(ty);
             // A full group lists every secondary key in order: one bulk
@@ -196,11 +198,12 @@ impl State {
             let mut keys = Vec::new();
             for r in &g.records {
                 if let Rec::SKey(k, Some(p)) = r {
-                    keys.push((g.key(k)?.to_vec(), *p));
+                    keys.push((g.key(k)?, *p));
                 }
             }
             self.tree.skeys.load_all(keys);
         }
+        let mut skeys = Vec::new();
         for r in &g.records {
             match r {
                 Rec::PageAt(id, cap, loc) => self.tree.load_page_at(*id, *cap, *loc),
@@ -211,11 +214,13 @@ impl State {
                 }
                 Rec::Free(id) => self.tree.unload_page(*id),
                 Rec::SKey(..) if g.full => {}
-                Rec::SKey(k, p) => self.tree.skeys.load(g.key(k)?, *p),
+                Rec::SKey(k, p) => skeys.push((g.key(k)?, *p)),
+                Rec::Pk(..) if superseded => {}
                 Rec::Pk(k, e) => self.valid.load(g.key(k)?, *e),
                 Rec::Table(r) => self.valid.load_table(*r),
             }
         }
+        self.tree.skeys.load_batch(skeys);
         self.applied = g.commit.checkpoint;
         self.flushed = g.commit.checkpoint;
         self.entries = g.commit.entries;
@@ -279,10 +284,15 @@ impl Perseid {
             Ok(r) => {
                 // The table file the log names is checked and the
                 // volatile table rebuilt from it (§4.3 Recovery).
+                let last_table = r
+                    .groups
+                    .iter()
+                    .rposition(|g| g.records.iter().any(|r| matches!(r, Rec::Table(_))));
                 let loaded = r
                     .groups
                     .into_iter()
-                    .try_for_each(|g| state.load(ty, g))
+                    .enumerate()
+                    .try_for_each(|(i, g)| state.load(ty, g, last_table.is_some_and(|t| i < t)))
                     .and_then(|_| state.check())
                     .and_then(|_| {
                         state

@@ -99,6 +99,9 @@ struct Delta {
 
 impl Delta {
     fn get(&self, h: u64, pk: &[u8]) -> Option<&DEntry> {
+        if self.map.is_empty() {
+            return None;
+        }
         match self.map.get(&h) {
             Some(d) if d.key.bytes() == pk => Some(d),
             Some(_) => self

@@ -184,7 +184,9 @@ impl VolatileTable {
             self.big.insert(h, v.count);
             BIG
         } else {
-            self.big.remove(&h);
+            if !self.big.is_empty() {
+                self.big.remove(&h);
+            }
             u64::from(v.count)
         };
         v.seq << 8 | OCCUPIED | if v.has_entry { HAS_ENTRY } else { 0 } | c
@@ -323,7 +325,9 @@ impl VolatileTable {
         let i = self.find(h).ok()?;
         let old = std::mem::replace(self.slots.get_mut(i)?, EMPTY);
         let v = self.entry(&old);
-        self.big.remove(&h);
+        if !self.big.is_empty() {
+            self.big.remove(&h);
+        }
         self.len -= 1;
         // Backward shift: each following entry not at its home moves one
         // slot back, up to the first empty slot or entry at its home.
