@@ -12,9 +12,10 @@
 //! records the switch. A reopen maps the newest file instead of reading
 //! every key into RAM.
 //!
-//! Layout: entries sorted by (hash, key), a copy of the entries with
-//! `n > 1` (the *volatile section*: what an open needs to rebuild the
-//! volatile table, without decoding the rest), a directory of bucket
+//! Layout: entries sorted by (hash, key), the hash and value of the
+//! entries with `n > 1` (the *volatile section*: what an open needs to
+//! rebuild the volatile table, without decoding the rest; the key too if
+//! shared), a directory of bucket
 //! offsets and checksums (bucket = the hash's top `bits` bits; about
 //! eight entries a bucket), and a footer. Open checks the footer, the
 //! volatile section and the directory, and decodes only the volatile
@@ -72,9 +73,10 @@ impl PEntry {
 }
 
 const MAGIC: &[u8; 8] = b"PSTABLE\0";
-/// Version of the table file's layout. Version 3 files (no `shared` bit
-/// in the flags, so none set) are read as they are.
-const VERSION: u32 = 4;
+/// Version of the table file's layout. Versions 3 (no `shared` bit in
+/// the flags, so none set) and 4 (whole entries in the volatile section)
+/// are read as they are.
+const VERSION: u32 = 5;
 const OLDEST_VERSION: u32 = 3;
 const FOOTER_LEN: usize = 56;
 
@@ -206,6 +208,53 @@ fn next_entry<'a>(b: &'a [u8], at: &mut usize) -> Option<(&'a [u8], PEntry)> {
     Some((pk, e))
 }
 
+/// A volatile-section entry: the key's hash and value, and the key
+/// itself only if shared (the volatile table holds other keys by hash).
+fn encode_vol_entry(buf: &mut Vec<u8>, h: u64, pk: &[u8], e: &PEntry) {
+    buf.extend_from_slice(&h.to_le_bytes());
+    buf.extend_from_slice(&e.seq.to_le_bytes());
+    buf.extend_from_slice(&e.n.to_le_bytes());
+    buf.push(e.flags());
+    if e.shared {
+        buf.extend_from_slice(&(pk.len() as u32).to_le_bytes());
+        buf.extend_from_slice(pk);
+    }
+}
+
+/// The next volatile-section entry of `b` at `*at`; `None` if cut short.
+fn next_vol_entry<'a>(b: &'a [u8], at: &mut usize) -> Option<(u64, Option<&'a [u8]>, PEntry)> {
+    let t = b.get(*at..*at + 21)?;
+    let h = u64::from_le_bytes(t.get(..8)?.try_into().ok()?);
+    let e = PEntry::with_flags(
+        u64::from_le_bytes(t.get(8..16)?.try_into().ok()?),
+        u32::from_le_bytes(t.get(16..20)?.try_into().ok()?),
+        *t.get(20)?,
+    );
+    *at += 21;
+    if !e.shared {
+        return Some((h, None, e));
+    }
+    let rest = b.get(*at..)?;
+    let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let pk = rest.get(4..4 + len)?;
+    *at += 4 + len;
+    Some((h, Some(pk), e))
+}
+
+/// The next volatile-section entry of a file of `version` (versions 3
+/// and 4 listed whole entries: the hash is computed).
+fn next_vol<'a>(
+    version: u32,
+    b: &'a [u8],
+    at: &mut usize,
+) -> Option<(u64, Option<&'a [u8]>, PEntry)> {
+    if version <= 4 {
+        next_entry(b, at).map(|(k, e)| (key_hash(k), Some(k), e))
+    } else {
+        next_vol_entry(b, at)
+    }
+}
+
 /// Writes a new table file from entries given in (hash, key) order.
 pub(crate) struct TableWriter {
     buf: Vec<u8>,
@@ -244,7 +293,7 @@ impl TableWriter {
         }
         encode_entry(&mut self.buf, pk, e);
         if e.n > 1 {
-            encode_entry(&mut self.vol, pk, e);
+            encode_vol_entry(&mut self.vol, h, pk, e);
             self.vol_count += 1;
         }
         self.count += 1;
@@ -336,19 +385,25 @@ fn u32_at(b: &[u8], i: usize) -> Option<u32> {
         .map(u32::from_le_bytes)
 }
 
+/// What [`PkTable::open`] calls for each volatile-section entry: its
+/// hash, its key if shared (or listed whole), its value.
+pub(crate) type VolVisitor<'a> = dyn FnMut(u64, Option<&[u8]>, PEntry) + 'a;
+
 impl PkTable {
     /// Opens the file `r` names, checks it against `r` (length, footer,
     /// the checksums of the entries and of the volatile section and
     /// directory, a directory whose buckets tile the entries) and calls
     /// `f` for every key with `n > 1`, in file order (after `size_hint` with
-    /// their number): the entries are checked, not decoded.
+    /// their number) with its hash, its bytes if it is shared (a version 3
+    /// or 4 file gives every key's) and its value: the entries are checked, not
+    /// decoded.
     pub fn open(
         fs: &Arc<dyn Fs>,
         dir: &Path,
         r: TableRef,
         key_type: u8,
         size_hint: impl FnOnce(usize),
-        f: &mut dyn FnMut(&[u8], PEntry),
+        f: &mut VolVisitor<'_>,
     ) -> Result<PkTable> {
         let path = dir.join(table_name(r.number));
         let bad =
@@ -368,8 +423,9 @@ impl PkTable {
         if u32_at(&footer, FOOTER_LEN - 4) != Some(masked_crc(head)) {
             return Err(bad("footer fails its checksum"));
         }
+        let version = u32_at(head, 8).unwrap_or(0);
         let ok = head.get(..8) == Some(MAGIC.as_slice())
-            && u32_at(head, 8).is_some_and(|v| (OLDEST_VERSION..=VERSION).contains(&v))
+            && (OLDEST_VERSION..=VERSION).contains(&version)
             && head.get(12) == Some(&key_type)
             && u64_at(head, 16) == Some(r.number)
             && u64_at(head, 24) == Some(r.count)
@@ -399,13 +455,14 @@ impl PkTable {
                 vol_at,
                 buckets,
                 vol_count,
+                version,
             )
             .map_err(|w| bad(&w))
             .map(|()| {
                 let mut at = 0;
                 let vol = meta.get(..(dir_at - vol_at) as usize).unwrap_or_default();
-                while let Some((k, e)) = next_entry(vol, &mut at) {
-                    f(k, e);
+                while let Some((h, k, e)) = next_vol(version, vol, &mut at) {
+                    f(h, k, e);
                 }
             });
         })?;
@@ -563,6 +620,7 @@ fn scan(
     vol_at: u64,
     buckets: usize,
     vol_count: u64,
+    version: u32,
 ) -> std::result::Result<(), String> {
     if masked_crc(meta) != r.crc {
         return Err("fails its checksum".into());
@@ -581,7 +639,7 @@ fn scan(
     }
     let (mut at, mut n) = (0, 0u64);
     while at < vol.len() {
-        let (_, e) = next_entry(vol, &mut at).ok_or("volatile section cut short")?;
+        let (_, _, e) = next_vol(version, vol, &mut at).ok_or("volatile section cut short")?;
         if e.n < 2 {
             return Err("volatile section holds a key with n = 1".into());
         }
@@ -714,17 +772,18 @@ mod tests {
         // order; `for_each` every key.
         let mut seen = Vec::new();
         let r = t.r;
-        PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |k, e| {
-            seen.push((k.to_vec(), e))
+        PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |h, k, e| {
+            seen.push((h, k.map(<[u8]>::to_vec), e))
         })
         .unwrap();
         let mut all = Vec::new();
         t.for_each(|k, e| all.push((k.to_vec(), e))).unwrap();
+        // With its hash; its bytes if shared.
         assert_eq!(
             seen,
             all.iter()
                 .filter(|(_, e)| e.n > 1)
-                .cloned()
+                .map(|(k, e)| (key_hash(k), e.shared.then(|| k.clone()), *e))
                 .collect::<Vec<_>>()
         );
         assert_eq!(seen.len(), 1000 - 334);
@@ -733,7 +792,7 @@ mod tests {
             keys.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>()
         );
         // The wrong key type, number or checksum: refused.
-        assert!(PkTable::open(&fs, dir.path(), r, 1, |_| {}, &mut |_, _| {}).is_err());
+        assert!(PkTable::open(&fs, dir.path(), r, 1, |_| {}, &mut |_, _, _| {}).is_err());
         assert!(PkTable::open(
             &fs,
             dir.path(),
@@ -743,7 +802,7 @@ mod tests {
             },
             2,
             |_| {},
-            &mut |_, _| {}
+            &mut |_, _, _| {}
         )
         .is_err());
         // One flipped byte anywhere: refused at open (footer, directory,
@@ -763,7 +822,7 @@ mod tests {
             let mut b = good.clone();
             b[i] ^= 0x10;
             std::fs::write(&path, &b).unwrap();
-            let opened = PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |_, _| {});
+            let opened = PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |_, _, _| {});
             assert_eq!(opened.is_ok(), i < vol_at, "byte {i}");
             // The bucket fails its checksum when read, whether changed
             // before open or after (the mapping sees it).
@@ -772,7 +831,7 @@ mod tests {
                 let err = t.for_each(|_, _| {}).unwrap_err();
                 assert!(err.to_string().contains("checksum"), "{err}");
                 std::fs::write(&path, &good).unwrap();
-                let t = PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |_, _| {}).unwrap();
+                let t = PkTable::open(&fs, dir.path(), r, 2, |_| {}, &mut |_, _, _| {}).unwrap();
                 std::fs::write(&path, &b).unwrap();
                 let err = t.for_each(|_, _| {}).unwrap_err();
                 assert!(err.to_string().contains("checksum"), "{err}");
@@ -784,7 +843,7 @@ mod tests {
         // An empty table works too.
         let t = TableWriter::new(0).finish(&fs, dir.path(), 8, 2).unwrap();
         assert_eq!(t.get(b"x").unwrap(), None);
-        PkTable::open(&fs, dir.path(), t.r, 2, |_| {}, &mut |_, _| {
+        PkTable::open(&fs, dir.path(), t.r, 2, |_| {}, &mut |_, _, _| {
             panic!("no keys")
         })
         .unwrap();

@@ -113,6 +113,11 @@ impl Delta {
         }
     }
 
+    /// True if a key with hash `h` is in the delta.
+    fn has_hash(&self, h: u64) -> bool {
+        !self.map.is_empty() && self.map.contains_key(&h)
+    }
+
     /// Sets `pk`'s value (hash `h`), with its dirty flag.
     fn set(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
         let new = |key_bytes: &mut usize| {
@@ -505,17 +510,21 @@ impl Validation {
                 r,
                 key_type,
                 |n| **vol.borrow_mut() = VolatileTable::with_capacity(n + delta.len()),
-                &mut |k, e| {
+                &mut |h, k, e| {
                     // In the file's (hash, key) order: a front-to-back fill.
-                    if let Some(v) = ventry(e) {
-                        let h = key_hash(k);
-                        if delta.get(h, k).is_none() {
-                            if v.shared {
-                                vol.borrow_mut().insert(h, k, v);
-                            } else {
-                                vol.borrow_mut().push_sorted(h, v);
-                            }
-                        }
+                    // A key the delta has is taken from the delta. An
+                    // unshared key's hash is no other key's, also in the
+                    // delta (a key added since with its hash made both
+                    // shared in the delta), so the hash tells.
+                    let Some(v) = ventry(e) else { return };
+                    let in_delta = match k {
+                        Some(k) => delta.get(h, k).is_some(),
+                        None => delta.has_hash(h),
+                    };
+                    match k {
+                        _ if in_delta => {}
+                        Some(k) if v.shared => vol.borrow_mut().insert(h, k, v),
+                        _ => vol.borrow_mut().push_sorted(h, v),
                     }
                 },
             )?);
