@@ -61,3 +61,9 @@ impl Hasher for FxHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub(crate) type FastSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
+
+/// Bytes of a hash map holding `capacity` items of `item` bytes (about
+/// 8/7 buckets an item, plus a control byte each), for DRAM estimates.
+pub(crate) fn map_bytes(capacity: usize, item: usize) -> usize {
+    capacity * 8 / 7 * (item + 1)
+}

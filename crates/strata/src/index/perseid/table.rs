@@ -541,10 +541,9 @@ impl PkTable {
     ) -> Result<Option<PEntry>> {
         let number = self.r.number;
         self.with_bucket(bucket(h, self.bits), |b| {
-            let cut = || Error::corruption(format!("perseid table {number}: entry cut short"));
             let mut at = 0;
             while at < b.len() {
-                let (k, e) = next_entry(b, &mut at).ok_or_else(cut)?;
+                let (k, e) = next_entry(b, &mut at).ok_or_else(|| cut_short(number))?;
                 if k == pk {
                     return Ok(Some(e));
                 }
@@ -576,9 +575,7 @@ impl PkTable {
             self.with_bucket(b, |bytes| {
                 let mut at = 0;
                 while at < bytes.len() {
-                    let (k, e) = next_entry(bytes, &mut at).ok_or_else(|| {
-                        Error::corruption(format!("perseid table {number}: entry cut short"))
-                    })?;
+                    let (k, e) = next_entry(bytes, &mut at).ok_or_else(|| cut_short(number))?;
                     f(k, e);
                 }
                 Ok(())
@@ -586,6 +583,11 @@ impl PkTable {
         }
         Ok(())
     }
+}
+
+/// The error of an entry of table `number` cut short.
+fn cut_short(number: u64) -> Error {
+    Error::corruption(format!("perseid table {number}: entry cut short"))
 }
 
 /// Calls `f` with each entry of bucket bytes `b` (of table `number`)
@@ -599,8 +601,7 @@ fn each_same_hash(
 ) -> Result<()> {
     let mut at = 0;
     while at < b.len() {
-        let (k, e) = next_entry(b, &mut at)
-            .ok_or_else(|| Error::corruption(format!("perseid table {number}: entry cut short")))?;
+        let (k, e) = next_entry(b, &mut at).ok_or_else(|| cut_short(number))?;
         if k != except && key_hash(k) == h {
             f(k, e);
         }

@@ -53,15 +53,15 @@ use strata_lsm::error::Result;
 use strata_lsm::io::Fs;
 use strata_lsm::key::SeqNo;
 
-use crate::index::fxhash::FastMap;
 #[cfg(test)]
 use crate::index::fxhash::FxHasher;
+use crate::index::fxhash::{map_bytes, FastMap};
 
 use super::key::InlineKey as PkKey;
 pub(crate) use super::table::PEntry;
 use super::table::{key_hash, PkTable, TableRef, TableWriter};
 pub(crate) use super::volatile::VEntry;
-use super::volatile::{map_bytes, VolatileTable};
+use super::volatile::VolatileTable;
 
 /// What the tables say of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,8 +107,20 @@ impl Delta {
             Some(_) => self
                 .more
                 .iter()
-                .find(|(mh, d)| *mh == h && d.key.bytes() == pk)
-                .map(|(_, d)| d),
+                .find(|m| m.0 == h && m.1.key.bytes() == pk)
+                .map(|m| &m.1),
+            None => None,
+        }
+    }
+
+    fn get_mut(&mut self, h: u64, pk: &[u8]) -> Option<&mut DEntry> {
+        match self.map.get_mut(&h) {
+            Some(d) if d.key.bytes() == pk => Some(d),
+            Some(_) => self
+                .more
+                .iter_mut()
+                .find(|m| m.0 == h && m.1.key.bytes() == pk)
+                .map(|m| &mut m.1),
             None => None,
         }
     }
@@ -120,51 +132,29 @@ impl Delta {
 
     /// Sets `pk`'s value (hash `h`), with its dirty flag.
     fn set(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
-        let new = |key_bytes: &mut usize| {
-            *key_bytes += PkKey::heap_bytes(pk);
-            DEntry {
-                key: PkKey::new(pk),
-                e,
-                dirty,
-            }
+        if let Some(d) = self.get_mut(h, pk) {
+            d.e = e;
+            d.dirty = dirty;
+            return;
+        }
+        self.key_bytes += PkKey::heap_bytes(pk);
+        let d = DEntry {
+            key: PkKey::new(pk),
+            e,
+            dirty,
         };
-        match self.map.get_mut(&h) {
-            None => {
-                let d = new(&mut self.key_bytes);
-                self.map.insert(h, d);
+        match self.map.entry(h) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(d);
             }
-            Some(d) if d.key.bytes() == pk => {
-                d.e = e;
-                d.dirty = dirty;
-            }
-            Some(_) => match self
-                .more
-                .iter_mut()
-                .find(|(mh, d)| *mh == h && d.key.bytes() == pk)
-            {
-                Some((_, d)) => {
-                    d.e = e;
-                    d.dirty = dirty;
-                }
-                None => {
-                    let d = new(&mut self.key_bytes);
-                    self.more.push((h, d));
-                }
-            },
+            std::collections::hash_map::Entry::Occupied(_) => self.more.push((h, d)),
         }
     }
 
     /// Every key with hash `h` and its value.
     fn same_hash(&self, h: u64) -> impl Iterator<Item = &DEntry> {
-        let more = if self.more.is_empty() {
-            &[][..]
-        } else {
-            &self.more[..]
-        };
-        self.map
-            .get(&h)
-            .into_iter()
-            .chain(more.iter().filter(move |(mh, _)| *mh == h).map(|(_, d)| d))
+        let more = self.more.iter().filter(move |m| m.0 == h).map(|m| &m.1);
+        self.map.get(&h).into_iter().chain(more)
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, &DEntry)> {

@@ -37,7 +37,7 @@
 use strata_lsm::key::SeqNo;
 
 use super::key::InlineKey;
-use crate::index::fxhash::FastMap;
+use crate::index::fxhash::{map_bytes, FastMap};
 
 /// A volatile-table value: the key's persistent value (it has `n > 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,12 +88,6 @@ const MIN_SHRINK_HOMES: usize = 1024;
 /// home is rare and short).
 fn tail_reserve(homes: usize) -> usize {
     16 + homes / 512
-}
-
-/// Bytes of a hash map holding `capacity` items of `item` bytes (about
-/// 8/7 buckets an item, plus a control byte each).
-pub(crate) fn map_bytes(capacity: usize, item: usize) -> usize {
-    capacity * 8 / 7 * (item + 1)
 }
 
 #[derive(Clone, Default)]
