@@ -97,6 +97,11 @@ pub struct SystemOptions {
     /// Strata systems: the primary uses the tiered compaction policy
     /// (PERSEID §4.4); others ignore it.
     pub tiered: bool,
+    /// Strata systems: threads a query reads its records with
+    /// (`QueryOptions::parallelism`; `None`: the engine's default, which
+    /// uses every core for large NEXT and PERSEID queries); others ignore
+    /// it.
+    pub query_threads: Option<usize>,
 }
 
 impl Default for SystemOptions {
@@ -108,6 +113,7 @@ impl Default for SystemOptions {
             sync: false,
             keys_only: false,
             tiered: false,
+            query_threads: None,
         }
     }
 }

@@ -84,6 +84,11 @@ pub struct OutputArgs {
     /// PERSEID §4.4) instead of leveled.
     #[arg(long)]
     pub tiered: bool,
+    /// Strata systems: threads per query (1: the querying thread alone).
+    /// Default: the engine's, which reads the records of large NEXT and
+    /// PERSEID queries with up to 4 threads.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub query_threads: Option<u8>,
     /// Output directory (created).
     #[arg(long)]
     pub out: PathBuf,
@@ -171,6 +176,7 @@ impl From<OutputArgs> for Output {
             mmap_reads: a.mmap_reads,
             keys_only: a.keys_only,
             tiered: a.tiered,
+            query_threads: a.query_threads.map(usize::from),
             out: a.out,
             work_dir: a.work_dir,
             keep_dbs: a.keep_dbs,

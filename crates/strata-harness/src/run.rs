@@ -116,6 +116,8 @@ pub struct Output {
     pub keys_only: bool,
     /// Strata systems: tiered compaction of the primary (PERSEID §4.4).
     pub tiered: bool,
+    /// Strata systems: threads per query (`None`: the engine's default).
+    pub query_threads: Option<usize>,
     /// Output directory (created).
     pub out: PathBuf,
     /// Where the databases are built (default: a temporary directory).
@@ -134,6 +136,7 @@ impl Output {
             sync: false,
             keys_only: self.keys_only,
             tiered: self.tiered,
+            query_threads: self.query_threads,
         }
     }
 }
@@ -159,6 +162,7 @@ impl RunConfig {
                 mmap_reads: false,
                 keys_only: false,
                 tiered: false,
+                query_threads: None,
                 out,
                 work_dir: None,
                 keep_dbs: false,
@@ -797,6 +801,9 @@ fn assemble(
     systems: Vec<SystemResult>,
 ) -> RunResults {
     let mut parameters = trace.parameters.clone();
+    if let Some(n) = output.query_threads {
+        parameters.insert("query_threads".into(), json!(n));
+    }
     parameters.insert("cache_bytes".into(), json!(exec.opts.cache_bytes));
     if !exec.top_ks.is_empty() {
         parameters.insert("top_k_variants".into(), json!(exec.top_ks));

@@ -162,6 +162,8 @@ pub struct StrataSystem {
     wopts: WriteOptions,
     /// Index-only queries (see `SystemOptions::keys_only`).
     keys_only: bool,
+    /// Threads per query (see `SystemOptions::query_threads`).
+    query_threads: Option<usize>,
     has_indexes: bool,
     db: Option<Db>,
     /// The previous query's results, kept (not copied: the copy would be
@@ -210,6 +212,7 @@ impl StrataSystem {
             options: options.error_if_exists(false).create_if_missing(false),
             wopts: WriteOptions::default().sync(opts.sync),
             keys_only: opts.keys_only,
+            query_threads: opts.query_threads,
             has_indexes: spec.strategy.is_some() && !decls.is_empty(),
             db: Some(db),
             last_hits: Hits::default(),
@@ -252,7 +255,7 @@ impl BenchSystem for StrataSystem {
         let opts = QueryOptions {
             limit: top_k,
             keys_only: self.keys_only,
-            ..QueryOptions::default()
+            parallelism: self.query_threads,
         };
         let (hits, p) = self
             .db()?

@@ -245,23 +245,7 @@ fn parallel_units<T: Send>(
             }
         }
     };
-    let parts: Vec<Result<_>> = if threads == 1 {
-        vec![work()]
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(crate::error::Error::invalid(
-                            "a parallel lookup worker panicked",
-                        ))
-                    })
-                })
-                .collect()
-        })
-    };
+    let parts = crate::sync::on_threads(threads, work);
     let mut stats = ZoneLookupStats::default();
     let mut all: Vec<(usize, T)> = Vec::with_capacity(units);
     for part in parts {

@@ -1,4 +1,5 @@
-//! Lock helpers: one place decides what a poisoned lock means.
+//! Lock helpers: one place decides what a poisoned lock means. And the
+//! helper threads of one query's parallel work ([`on_threads`]).
 //!
 //! A panic while a lock is held cannot leave the data behind it
 //! inconsistent in this crate's uses (each critical section either
@@ -26,4 +27,60 @@ pub fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 /// ignoring poisoning (spurious wake-ups are possible: callers loop).
 pub fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     cv.wait(guard).unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `work` on the calling thread and on `threads - 1` helpers from a
+/// shared pool (rayon's global pool, started once), and returns each run's
+/// result, the caller's first; with `threads <= 1` on the caller alone.
+///
+/// Contract: `work` takes its units from a shared queue and returns when
+/// the queue is empty, so the caller never waits for work a busy pool has
+/// not started: a helper that starts late finds the queue empty and
+/// returns at once. A panic in a helper is resumed on the caller once
+/// every run has ended.
+pub fn on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Sync) -> Vec<T> {
+    if threads <= 1 {
+        return vec![work()];
+    }
+    let helpers: Mutex<Vec<T>> = Mutex::new(Vec::with_capacity(threads - 1));
+    let mine = rayon::in_place_scope(|s| {
+        for _ in 1..threads {
+            s.spawn(|_| {
+                let r = work();
+                lock(&helpers).push(r);
+            });
+        }
+        work()
+    });
+    let mut out = Vec::with_capacity(threads);
+    out.push(mine);
+    out.append(&mut lock(&helpers));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_unit_is_taken_once_whatever_the_threads() {
+        for threads in [0, 1, 2, 3, 8] {
+            let next = AtomicUsize::new(0);
+            let runs = on_threads(threads, || {
+                let mut mine = Vec::new();
+                loop {
+                    let u = next.fetch_add(1, Ordering::Relaxed);
+                    if u >= 1000 {
+                        return mine;
+                    }
+                    mine.push(u);
+                }
+            });
+            assert_eq!(runs.len(), threads.max(1));
+            let mut all: Vec<usize> = runs.into_iter().flatten().collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..1000).collect::<Vec<_>>());
+        }
+    }
 }

@@ -11,7 +11,8 @@
 //! `CACHE_KB=n`: an n KiB block cache, so that blocks come from the file;
 //! `PRE=INDEX:FILE.json`: that query set runs once first; `COLD=1`: no
 //! warm-up pass; `MMAP=1`: tables read through memory mappings;
-//! `DOORKEEPER=0`: the block cache admits every missed block);
+//! `DOORKEEPER=0`: the block cache admits every missed block; `THREADS=n`:
+//! records read with n threads);
 //! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
@@ -99,6 +100,13 @@ fn main() -> Res<()> {
         .and_then(|v| v.parse::<usize>().ok())
     {
         opts = opts.limit(k);
+    }
+    // `THREADS=n`: read records with n threads (`QueryOptions::parallelism`).
+    if let Some(n) = std::env::var("THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        opts = opts.parallelism(n);
     }
     // `PRE=INDEX:QUERIES.json`: run that set once first (as `bench run`
     // runs the classes one after another), then this set once untimed.

@@ -23,7 +23,7 @@ pub use db::{Db, Extractors, IndexCheck, DEFAULT_BUILD_SHARE};
 pub use index::{
     BuildProgress, Extractor, ExtractorFn, Hit, HitIter, HitRef, Hits, IndexInfo, IndexSpec,
     IndexState, IndexStats, IndexValue, KeyType, PageCacheStats, Predicate, QueryOptions,
-    QueryProfile, StrategyKind,
+    QueryProfile, StrategyKind, PARALLEL_MIN_BLOCKS, PARALLEL_MIN_RECORDS,
 };
 pub use strata_lsm::{
     BlockEntry, CompactionStyle, Compression, DbIterator, Error, IoStats, MergeOperator, Options,

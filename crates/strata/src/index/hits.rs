@@ -61,6 +61,13 @@ impl Row {
     fn value(&self) -> Option<Range<usize>> {
         self.value_end.map(|end| self.key_end..end)
     }
+
+    /// The row after its buffer's chunks moved `by` places up (see
+    /// [`PackBuf::absorb`]).
+    pub fn shifted(mut self, by: usize) -> Row {
+        self.chunk += by;
+        self
+    }
 }
 
 /// Largest chunk a growing [`PackBuf`] starts on its own (a record larger
@@ -120,6 +127,20 @@ impl PackBuf {
             value_end,
             seq,
         }
+    }
+
+    /// Takes `other`'s chunks after this buffer's own, without copying
+    /// bytes. Rows pushed to this buffer stay valid; a row pushed to
+    /// `other` is valid here once [`Row::shifted`] by the returned count.
+    /// The next push starts a fresh chunk.
+    pub fn absorb(&mut self, other: PackBuf) -> usize {
+        // `cur` keeps index `full.len()` (the index its rows carry).
+        let cur = std::mem::take(&mut self.cur);
+        self.full.push(cur);
+        let base = self.full.len();
+        self.full.extend(other.full);
+        self.full.push(other.cur);
+        base
     }
 
     /// The key of `row`, pushed to this buffer.
@@ -404,5 +425,42 @@ mod tests {
             assert_eq!(buf.key(r), &h.key[..]);
         }
         assert_eq!(buf.into_hits(rows).into_vec(), owned);
+    }
+
+    #[test]
+    fn absorbed_buffers_keep_every_row() {
+        // Three buffers filled in turn (with pushes to the first after it
+        // absorbed the second), merged: every row reads back its bytes.
+        let hit = |i: u64| Hit {
+            key: format!("key{i}").into_bytes(),
+            value: (!i.is_multiple_of(3)).then(|| vec![b'v'; (i as usize * 53) % 3000]),
+            seq: i,
+        };
+        let mut main = PackBuf::with_capacity(256);
+        let mut rows = Vec::new();
+        let mut owned = Vec::new();
+        for i in 0..40 {
+            let h = hit(i);
+            rows.push(main.push(&h.key, h.value.as_deref(), h.seq));
+            owned.push(h);
+        }
+        for part in 0..2u64 {
+            let mut other = PackBuf::with_capacity(512);
+            let mut theirs = Vec::new();
+            for i in 0..30 {
+                let h = hit(1000 * (part + 1) + i);
+                theirs.push(other.push(&h.key, h.value.as_deref(), h.seq));
+                owned.push(h);
+            }
+            let by = main.absorb(other);
+            rows.extend(theirs.into_iter().map(|r| r.shifted(by)));
+            let h = hit(5000 + part);
+            rows.push(main.push(&h.key, h.value.as_deref(), h.seq));
+            owned.push(h);
+        }
+        for (r, h) in rows.iter().zip(&owned) {
+            assert_eq!(main.key(r), &h.key[..]);
+        }
+        assert_eq!(main.into_hits(rows).into_vec(), owned);
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! A query without a limit reads each matching secondary block once, finds
 //! the matching entries by binary search, and reads each data block
-//! holding one once, decoding only the entries at the recorded positions.
+//! holding one once, decoding only the entries at the recorded positions;
+//! a query of many blocks reads them on several threads
+//! ([`QueryOptions::block_threads`](crate::QueryOptions::block_threads)).
 //! A top-K query orders the work by sequence number across all tables:
 //! global entries (by the maximum sequence number of their slice) and the
 //! secondary entries they expand to (by their own) share one max-heap, so
@@ -23,6 +25,7 @@ pub mod table;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -124,6 +127,29 @@ struct Acc {
     found: Vec<Found>,
     /// The `limit` highest sequence numbers found (min-heap).
     top: BinaryHeap<Reverse<SeqNo>>,
+    /// Positions in `found` of results kept on the memo's word that still
+    /// need the exact check ([`Keep::Exact`]).
+    exact: Vec<usize>,
+}
+
+/// A validation verdict on a candidate read from a data block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    No,
+    Yes,
+    /// Kept for now; the query checks it exactly once the blocks are read
+    /// (a worker thread cannot look versions up in the query's view).
+    Exact,
+}
+
+impl From<bool> for Keep {
+    fn from(ok: bool) -> Keep {
+        if ok {
+            Keep::Yes
+        } else {
+            Keep::No
+        }
+    }
 }
 
 impl Acc {
@@ -144,7 +170,19 @@ impl Acc {
             bytes: PackBuf::with_capacity(bytes),
             found: Vec::with_capacity(rows),
             top: BinaryHeap::with_capacity(limit.map_or(0, |k| k.min(1024) + 1)),
+            exact: Vec::new(),
         }
+    }
+
+    /// Takes the results of `other` (an accumulator without a limit, as
+    /// this one) after its own, without copying their bytes.
+    fn absorb(&mut self, other: Acc) {
+        debug_assert!(self.limit.is_none() && other.limit.is_none());
+        let by = self.bytes.absorb(other.bytes);
+        let base = self.found.len();
+        self.found
+            .extend(other.found.into_iter().map(|(row, b)| (row.shifted(by), b)));
+        self.exact.extend(other.exact.into_iter().map(|i| i + base));
     }
 
     fn push(&mut self, key: &[u8], value: Option<&[u8]>, seq: SeqNo, block: Option<(u64, u64)>) {
@@ -156,6 +194,20 @@ impl Acc {
         }
         let row = self.bytes.push(key, value, seq);
         self.found.push((row, block));
+    }
+
+    /// Drops the results at positions `sorted` (ascending) of `found`.
+    fn remove(&mut self, sorted: &[usize]) {
+        if sorted.is_empty() {
+            return;
+        }
+        let mut gone = sorted.iter().peekable();
+        let mut i = 0usize;
+        self.found.retain(|_| {
+            let keep = gone.next_if_eq(&&i).is_none();
+            i += 1;
+            keep
+        });
     }
 
     /// True if `limit` results newer than `seq` are known.
@@ -277,6 +329,34 @@ struct TableScan<'a> {
 /// position, sequence number.
 type Cand = (u32, u32, SeqNo);
 
+/// A table a query reads: the table, its index, its matching global
+/// entries.
+type Visit<'a> = (Arc<Table>, &'a TableIndex, Vec<usize>);
+
+/// The candidates of one data block: visit, and the range of that visit's
+/// candidates.
+type Group = (u32, u32, u32);
+
+/// The update memo's verdict on a candidate (key, seq), callable from any
+/// thread.
+type Verdict<'a> = dyn Fn(&[u8], SeqNo) -> Keep + Sync + 'a;
+
+/// What the reading of data blocks counted.
+#[derive(Debug, Default, Clone, Copy)]
+struct ScanCounts {
+    blocks: u64,
+    checked: u64,
+    stale: u64,
+}
+
+impl ScanCounts {
+    fn add(&mut self, o: ScanCounts) {
+        self.blocks += o.blocks;
+        self.checked += o.checked;
+        self.stale += o.stale;
+    }
+}
+
 impl TableScan<'_> {
     /// The handle of data block `block_pos` of `table`.
     fn handle(table: &Table, ti: &TableIndex, block_pos: u32) -> Result<BlockHandle> {
@@ -298,7 +378,7 @@ impl TableScan<'_> {
         block: &Arc<Block>,
         cands: &[Cand],
         acc: &mut Acc,
-        validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
+        validate: &mut impl FnMut(&[u8], SeqNo) -> Result<Keep>,
     ) -> Result<()> {
         let file = table.file_number();
         let ords = cands.iter().map(|c| c.1);
@@ -314,26 +394,31 @@ impl TableScan<'_> {
                     h.offset
                 )));
             }
-            if kind != ValueKind::Value || seq > self.snapshot || !validate(key, seq)? {
+            if kind != ValueKind::Value || seq > self.snapshot {
+                return Ok(());
+            }
+            let keep = validate(key, seq)?;
+            if keep == Keep::No {
                 return Ok(());
             }
             let value = (!self.keys_only).then_some(value);
             acc.push(key, value, seq, Some((file, h.offset)));
+            if keep == Keep::Exact {
+                acc.exact.push(acc.found.len() - 1);
+            }
             Ok(())
         })
     }
 
-    /// Every match of one table (no limit): each matching secondary block
-    /// read once, each data block holding a match read once.
-    fn scan_table(
+    /// The candidates of one table for a query without a limit, sorted by
+    /// (data block, entry): each matching secondary block read once.
+    fn table_cands(
         &self,
         table: &Table,
         ti: &TableIndex,
         hits: &[usize],
         profile: &mut QueryProfile,
-        acc: &mut Acc,
-        validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
-    ) -> Result<()> {
+    ) -> Result<Vec<Cand>> {
         let mut cands: Vec<Cand> = Vec::with_capacity(32);
         let mut current: Option<(u32, SecBytes)> = None;
         for &i in hits {
@@ -362,18 +447,122 @@ impl TableScan<'_> {
         // Equal positions are one entry (the same sequence number), which
         // `take` visits once.
         order::by_position(&mut cands, ti.handles.len());
-        // At most one hit per candidate: growing the 80-byte hits one
-        // doubling at a time (copies of megabytes) was 6% of a large query.
-        acc.found.reserve(cands.len());
-        for group in cands.chunk_by(|a, b| a.0 == b.0) {
-            if let Some(first) = group.first() {
-                let h = Self::handle(table, ti, first.0)?;
-                profile.data_blocks_read += 1;
-                let block = table.read_data_block(h)?;
-                self.take(table, h, &block, group, acc, validate)?;
+        Ok(cands)
+    }
+
+    /// Reads the data blocks of `groups` (runs of `cands`, one data block
+    /// each) and takes their candidates into `acc`, with the memo's
+    /// verdicts (an [`Keep::Exact`] one is left to the caller).
+    fn read_groups(
+        &self,
+        visits: &[Visit<'_>],
+        cands: &[Vec<Cand>],
+        groups: &[Group],
+        verdict: &Verdict<'_>,
+        acc: &mut Acc,
+        counts: &mut ScanCounts,
+    ) -> Result<()> {
+        let mut validate = |key: &[u8], seq: SeqNo| -> Result<Keep> {
+            counts.checked += 1;
+            let keep = verdict(key, seq);
+            if keep == Keep::No {
+                counts.stale += 1;
             }
+            Ok(keep)
+        };
+        for &(v, start, end) in groups {
+            let (Some((table, ti, _)), Some(group)) = (
+                visits.get(v as usize),
+                cands
+                    .get(v as usize)
+                    .and_then(|c| c.get(start as usize..end as usize)),
+            ) else {
+                return Err(Error::corruption("NEXT block group out of range"));
+            };
+            let Some(first) = group.first() else {
+                continue;
+            };
+            let h = Self::handle(table, ti, first.0)?;
+            counts.blocks += 1;
+            let block = table.read_data_block(h)?;
+            self.take(table, h, &block, group, acc, &mut validate)?;
         }
         Ok(())
+    }
+
+    /// Every match of `visits` (no limit). Each matching secondary block is
+    /// read once on the querying thread; then each data block holding a
+    /// candidate once, by `threads(blocks)` threads taking runs of blocks
+    /// from one shared queue, each into its own accumulator, appended to
+    /// `acc` at the end. Candidates the memo cannot settle are left in
+    /// `acc.exact` for the caller's exact check.
+    fn scan(
+        &self,
+        visits: &[Visit<'_>],
+        threads: impl FnOnce(usize) -> usize,
+        verdict: &Verdict<'_>,
+        profile: &mut QueryProfile,
+        acc: &mut Acc,
+    ) -> Result<ScanCounts> {
+        let mut cands = Vec::with_capacity(visits.len());
+        for (table, ti, hits) in visits {
+            cands.push(self.table_cands(table, ti, hits, profile)?);
+        }
+        let total: usize = cands.iter().map(Vec::len).sum();
+        let mut groups: Vec<Group> = Vec::with_capacity(total);
+        for (v, c) in (0u32..).zip(&cands) {
+            let mut start = 0u32;
+            for run in c.chunk_by(|a, b| a.0 == b.0) {
+                let end = start + run.len() as u32;
+                groups.push((v, start, end));
+                start = end;
+            }
+        }
+        let threads = threads(groups.len());
+        let mut counts = ScanCounts::default();
+        if threads <= 1 {
+            // At most one hit per candidate: growing the 80-byte hits one
+            // doubling at a time (copies of megabytes) was 6% of a large
+            // query.
+            acc.found.reserve(total);
+            self.read_groups(visits, &cands, &groups, verdict, acc, &mut counts)?;
+            profile.data_blocks_read += counts.blocks;
+            return Ok(counts);
+        }
+        // Runs of blocks small enough that the threads finish together,
+        // large enough that taking one costs nothing.
+        let unit = (groups.len() / (threads * 8)).max(8);
+        let units = groups.len().div_ceil(unit);
+        let next = AtomicUsize::new(0);
+        let work = || -> Result<(Acc, ScanCounts)> {
+            let mut mine = Acc::new(None);
+            let mut counts = ScanCounts::default();
+            loop {
+                let u = next.fetch_add(1, Relaxed);
+                if u >= units {
+                    return Ok((mine, counts));
+                }
+                let run = groups
+                    .get(u * unit..((u + 1) * unit).min(groups.len()))
+                    .unwrap_or_default();
+                if let Err(e) =
+                    self.read_groups(visits, &cands, run, verdict, &mut mine, &mut counts)
+                {
+                    // Stop the other workers too.
+                    next.store(units, Relaxed);
+                    return Err(e);
+                }
+            }
+        };
+        let parts = strata_lsm::sync::on_threads(threads, work);
+        acc.found.reserve(total);
+        for part in parts {
+            let (found, c) = part?;
+            acc.absorb(found);
+            counts.add(c);
+        }
+        profile.data_blocks_read += counts.blocks;
+        Ok(counts)
     }
 
     /// The top K across `visits`, newest first at entry granularity (see
@@ -478,7 +667,8 @@ impl TableScan<'_> {
                             v.insert(table.read_data_block(h)?)
                         }
                     };
-                    self.take(table, h, b, &[(block, pos, seq)], acc, validate)?;
+                    let mut keep = |key: &[u8], seq: SeqNo| validate(key, seq).map(Keep::from);
+                    self.take(table, h, b, &[(block, pos, seq)], acc, &mut keep)?;
                 }
             }
         }
@@ -849,25 +1039,40 @@ impl IndexStrategy for Next {
         let mut acc = Acc::new(opts.limit);
         let mut checked = 0u64;
         let mut stale = 0u64;
-        let mut validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
-            def.counters.validations.fetch_add(1, Relaxed);
-            checked += 1;
-            // The memo lock is taken per candidate, never across I/O, so
-            // long queries do not hold up writers.
-            let validity = read(cx.memo).validate(key, seq, snapshot, cx.generation);
-            // A version written before the memo saw every write (an online
-            // build's `memo_from`) may have a newer one the memo never
-            // noted: the memo's "valid" is then checked exactly.
-            let ok = match validity {
-                Validity::Valid if seq > cx.memo_from => true,
-                Validity::Stale => false,
-                Validity::Valid | Validity::Check => {
-                    def.counters.exact.fetch_add(1, Relaxed);
-                    view.newest_seq(key)? == Some(seq)
+        let counters = &def.counters;
+        let (memo, generation, memo_from) = (cx.memo, cx.generation, cx.memo_from);
+        // The memo lock is taken per candidate, never across I/O, so long
+        // queries do not hold up writers. A version written before the
+        // memo saw every write (an online build's `memo_from`) may have a
+        // newer one the memo never noted: the memo's "valid" is then
+        // checked exactly.
+        let verdict = |key: &[u8], seq: SeqNo| -> Keep {
+            counters.validations.fetch_add(1, Relaxed);
+            match read(memo).validate(key, seq, snapshot, generation) {
+                Validity::Valid if seq > memo_from => Keep::Yes,
+                Validity::Stale => {
+                    counters.failed.fetch_add(1, Relaxed);
+                    Keep::No
                 }
+                Validity::Valid | Validity::Check => Keep::Exact,
+            }
+        };
+        let exact = |key: &[u8], seq: SeqNo| -> Result<bool> {
+            counters.exact.fetch_add(1, Relaxed);
+            let ok = view.newest_seq(key)? == Some(seq);
+            if !ok {
+                counters.failed.fetch_add(1, Relaxed);
+            }
+            Ok(ok)
+        };
+        let mut validate = |key: &[u8], seq: SeqNo| -> Result<bool> {
+            checked += 1;
+            let ok = match verdict(key, seq) {
+                Keep::Yes => true,
+                Keep::No => false,
+                Keep::Exact => exact(key, seq)?,
             };
             if !ok {
-                def.counters.failed.fetch_add(1, Relaxed);
                 stale += 1;
             }
             Ok(ok)
@@ -957,9 +1162,28 @@ impl IndexStrategy for Next {
         };
         match opts.limit {
             None => {
-                for (table, ti, hits) in &visits {
-                    scan.scan_table(table, ti, hits, profile, &mut acc, &mut validate)?;
+                let c = scan.scan(
+                    &visits,
+                    |blocks| opts.block_threads(blocks),
+                    &verdict,
+                    profile,
+                    &mut acc,
+                )?;
+                checked += c.checked;
+                stale += c.stale;
+                // The candidates the memo left open, checked here, where
+                // the query's view is.
+                let open = std::mem::take(&mut acc.exact);
+                let mut failed = Vec::new();
+                for i in open {
+                    if let Some((row, _)) = acc.found.get(i) {
+                        if !exact(acc.bytes.key(row), row.seq)? {
+                            failed.push(i);
+                        }
+                    }
                 }
+                stale += failed.len() as u64;
+                acc.remove(&failed);
             }
             Some(_) => {
                 let touched = scan.top_k(&visits, profile, &mut acc, &mut validate)?;
