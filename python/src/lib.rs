@@ -591,7 +591,7 @@ impl Db {
         Ok(out)
     }
 
-    /// query(index, *, eq=None, range=None, within=None, limit=None, keys_only=False, raw=False)
+    /// query(index, *, eq=None, range=None, within=None, limit=None, keys_only=False, raw=False, threads=None)
     ///
     /// The live records whose attribute matches, newest first, as a list of
     /// (key, value) with value the record parsed from JSON (None with
@@ -600,8 +600,11 @@ impl Db {
     /// ((x1, y1, x2, y2), point and rect indexes). limit keeps the most
     /// recent matches. raw=True returns each value as the stored bytes
     /// instead of parsing it (a value that is not JSON is returned as bytes
-    /// anyway). ValueError for a bad predicate.
-    #[pyo3(signature = (index, *, eq = None, range = None, within = None, limit = None, keys_only = false, raw = false))]
+    /// anyway). threads: how many threads read the records of a large
+    /// query (NEXT and perseid; default: up to 4, one for small queries;
+    /// 1: the calling thread alone). ValueError for a bad predicate or
+    /// threads < 1.
+    #[pyo3(signature = (index, *, eq = None, range = None, within = None, limit = None, keys_only = false, raw = false, threads = None))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -613,6 +616,7 @@ impl Db {
         limit: Option<i64>,
         keys_only: bool,
         raw: bool,
+        threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let db = self.db(py)?;
         let given = [eq, range, within].iter().filter(|p| p.is_some()).count();
@@ -666,10 +670,15 @@ impl Db {
             Some(k) if k >= 0 => Some(k as usize),
             Some(_) => return Err(invalid(py, "limit must be >= 0")),
         };
+        let parallelism = match threads {
+            None => None,
+            Some(n) if n >= 1 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            Some(_) => return Err(invalid(py, "threads must be >= 1")),
+        };
         let opts = QueryOptions {
             limit,
             keys_only,
-            ..QueryOptions::default()
+            parallelism,
         };
         let hits = py
             .allow_threads(|| db.query(index, &pred, opts))

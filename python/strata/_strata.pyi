@@ -66,6 +66,7 @@ class Db:
         limit: Optional[int] = None,
         keys_only: bool = False,
         raw: bool = False,
+        threads: Optional[int] = None,
     ) -> List[Tuple[bytes, Optional[Any]]]: ...
     def load(
         self,

@@ -191,6 +191,19 @@ def test_query_sees_updates_and_deletes(db):
     assert db.query("user", eq=99) == [(b"r00003", {"user": 99})]
 
 
+def test_threads_do_not_change_answers(db):
+    fill(db, 3000)
+    db.create_index("user", "user", "i64")
+    db.flush()
+    for i in range(0, 3000, 7):
+        db.put(f"r{i:05}", json.dumps({"user": i % 5}))
+    db.delete("r00014")
+    one = db.query("user", range=(0, 9), threads=1)
+    assert len(one) > 100
+    assert db.query("user", range=(0, 9), threads=3) == one
+    assert db.query("user", range=(0, 9)) == one
+
+
 def test_load_jsonl(db, tmp_path):
     p = tmp_path / "data.jsonl"
     lines = [json.dumps(r) for r in records(120)]
@@ -271,6 +284,7 @@ def test_query_argument_errors(db):
         ("user", dict(eq=True)),
         ("user", dict(within=(0, 0, 1, 1))),
         ("user", dict(eq=1, limit=-1)),
+        ("user", dict(eq=1, threads=0)),
         ("score", dict(eq=float("nan"))),
         ("score", dict(range=(2.0, 1.0))),
         ("loc", dict(range=(1, 2))),

@@ -330,25 +330,33 @@ impl QueryOptions {
     /// `min(available_parallelism, 4)`, and 1 below
     /// [`PARALLEL_MIN_RECORDS`] records (unless set explicitly).
     pub fn lookup_threads(&self, records: usize) -> usize {
-        let n = match self.parallelism {
-            Some(n) => n,
-            None if records < PARALLEL_MIN_RECORDS => 1,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-        };
-        n.clamp(1, records.max(1))
+        self.threads_for(records, PARALLEL_MIN_RECORDS)
     }
 
     /// Threads to read `blocks` data blocks with: the set parallelism,
     /// else `min(available_parallelism, 4)`, and 1 below
     /// [`PARALLEL_MIN_BLOCKS`] blocks (unless set explicitly).
     pub fn block_threads(&self, blocks: usize) -> usize {
+        self.threads_for(blocks, PARALLEL_MIN_BLOCKS)
+    }
+
+    /// The set parallelism, else `min(available_parallelism, 4)` from
+    /// `min` units up; never more threads than units.
+    fn threads_for(&self, units: usize, min: usize) -> usize {
         let n = match self.parallelism {
             Some(n) => n,
-            None if blocks < PARALLEL_MIN_BLOCKS => 1,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            None if units < min => 1,
+            None => default_threads(),
         };
-        n.clamp(1, blocks.max(1))
+        n.clamp(1, units.max(1))
     }
+}
+
+/// `min(available_parallelism, 4)`, asked once: the standard library reads
+/// the affinity mask and cgroup files on every call.
+fn default_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
 }
 
 /// What one query did, in machine-independent units.
