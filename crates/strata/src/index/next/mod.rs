@@ -20,6 +20,7 @@
 //! blocks when nothing is stale.
 
 mod order;
+mod packed;
 pub mod sketch;
 pub mod table;
 

@@ -22,8 +22,7 @@
 
 #![deny(clippy::indexing_slicing)]
 
-use rstar::primitives::{GeomWithData, Rectangle};
-use rstar::{RTree, AABB};
+use super::packed::PackedTree;
 
 use super::sketch::{Sketch, SliceShape};
 use crate::index::value::{intersects, IndexValue, KeyType, Predicate};
@@ -247,7 +246,8 @@ pub struct TableIndex {
     /// read of one of them so that queries neither format nor search block
     /// names. Unused for a side file's blocks.
     sec_ids: std::sync::OnceLock<Vec<Option<MetaBlockId>>>,
-    rtree: Option<RTree<GeomWithData<Rectangle<[f64; 2]>, u32>>>,
+    /// Spatial types: the slices' envelopes, searchable ([`PackedTree`]).
+    rtree: Option<PackedTree>,
     /// The table's value filter (`next.<id>.vf`): a Bloom filter over the
     /// distinct encoded values of a scalar index, so that an equality
     /// query skips a table that does not hold its value without reading a
@@ -279,19 +279,17 @@ impl TableIndex {
         entries: Vec<GlobalEntry>,
         sec_blocks: u32,
     ) -> Self {
+        // A scalar envelope in a spatial index (never written) would be
+        // a slice no window meets.
         let rtree = key_type.is_spatial().then(|| {
-            let items = entries
+            let rects: Vec<[f64; 4]> = entries
                 .iter()
-                .enumerate()
-                .filter_map(|(i, e)| match e.env {
-                    Envelope::Rect(r) => Some(GeomWithData::new(
-                        Rectangle::from_corners([r[0], r[1]], [r[2], r[3]]),
-                        i as u32,
-                    )),
-                    Envelope::Scalar(..) => None,
+                .map(|e| match e.env {
+                    Envelope::Rect(r) => r,
+                    Envelope::Scalar(..) => [f64::NAN; 4],
                 })
                 .collect();
-            RTree::bulk_load(items)
+            PackedTree::new(&rects)
         });
         TableIndex {
             version: DIR_VERSION,
@@ -359,20 +357,22 @@ impl TableIndex {
             let Some(w) = probe.window else {
                 return Vec::new();
             };
-            let aabb = AABB::from_corners([w[0], w[1]], [w[2], w[3]]);
-            let mut v: Vec<usize> = t
-                .locate_in_envelope_intersecting(&aabb)
-                .map(|g| g.data as usize)
-                .collect();
-            if let Some(sk) = &self.sketch {
-                v.retain(|&i| match self.entries.get(i) {
-                    Some(GlobalEntry {
-                        env: Envelope::Rect(r),
-                        ..
-                    }) => sk.may_meet(i, r, &w),
+            let mut v = Vec::new();
+            t.search(&w, |i| {
+                let keep = match (&self.sketch, self.entries.get(i)) {
+                    (
+                        Some(sk),
+                        Some(GlobalEntry {
+                            env: Envelope::Rect(r),
+                            ..
+                        }),
+                    ) => sk.may_meet(i, r, &w),
                     _ => true,
-                });
-            }
+                };
+                if keep {
+                    v.push(i);
+                }
+            });
             v.sort_unstable();
             return v;
         }
@@ -411,11 +411,7 @@ impl TableIndex {
                 Envelope::Rect(_) => 32,
             })
             .sum();
-        let tree = if self.rtree.is_some() {
-            self.entries.len() * 48
-        } else {
-            0
-        };
+        let tree = self.rtree.as_ref().map_or(0, PackedTree::memory_bytes);
         let filter = self.filter.as_ref().map_or(0, BloomFilter::size);
         let sketch = self.sketch.as_ref().map_or(0, Sketch::memory_bytes);
         std::mem::size_of::<Self>()
