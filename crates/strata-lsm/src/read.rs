@@ -5,7 +5,7 @@
 //! sequence number a reader may still read at.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::cache::TableCache;
@@ -225,31 +225,18 @@ fn parallel_units<T: Send>(
     units: usize,
     f: impl Fn(usize, &mut ZoneLookupStats) -> Result<T> + Sync,
 ) -> Result<(Vec<T>, ZoneLookupStats)> {
-    let threads = threads.clamp(1, units.max(1));
-    let next = AtomicUsize::new(0);
-    let work = || -> Result<(Vec<(usize, T)>, ZoneLookupStats)> {
-        let mut out = Vec::new();
-        let mut stats = ZoneLookupStats::default();
-        loop {
-            let u = next.fetch_add(1, Ordering::Relaxed);
-            if u >= units {
-                return Ok((out, stats));
-            }
-            match f(u, &mut stats) {
-                Ok(r) => out.push((u, r)),
-                Err(e) => {
-                    // Stop the other workers too.
-                    next.store(units, Ordering::Relaxed);
-                    return Err(e);
-                }
-            }
-        }
-    };
-    let parts = crate::sync::on_threads(threads, work);
+    let parts = crate::sync::each_unit(
+        threads,
+        units,
+        || (Vec::new(), ZoneLookupStats::default()),
+        |u, (out, stats): &mut (Vec<(usize, T)>, ZoneLookupStats)| {
+            out.push((u, f(u, stats)?));
+            Ok(())
+        },
+    )?;
     let mut stats = ZoneLookupStats::default();
     let mut all: Vec<(usize, T)> = Vec::with_capacity(units);
-    for part in parts {
-        let (found, s) = part?;
+    for (found, s) in parts {
         stats.add(s);
         all.extend(found);
     }

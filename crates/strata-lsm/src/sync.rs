@@ -6,6 +6,7 @@
 //! completes its update or the panic aborts the operation that would have
 //! published it), so a poisoned lock is taken as is.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Locks `m`, ignoring poisoning.
@@ -58,10 +59,39 @@ pub fn on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Sync) -> Vec<T
     out
 }
 
+/// Runs `f(unit, state)` for every unit in `0..units` on `threads`
+/// workers ([`on_threads`]) that pull the next unit from one shared atomic
+/// cursor, each with its own state from `init`; returns the workers'
+/// states (the caller's first). The first error stops the other workers
+/// and is returned.
+pub fn each_unit<S: Send>(
+    threads: usize,
+    units: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(usize, &mut S) -> crate::error::Result<()> + Sync,
+) -> crate::error::Result<Vec<S>> {
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut state = init();
+        loop {
+            let u = next.fetch_add(1, Ordering::Relaxed);
+            if u >= units {
+                return Ok(state);
+            }
+            if let Err(e) = f(u, &mut state) {
+                next.store(units, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    };
+    on_threads(threads.clamp(1, units.max(1)), work)
+        .into_iter()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn every_unit_is_taken_once_whatever_the_threads() {
@@ -81,6 +111,33 @@ mod tests {
             let mut all: Vec<usize> = runs.into_iter().flatten().collect();
             all.sort_unstable();
             assert_eq!(all, (0..1000).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn each_unit_visits_every_unit_once_and_stops_at_an_error() {
+        for threads in [1, 2, 5] {
+            let states = each_unit(threads, 500, Vec::new, |u, v: &mut Vec<usize>| {
+                v.push(u);
+                Ok(())
+            })
+            .unwrap_or_default();
+            let mut all: Vec<usize> = states.into_iter().flatten().collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..500).collect::<Vec<_>>());
+            let failed = each_unit(
+                threads,
+                500,
+                || (),
+                |u, _| {
+                    if u == 7 {
+                        Err(crate::error::Error::invalid("unit 7"))
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+            assert!(failed.is_err());
         }
     }
 }

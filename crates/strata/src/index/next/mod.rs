@@ -26,7 +26,6 @@ pub mod table;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -533,32 +532,19 @@ impl TableScan<'_> {
         // Runs of blocks small enough that the threads finish together,
         // large enough that taking one costs nothing.
         let unit = (groups.len() / (threads * 8)).max(8);
-        let units = groups.len().div_ceil(unit);
-        let next = AtomicUsize::new(0);
-        let work = || -> Result<(Acc, ScanCounts)> {
-            let mut mine = Acc::new(None);
-            let mut counts = ScanCounts::default();
-            loop {
-                let u = next.fetch_add(1, Relaxed);
-                if u >= units {
-                    return Ok((mine, counts));
-                }
+        let parts = strata_lsm::sync::each_unit(
+            threads,
+            groups.len().div_ceil(unit),
+            || (Acc::new(None), ScanCounts::default()),
+            |u, (mine, counts)| {
                 let run = groups
                     .get(u * unit..((u + 1) * unit).min(groups.len()))
                     .unwrap_or_default();
-                if let Err(e) =
-                    self.read_groups(visits, &cands, run, verdict, &mut mine, &mut counts)
-                {
-                    // Stop the other workers too.
-                    next.store(units, Relaxed);
-                    return Err(e);
-                }
-            }
-        };
-        let parts = strata_lsm::sync::on_threads(threads, work);
+                self.read_groups(visits, &cands, run, verdict, mine, counts)
+            },
+        )?;
         acc.found.reserve(total);
-        for part in parts {
-            let (found, c) = part?;
+        for (found, c) in parts {
             acc.absorb(found);
             counts.add(c);
         }
