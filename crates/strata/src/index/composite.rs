@@ -192,14 +192,23 @@ impl IndexStrategy for Composite {
     }
 
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        let mut pk_batch = self.pk.as_ref().map(|_| WriteBatch::new());
-        // Each key's (seq, attribute) after the operations so far.
+        // Room for each operation's entry (and, in sync mode, the old
+        // version's delete) without reallocating: the attribute's sort key,
+        // the sequence number, the geometry and the record header are at most
+        // 64 bytes beyond the primary key but for long strings.
+        let room: usize = ops.iter().map(|(_, key, _)| key.len() + 64).sum();
+        let sync = self.mode == Mode::Sync;
+        let mut batch = WriteBatch::with_capacity(if sync { 2 * room } else { room });
+        let mut pk_batch = self.pk.as_ref().map(|_| WriteBatch::with_capacity(room));
+        // Each key's (seq, attribute) after the operations so far, read
+        // back as the old version of a later operation on the same key:
+        // kept in sync mode for batches of more than one operation.
+        let track = sync && ops.len() > 1;
         let mut latest: HashMap<&[u8], Option<(SeqNo, Option<IndexValue>)>> = HashMap::new();
         let (mut added, mut removed) = (0, 0);
         for &(seq, key, new) in ops {
             let new_attr = new.and_then(|raw| attrs.counted(raw));
-            if self.mode == Mode::Sync {
+            if sync {
                 let old = match latest.remove(key) {
                     Some(o) => o,
                     None => match current.get(key) {
@@ -223,7 +232,9 @@ impl IndexStrategy for Composite {
                     None => pk_batch.delete(key),
                 };
             }
-            latest.insert(key, new.map(|_| (seq, new_attr)));
+            if track {
+                latest.insert(key, new.map(|_| (seq, new_attr)));
+            }
         }
         if let (Some(pk), Some(pk_batch)) = (&self.pk, pk_batch) {
             pk.write(pk_batch)?;

@@ -119,7 +119,8 @@ impl IndexStrategy for Deli {
     }
 
     fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch =
+            WriteBatch::with_capacity(ops.iter().map(|(_, key, _)| key.len() + 64).sum());
         let mut added = 0;
         for &(seq, key, new) in ops {
             if let Some(v) = new.and_then(|raw| attrs.counted(raw)) {

@@ -425,6 +425,9 @@ impl Posting {
         let mut batch = WriteBatch::new();
         // Lists read or edited by this batch.
         let mut lists: HashMap<Vec<u8>, EagerList> = HashMap::new();
+        // Each key's attribute after the operations so far (not kept for a
+        // batch of one operation).
+        let track = ops.len() > 1;
         let mut latest: HashMap<&[u8], Option<Option<IndexValue>>> = HashMap::new();
         let (mut added, mut removed) = (0, 0);
         for &(seq, key, new) in ops {
@@ -444,7 +447,9 @@ impl Posting {
                 self.load_list(&mut lists, list_key(v))?.insert(key, seq)?;
                 added += 1;
             }
-            latest.insert(key, new.map(|_| new_attr));
+            if track {
+                latest.insert(key, new.map(|_| new_attr));
+            }
         }
         for (k, l) in &mut lists {
             if l.count == 0 {
@@ -690,10 +695,13 @@ impl Posting {
         current: &Current<'_>,
         attrs: &Attrs<'_>,
     ) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch =
+            WriteBatch::with_capacity(ops.iter().map(|(_, key, _)| key.len() + 64).sum());
         let (mut added, mut removed) = (0, 0);
         // Each key's attribute after the operations so far (a delete's old
-        // value may come from earlier in the batch).
+        // value may come from earlier in the batch; not kept for a batch
+        // of one operation).
+        let track = ops.len() > 1;
         let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
         for &(seq, key, new) in ops {
             match new {
@@ -704,7 +712,9 @@ impl Posting {
                         batch.merge(&list_key(v), &fragment(key, seq, false));
                         added += 1;
                     }
-                    latest.insert(key, v);
+                    if track {
+                        latest.insert(key, v);
+                    }
                 }
                 None => {
                     let old = match latest.remove(key) {
@@ -718,7 +728,9 @@ impl Posting {
                         batch.merge(&list_key(&v), &fragment(key, seq, true));
                         removed += 1;
                     }
-                    latest.insert(key, None);
+                    if track {
+                        latest.insert(key, None);
+                    }
                 }
             }
         }
