@@ -26,6 +26,10 @@ mod filter;
 
 use filter::KeyFilter;
 
+/// A skiplist entry: an internal key and the value, shared with the side
+/// structure.
+type MemEntry<'a> = Entry<'a, MemKey, Arc<[u8]>>;
+
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
 
@@ -112,7 +116,8 @@ impl Eq for MemKey {}
 /// The in-memory component: a concurrent skiplist of internal keys, with
 /// an optional side structure fed every insert.
 pub struct MemTable {
-    map: SkipMap<MemKey, Vec<u8>>,
+    /// Values are shared with the side structure (see [`MemSide::on_add`]).
+    map: SkipMap<MemKey, Arc<[u8]>>,
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
@@ -131,8 +136,10 @@ pub struct MemTable {
 /// A structure maintained alongside a memtable: sees every insert, after
 /// the entry is in the skiplist and before its sequence number is visible.
 pub trait MemSide: Send + Sync {
-    /// Sees one inserted entry.
-    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]);
+    /// Sees one inserted entry. `value` is the memtable's own copy of the
+    /// value: the structure may keep it (a reference count, not a copy)
+    /// and read it later without searching the skiplist.
+    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &Arc<[u8]>);
     /// The structure as `Any`, for its owner to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
     /// Bytes used, reported apart from the memtable's own
@@ -211,14 +218,18 @@ impl MemTable {
             user_key.len() + key::TRAILER_LEN + value.len() + ENTRY_OVERHEAD,
             Ordering::Relaxed,
         );
-        self.map.insert(ikey, value.to_vec());
+        let stored: Arc<[u8]> = Arc::from(value);
+        // The side structure's reference is taken before the skiplist's
+        // (no count changes without a side).
+        let shared = self.side.as_ref().map(|side| (side, stored.clone()));
+        self.map.insert(ikey, stored);
         // Before the entry's sequence number is published (the write path
         // publishes after the insert), so a reader that may see `seq`
         // also sees it inside the range.
         self.min_seq.fetch_min(seq, Ordering::SeqCst);
         self.max_seq.fetch_max(seq, Ordering::SeqCst);
-        if let Some(side) = &self.side {
-            side.on_add(seq, kind, user_key, value);
+        if let Some((side, stored)) = shared {
+            side.on_add(seq, kind, user_key, &stored);
         }
     }
 
@@ -259,7 +270,7 @@ impl MemTable {
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
         let (entry, seq, kind) = self.newest_entry(user_key, snapshot)?;
         Some(match kind {
-            ValueKind::Value => MemGet::Value(seq, entry.value().clone()),
+            ValueKind::Value => MemGet::Value(seq, entry.value().to_vec()),
             ValueKind::Deletion => MemGet::Deleted(seq),
             ValueKind::Merge => MemGet::Merge(seq),
         })
@@ -278,7 +289,7 @@ impl MemTable {
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
-    ) -> Option<(Entry<'_, MemKey, Vec<u8>>, SeqNo, ValueKind)> {
+    ) -> Option<(MemEntry<'_>, SeqNo, ValueKind)> {
         if self.certainly_absent(user_key) {
             return None;
         }
@@ -311,7 +322,7 @@ impl MemTable {
 }
 
 /// The skiplist entry a cursor is on (none when exhausted).
-type CursorEntry<'a> = Option<Entry<'a, MemKey, Vec<u8>>>;
+type CursorEntry<'a> = Option<MemEntry<'a>>;
 
 self_cell::self_cell!(
     /// A memtable and an entry of its skiplist: the entry borrows the
@@ -343,7 +354,7 @@ impl MemTableIter {
         });
     }
 
-    fn current(&self) -> Option<&Entry<'_, MemKey, Vec<u8>>> {
+    fn current(&self) -> Option<&MemEntry<'_>> {
         self.cursor.borrow_dependent().as_ref()
     }
 }
@@ -375,7 +386,7 @@ impl InternalIterator for MemTableIter {
         self.current().map_or(&[], |e| e.key().as_slice())
     }
     fn value(&self) -> &[u8] {
-        self.current().map_or(&[], |e| e.value().as_slice())
+        self.current().map_or(&[], |e| &**e.value())
     }
 }
 

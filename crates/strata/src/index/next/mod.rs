@@ -1089,16 +1089,21 @@ impl IndexStrategy for Next {
             if !validate(&key, seq)? {
                 continue;
             }
-            let value = if keys_only {
-                None
-            } else {
-                let Some(m) = view.mems.get(i) else { continue };
-                match m.get(&key, seq) {
-                    Some(MemGet::Value(s, v)) if s == seq => Some(v),
-                    _ => continue,
-                }
-            };
-            acc.push(&key, value.as_deref(), seq, None);
+            if keys_only {
+                acc.push(&key, None, seq, None);
+                continue;
+            }
+            let Some(m) = view.mems.get(i) else { continue };
+            // The side structure's reference to the memtable's value when
+            // it has one (no skiplist search), else the search.
+            if let Some(v) = side::record(m, seq) {
+                acc.push(&key, Some(&v), seq, None);
+                continue;
+            }
+            match m.get(&key, seq) {
+                Some(MemGet::Value(s, v)) if s == seq => acc.push(&key, Some(&v), seq, None),
+                _ => continue,
+            }
         }
 
         let empty = NextGlobal::default();
