@@ -121,3 +121,64 @@ fn top_k_skips_stale_entries_in_newer_tables() {
     assert_eq!(top, expected(&model, 1, 1, 10));
     assert!(p.data_blocks_read <= 12, "{p:?}");
 }
+
+/// A value with many versions in the memtables, the newest of them stale:
+/// a top-K query first takes each memtable's newest few candidates and,
+/// when those are all stale, the older ones in a second round. The answer
+/// is the K newest live matches (values too) in both rounds.
+#[test]
+fn top_k_in_memtables_reaches_past_the_newest_stale_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = strata::Options::small_for_tests()
+        .background_work(false)
+        .memtable_size(4 << 20);
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_index(strata::IndexSpec::field("by_u", "u", strata::KeyType::I64).strategy("next"))
+        .unwrap();
+    let mut model = Model::new();
+    let mut order = 0u64;
+    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| {
+        db.put(&key(i), &record(u, i)).unwrap();
+        order += 1;
+        model.insert(key(i), (order, u));
+    };
+    // 200 keys with u = 1; the newest 150 of them then move to u = 2 (their
+    // u = 1 entries, the newest of u = 1, are stale); nothing reaches a
+    // table.
+    for i in 0..200 {
+        put(&db, &mut model, i, 1);
+    }
+    for i in (50..200).rev() {
+        put(&db, &mut model, i, 2);
+    }
+    assert_eq!(
+        db.current_version()
+            .levels
+            .iter()
+            .map(|l| l.len())
+            .sum::<usize>(),
+        0
+    );
+    for k in [1, 10, 40, 60, 500] {
+        let (top, p) = query(&db, 1, 1, Some(k));
+        assert_eq!(top, expected(&model, 1, 1, k), "top {k}");
+        if k == 10 {
+            assert!(p.stale >= 150, "every stale version was passed: {p:?}");
+        }
+        let (top, _) = query(&db, 1, 2, Some(k));
+        assert_eq!(top, expected(&model, 1, 2, k), "range top {k}");
+    }
+    // The records are the live versions' (u = 1, not u = 2).
+    let hits = db
+        .query(
+            "by_u",
+            &strata::Predicate::Eq(strata::IndexValue::I64(1)),
+            strata::QueryOptions::default().limit(10),
+        )
+        .unwrap()
+        .into_vec();
+    for h in &hits {
+        let v = h.value.as_deref().expect("values asked for");
+        assert_eq!(Some(v), db.get(&h.key).unwrap().as_deref());
+    }
+}

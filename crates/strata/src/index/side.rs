@@ -77,7 +77,7 @@ const _: () = assert!(
 );
 
 /// A memtable side entry: encoded value, key and sequence number, ordered
-/// by (value, key, seq). `value ‖ key` are in the arena at (`chunk`,
+/// by value, then newest first. `value ‖ key` are in the arena at (`chunk`,
 /// `off`); `head` holds the value's first 8 bytes (zero-padded,
 /// big-endian), so most comparisons (the binary-counter merges of
 /// [`SortedRuns`]) read no arena memory: when two heads differ, their order
@@ -111,16 +111,24 @@ impl SideEntry {
         a.get(self.chunk, self.off.wrapping_add(self.vlen), self.klen)
     }
 
-    /// This entry's value against `v` (whose head is `head`).
+    /// This entry's value against `v` (whose head is `head`). Values of at
+    /// most 8 bytes with equal heads are each a prefix of the other (the
+    /// heads' zero pads), so their lengths order them and the arena is not
+    /// read (integers and most numbers: every comparison of a lookup).
     fn cmp_value(&self, a: &Arena, head: u64, v: &[u8]) -> Ordering {
-        self.head.cmp(&head).then_with(|| self.value(a).cmp(v))
+        match self.head.cmp(&head) {
+            Ordering::Equal if self.vlen <= 8 && v.len() <= 8 => (self.vlen as usize).cmp(&v.len()),
+            Ordering::Equal => self.value(a).cmp(v),
+            o => o,
+        }
     }
 
-    /// The order of entries: (value, key, seq).
+    /// The order of entries: by value, then newest first (sequence
+    /// numbers are distinct within a memtable), so a top-K lookup takes
+    /// the first K of each run's value and a merge compares no keys.
     fn cmp(&self, o: &Self, a: &Arena) -> Ordering {
         self.cmp_value(a, o.head, o.value(a))
-            .then_with(|| self.key(a).cmp(o.key(a)))
-            .then(self.seq.cmp(&o.seq))
+            .then(o.seq.cmp(&self.seq))
     }
 }
 
@@ -129,7 +137,7 @@ impl SideEntry {
 /// size difference does not matter.)
 #[allow(clippy::large_enum_variant)]
 enum SideIndex {
-    /// Ordered by (encoded value, key, seq).
+    /// Ordered by (encoded value, newest first).
     Scalar(SortedRuns),
     /// (key, seq, value) in insertion order; queries test every entry,
     /// so an insert is an append (no ordering work on the write path).
@@ -180,8 +188,11 @@ struct Runs {
     arena: Arena,
 }
 
-/// Entries appended before the tail is sorted into a run.
-const TAIL_MAX: usize = 512;
+/// Entries appended before the tail is sorted into a run. Every query
+/// scans the tail: 512 cost a NEXT top-10 LOOKUP of the LevelDB++ mix a
+/// sixth of its instructions more than 128, which cost a write 33 more
+/// (callgrind; 64 saved queries 1% more for 70 more per write).
+const TAIL_MAX: usize = 128;
 
 impl SortedRuns {
     /// Inserts the entry of `value` (encoded by `encode`, `vlen` bytes
@@ -233,29 +244,77 @@ impl SortedRuns {
         st.tail.reserve(TAIL_MAX);
     }
 
-    /// (key, seq) of the entries with `lo <= value <= hi`, in no
-    /// particular order.
-    fn range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, SeqNo)> {
+    /// (key, seq) of the entries with `lo <= value <= hi` and `seq <=
+    /// snapshot`, in no particular order: every one, or with `limit` the
+    /// `limit` newest (see [`Newest`]). Keys are copied only for the
+    /// entries returned.
+    fn range(&self, lo: &[u8], hi: &[u8], snapshot: SeqNo, limit: Option<usize>) -> Newest {
         use std::cmp::Ordering::{Greater, Less};
         let st = read(&self.state);
         let a = &st.arena;
         let (lo_head, hi_head) = (head_of(lo), head_of(hi));
-        let mut out = Vec::new();
+        let mut found: Vec<SideEntry> = Vec::new();
+        // Some value's versions were cut to `limit` within a run: each one
+        // left out is older than `limit` versions kept, so older than the
+        // `limit`-th newest of `found` too.
+        let mut capped = false;
         for run in &st.runs {
             let start = run.partition_point(|e| e.cmp_value(a, lo_head, lo) == Less);
-            for e in run.get(start..).unwrap_or_default() {
-                if e.cmp_value(a, hi_head, hi) == Greater {
+            let rest = run.get(start..).unwrap_or_default();
+            // Linear from the start (the matches are adjacent; a second
+            // binary search for their end would miss the cache at every
+            // probe). With a limit, each value's first `n` visible entries
+            // (its entries are newest first), then the rest of the value
+            // skipped by a galloping search from there.
+            let mut i = 0;
+            while let Some(first) = rest.get(i) {
+                if first.cmp_value(a, hi_head, hi) == Greater {
                     break;
                 }
-                out.push((e.key(a).to_vec(), e.seq));
+                let Some(n) = limit else {
+                    if first.seq <= snapshot {
+                        found.push(*first);
+                    }
+                    i += 1;
+                    continue;
+                };
+                let (fh, fv) = (first.head, first.value(a));
+                let same = |e: &SideEntry| e.cmp_value(a, fh, fv) == Ordering::Equal;
+                let mut taken = 0;
+                let mut j = i;
+                while let Some(e) = rest.get(j) {
+                    if j > i && !same(e) {
+                        break;
+                    }
+                    if e.seq <= snapshot {
+                        if taken == n {
+                            // Older visible versions of the value are left out.
+                            capped = true;
+                            j = gallop_end(rest, j, same);
+                            break;
+                        }
+                        found.push(*e);
+                        taken += 1;
+                    }
+                    j += 1;
+                }
+                i = j.max(i + 1);
             }
         }
         for e in &st.tail {
-            if e.cmp_value(a, lo_head, lo) != Less && e.cmp_value(a, hi_head, hi) != Greater {
-                out.push((e.key(a).to_vec(), e.seq));
+            if e.seq <= snapshot
+                && e.cmp_value(a, lo_head, lo) != Less
+                && e.cmp_value(a, hi_head, hi) != Greater
+            {
+                found.push(*e);
             }
         }
-        out
+        let complete_below = keep_newest(&mut found, |e| e.seq, limit)
+            .or_else(|| capped.then(|| found.iter().map(|e| e.seq).min().unwrap_or(SeqNo::MAX)));
+        Newest {
+            entries: found.iter().map(|e| (e.key(a).to_vec(), e.seq)).collect(),
+            complete_below,
+        }
     }
 
     /// The smallest and largest encoded value (`None` when empty).
@@ -286,6 +345,57 @@ impl SortedRuns {
             f(e.seq, e.value(a));
         }
     }
+}
+
+/// The matching entries of one memtable's side index, or the newest of
+/// them.
+pub(crate) struct Newest {
+    /// (key, seq), in no particular order.
+    pub entries: Vec<(Vec<u8>, SeqNo)>,
+    /// `Some(s)` if entries were left out: every matching entry with a
+    /// sequence number of at least `s` is in `entries`, older ones may be
+    /// missing. `None`: `entries` holds every match.
+    pub complete_below: Option<SeqNo>,
+}
+
+/// The end of the run of items from `from` on that satisfy `pred`, which
+/// holds at `from` and for a prefix of `items[from..]`: doubling steps
+/// from `from`, then a binary search inside the last step, so a short run
+/// costs a few nearby probes.
+fn gallop_end<T>(items: &[T], from: usize, pred: impl Fn(&T) -> bool) -> usize {
+    let (mut lo, mut step) = (from, 1usize);
+    while items.get(lo + step).is_some_and(&pred) {
+        lo += step;
+        step = step.saturating_mul(2);
+    }
+    // `pred` holds at `lo`; the end is in (lo, lo + step].
+    let hi = (lo + step).min(items.len());
+    lo + 1
+        + items
+            .get(lo + 1..hi)
+            .unwrap_or_default()
+            .partition_point(&pred)
+}
+
+/// Keeps the `limit` items of `items` with the largest sequence numbers
+/// (all without a limit); returns the smallest sequence number kept if
+/// any item was dropped (see [`Newest::complete_below`]).
+fn keep_newest<T>(
+    items: &mut Vec<T>,
+    seq: impl Fn(&T) -> SeqNo,
+    limit: Option<usize>,
+) -> Option<SeqNo> {
+    let n = limit?;
+    if items.len() <= n {
+        return None;
+    }
+    if n == 0 {
+        items.clear();
+        return Some(SeqNo::MAX);
+    }
+    items.select_nth_unstable_by_key(n - 1, |x| std::cmp::Reverse(seq(x)));
+    items.truncate(n);
+    items.iter().map(seq).min()
 }
 
 /// The merge of two sorted runs (ties: `a` first, as their order is total
@@ -506,25 +616,45 @@ impl IndexSide {
         }
     }
 
-    pub fn query(&self, id: u32, pred: &Predicate) -> Vec<(Vec<u8>, SeqNo)> {
+    /// Index `id`'s entries matching `pred` with `seq <= snapshot`, or the
+    /// `limit` newest of them.
+    pub fn query(
+        &self,
+        id: u32,
+        pred: &Predicate,
+        snapshot: SeqNo,
+        limit: Option<usize>,
+    ) -> Newest {
+        let none = Newest {
+            entries: Vec::new(),
+            complete_below: None,
+        };
         let att = self.current();
         let Some((_, side)) = att.indexes.iter().find(|(d, _)| d.id == id) else {
-            return Vec::new();
+            return none;
         };
         match &**side {
             SideIndex::Scalar(s) => {
                 let Some((lo, hi)) = pred.scalar_bounds() else {
-                    return Vec::new();
+                    return none;
                 };
-                s.range(&lo, &hi)
+                s.range(&lo, &hi, snapshot, limit)
             }
             SideIndex::Spatial(s) => {
                 let s = read(s);
-                s.entries
+                let mut found: Vec<&SpatialEntry> = s
+                    .entries
                     .iter()
-                    .filter(|e| pred.matches(&e.value))
-                    .map(|e| (e.key(&s.keys).to_vec(), e.seq))
-                    .collect()
+                    .filter(|e| e.seq <= snapshot && pred.matches(&e.value))
+                    .collect();
+                let complete_below = keep_newest(&mut found, |e| e.seq, limit);
+                Newest {
+                    entries: found
+                        .iter()
+                        .map(|e| (e.key(&s.keys).to_vec(), e.seq))
+                        .collect(),
+                    complete_below,
+                }
             }
         }
     }
@@ -624,14 +754,146 @@ pub(crate) fn candidates(
     id: u32,
     pred: &Predicate,
 ) -> Vec<(Vec<u8>, SeqNo)> {
+    newest_candidates(mem, id, pred, SeqNo::MAX, None).entries
+}
+
+/// [`candidates`] with `seq <= snapshot`, or (with `limit`) the `limit`
+/// newest of them: a top-K query copies the keys it may use, not every
+/// version of a popular value.
+pub(crate) fn newest_candidates(
+    mem: &strata_lsm::memtable::MemTable,
+    id: u32,
+    pred: &Predicate,
+    snapshot: SeqNo,
+    limit: Option<usize>,
+) -> Newest {
     mem.side()
         .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
-        .map_or_else(Vec::new, |s| s.query(id, pred))
+        .map_or(
+            Newest {
+                entries: Vec::new(),
+                complete_below: None,
+            },
+            |s| s.query(id, pred, snapshot, limit),
+        )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sorted_runs_give_the_newest_matches_of_a_range() {
+        let runs = SortedRuns::default();
+        let mut model: Vec<(u64, Vec<u8>, SeqNo)> = Vec::new();
+        let mut x: u64 = 99;
+        for seq in 1..=5_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few values (many versions of each), 8-byte and longer ones.
+            let v = x % 12;
+            let enc: Vec<u8> = if v.is_multiple_of(3) {
+                format!("long-value-{v}").into_bytes()
+            } else {
+                v.to_be_bytes().to_vec()
+            };
+            let k = format!("k{}", x % 700).into_bytes();
+            runs.insert(enc.len(), |b| b.extend_from_slice(&enc), &k, seq);
+            model.push((v, k, seq));
+        }
+        let enc = |v: u64| -> Vec<u8> {
+            if v.is_multiple_of(3) {
+                format!("long-value-{v}").into_bytes()
+            } else {
+                v.to_be_bytes().to_vec()
+            }
+        };
+        for (lo, hi) in [(4u64, 4u64), (1, 2), (3, 3), (0, 11)] {
+            let (el, eh) = (enc(lo), enc(hi));
+            for snapshot in [5_000, 2_500, 10] {
+                for limit in [None, Some(0), Some(1), Some(7), Some(100), Some(10_000)] {
+                    let got = runs.range(&el, &eh, snapshot, limit);
+                    let mut want: Vec<(Vec<u8>, SeqNo)> = model
+                        .iter()
+                        .filter(|(v, _, s)| {
+                            let e = enc(*v);
+                            *s <= snapshot && e >= el && e <= eh
+                        })
+                        .map(|(_, k, s)| (k.clone(), *s))
+                        .collect();
+                    want.sort_by_key(|w| std::cmp::Reverse(w.1));
+                    let all = want.len();
+                    if let Some(n) = limit {
+                        want.truncate(n);
+                    }
+                    let mut g = got.entries.clone();
+                    g.sort_by_key(|w| std::cmp::Reverse(w.1));
+                    assert_eq!(g, want, "{lo}..={hi} at {snapshot}, limit {limit:?}");
+                    let cut = limit.is_some_and(|n| n < all);
+                    assert_eq!(got.complete_below.is_some(), cut);
+                    if let (Some(s), Some(last)) = (got.complete_below, want.last()) {
+                        assert_eq!(s, last.1);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gallop_end_finds_the_end_of_a_prefix() {
+        let items: Vec<u32> = (0..100).collect();
+        for from in [0usize, 1, 5, 50, 99] {
+            for end in from + 1..=100 {
+                let got = gallop_end(&items, from, |x| (*x as usize) < end);
+                assert_eq!(got, end, "from {from}, end {end}");
+            }
+        }
+    }
+
+    #[test]
+    fn keep_newest_keeps_the_largest_sequence_numbers() {
+        let mut v: Vec<SeqNo> = vec![5, 9, 1, 7, 3];
+        assert_eq!(keep_newest(&mut v, |s| *s, None), None);
+        assert_eq!(v.len(), 5);
+        assert_eq!(keep_newest(&mut v, |s| *s, Some(5)), None);
+        assert_eq!(keep_newest(&mut v, |s| *s, Some(2)), Some(7));
+        v.sort_unstable();
+        assert_eq!(v, vec![7, 9]);
+        assert_eq!(keep_newest(&mut v, |s| *s, Some(0)), Some(SeqNo::MAX));
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn short_values_compare_by_head_and_length() {
+        let mut a = Arena::default();
+        let mut entry = |v: &[u8]| {
+            let (chunk, off, len) = a.push(v.len(), |b| b.extend_from_slice(v));
+            SideEntry {
+                head: head_of(v),
+                seq: 0,
+                chunk,
+                off,
+                vlen: len,
+                klen: 0,
+            }
+        };
+        let vals: [&[u8]; 7] = [
+            b"",
+            b"\0",
+            b"\0\0",
+            b"a",
+            b"a\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+        ];
+        let es: Vec<SideEntry> = vals.iter().map(|v| entry(v)).collect();
+        for (e, x) in es.iter().zip(vals) {
+            for y in vals {
+                assert_eq!(e.cmp_value(&a, head_of(y), y), x.cmp(y), "{x:?} vs {y:?}");
+            }
+        }
+    }
 
     #[test]
     fn records_hold_each_recorded_value_by_sequence_number() {
@@ -694,7 +956,7 @@ mod tests {
                 let a = next() % 3000;
                 let b = a + next() % 200;
                 let (lo, hi) = (a.to_be_bytes().to_vec(), b.to_be_bytes().to_vec());
-                let mut got = runs.range(&lo, &hi);
+                let mut got = runs.range(&lo, &hi, SeqNo::MAX, None).entries;
                 got.sort();
                 let mut want: Vec<(Vec<u8>, SeqNo)> = model
                     .iter()

@@ -1069,40 +1069,69 @@ impl IndexStrategy for Next {
         // Memtable candidates newest first across the memtables (every
         // one is newer than any table entry), so a top-K query stops at
         // the K-th valid one without validating or fetching the rest; a
-        // keys-only query fetches no record.
-        let mut cands: Vec<(SeqNo, Vec<u8>, usize)> = Vec::new();
-        for (i, m) in view.mems.iter().enumerate() {
-            cands.extend(
-                side::candidates(m, self.id, pred)
-                    .into_iter()
-                    .filter(|&(_, seq)| seq <= snapshot)
-                    .map(|(key, seq)| (seq, key, i)),
-            );
-        }
-        if opts.limit.is_some() {
-            cands.sort_unstable_by_key(|c| Reverse(c.0));
-        }
-        for (seq, key, i) in cands {
-            if acc.full_before(seq) {
-                break;
+        // keys-only query fetches no record. A top-K query first takes
+        // each memtable's newest few (K and half again, for stale ones):
+        // a popular value has many versions in a memtable, and copying
+        // every one's key was most of a LOOKUP's memtable phase. If those
+        // run out before K are valid, a second round takes the older ones.
+        let mut limit = opts
+            .limit
+            .map(|k| k.saturating_add(k / 2).saturating_add(2));
+        // Second round: only candidates older than the first round's.
+        let mut below: Option<SeqNo> = None;
+        loop {
+            // Every candidate at or above `floor` was taken this round.
+            let mut floor: Option<SeqNo> = None;
+            let mut cands: Vec<(SeqNo, Vec<u8>, usize)> = Vec::new();
+            for (i, m) in view.mems.iter().enumerate() {
+                let n = side::newest_candidates(m, self.id, pred, snapshot, limit);
+                if let Some(s) = n.complete_below {
+                    floor = Some(floor.map_or(s, |f| f.max(s)));
+                }
+                cands.extend(
+                    n.entries
+                        .into_iter()
+                        .filter(|&(_, seq)| below.is_none_or(|b| seq < b))
+                        .map(|(key, seq)| (seq, key, i)),
+                );
             }
-            if !validate(&key, seq)? {
-                continue;
+            if opts.limit.is_some() {
+                cands.sort_unstable_by_key(|c| Reverse(c.0));
             }
-            if keys_only {
-                acc.push(&key, None, seq, None);
-                continue;
+            let mut full = false;
+            for (seq, key, i) in cands {
+                if floor.is_some_and(|f| seq < f) {
+                    break;
+                }
+                if acc.full_before(seq) {
+                    full = true;
+                    break;
+                }
+                if !validate(&key, seq)? {
+                    continue;
+                }
+                if keys_only {
+                    acc.push(&key, None, seq, None);
+                    continue;
+                }
+                let Some(m) = view.mems.get(i) else { continue };
+                // The side structure's reference to the memtable's value
+                // when it has one (no skiplist search), else the search.
+                if let Some(v) = side::record(m, seq) {
+                    acc.push(&key, Some(&v), seq, None);
+                    continue;
+                }
+                match m.get(&key, seq) {
+                    Some(MemGet::Value(s, v)) if s == seq => acc.push(&key, Some(&v), seq, None),
+                    _ => continue,
+                }
             }
-            let Some(m) = view.mems.get(i) else { continue };
-            // The side structure's reference to the memtable's value when
-            // it has one (no skiplist search), else the search.
-            if let Some(v) = side::record(m, seq) {
-                acc.push(&key, Some(&v), seq, None);
-                continue;
-            }
-            match m.get(&key, seq) {
-                Some(MemGet::Value(s, v)) if s == seq => acc.push(&key, Some(&v), seq, None),
-                _ => continue,
+            match floor {
+                Some(f) if !full => {
+                    below = Some(f);
+                    limit = None;
+                }
+                _ => break,
             }
         }
 
