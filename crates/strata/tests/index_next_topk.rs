@@ -10,6 +10,13 @@ use common::topk::{expected, open, query, record, Model};
 use common::{key, Rng};
 use strata::Db;
 
+/// Writes key `i` with `u` and records it in the model as the newest write.
+fn write(db: &Db, model: &mut Model, order: &mut u64, i: u64, u: i64) {
+    db.put(&key(i), &record(u, i)).unwrap();
+    *order += 1;
+    model.insert(key(i), (*order, u));
+}
+
 #[test]
 fn top_k_reads_about_k_data_blocks_across_tables() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,11 +73,7 @@ fn top_k_skips_stale_entries_in_newer_tables() {
     let db = open(dir.path(), "next");
     let mut model = Model::new();
     let mut order = 0u64;
-    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| {
-        db.put(&key(i), &record(u, i)).unwrap();
-        order += 1;
-        model.insert(key(i), (order, u));
-    };
+    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| write(db, model, &mut order, i, u);
     // Old versions: u = 1 for every key, in two tables pushed to L1.
     for i in 0..600 {
         put(&db, &mut model, i, 1);
@@ -137,11 +140,7 @@ fn top_k_in_memtables_reaches_past_the_newest_stale_versions() {
         .unwrap();
     let mut model = Model::new();
     let mut order = 0u64;
-    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| {
-        db.put(&key(i), &record(u, i)).unwrap();
-        order += 1;
-        model.insert(key(i), (order, u));
-    };
+    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| write(db, model, &mut order, i, u);
     // 200 keys with u = 1; the newest 150 of them then move to u = 2 (their
     // u = 1 entries, the newest of u = 1, are stale); nothing reaches a
     // table.
