@@ -27,14 +27,12 @@
 //!   queries skip them and the next merge drops them. Needs the
 //!   primary-key index, which is then kept with either validation method.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
 use strata_lsm::Snapshot;
-use strata_lsm::WriteBatch;
 
 use super::def::Attrs;
 use super::entries::{entry_key, scan_entries};
@@ -192,24 +190,19 @@ impl IndexStrategy for Composite {
     }
 
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        // Room for each operation's entry (and, in sync mode, the old
-        // version's delete) without reallocating: the attribute's sort key,
-        // the sequence number, the geometry and the record header are at most
-        // 64 bytes beyond the primary key but for long strings.
-        let room: usize = ops.iter().map(|(_, key, _)| key.len() + 64).sum();
         let sync = self.mode == Mode::Sync;
-        let mut batch = WriteBatch::with_capacity(if sync { 2 * room } else { room });
-        let mut pk_batch = self.pk.as_ref().map(|_| WriteBatch::with_capacity(room));
-        // Each key's (seq, attribute) after the operations so far, read
-        // back as the old version of a later operation on the same key:
-        // kept in sync mode for batches of more than one operation.
-        let track = sync && ops.len() > 1;
-        let mut latest: HashMap<&[u8], Option<(SeqNo, Option<IndexValue>)>> = HashMap::new();
+        // Sync mode also deletes each old version's entry.
+        let mut batch = tree::batch_for(ops, if sync { 2 } else { 1 });
+        let mut pk_batch = self.pk.as_ref().map(|_| tree::batch_for(ops, 1));
+        // Each key's (seq, attribute) after the operations so far (sync
+        // mode reads old versions).
+        let mut latest: tree::BatchLatest<'_, Option<(SeqNo, Option<IndexValue>)>> =
+            tree::BatchLatest::new(ops);
         let (mut added, mut removed) = (0, 0);
         for &(seq, key, new) in ops {
             let new_attr = new.and_then(|raw| attrs.counted(raw));
             if sync {
-                let old = match latest.remove(key) {
+                let old = match latest.take(key) {
                     Some(o) => o,
                     None => match current.get(key) {
                         Some(Some((s, raw))) => Some((*s, attrs.get(raw).ok())),
@@ -232,8 +225,8 @@ impl IndexStrategy for Composite {
                     None => pk_batch.delete(key),
                 };
             }
-            if track {
-                latest.insert(key, new.map(|_| (seq, new_attr)));
+            if sync {
+                latest.set(key, new.map(|_| (seq, new_attr)));
             }
         }
         if let (Some(pk), Some(pk_batch)) = (&self.pk, pk_batch) {

@@ -119,8 +119,7 @@ impl IndexStrategy for Deli {
     }
 
     fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        let mut batch =
-            WriteBatch::with_capacity(ops.iter().map(|(_, key, _)| key.len() + 64).sum());
+        let mut batch = tree::batch_for(ops, 1);
         let mut added = 0;
         for &(seq, key, new) in ops {
             if let Some(v) = new.and_then(|raw| attrs.counted(raw)) {

@@ -26,7 +26,7 @@ use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::fxhash::FastSet;
 use super::memo::{self, Memo};
-use super::side::IndexSide;
+use super::side::{self, IndexSide};
 use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
@@ -467,10 +467,7 @@ impl IndexManager {
         if def.strategy.write_path() != WritePath::Tables {
             return;
         }
-        if let Some(side) = mem
-            .side()
-            .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
-        {
+        if let Some(side) = side::of(mem.side()) {
             side.attach(def.meta.clone());
         }
     }
@@ -1143,10 +1140,7 @@ impl EngineHooks for IndexManager {
             return None;
         }
         let use_memo = defs.iter().any(|d| d.strategy.uses_memo());
-        let side = ctx
-            .side
-            .as_ref()
-            .and_then(|s| s.as_any().downcast_ref::<IndexSide>());
+        let side = side::of(ctx.side.as_ref());
         let flushed = defs
             .iter()
             .map(|d| side.and_then(|s| s.values_by_seq(d.meta.id)))

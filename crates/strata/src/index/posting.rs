@@ -425,13 +425,12 @@ impl Posting {
         let mut batch = WriteBatch::new();
         // Lists read or edited by this batch.
         let mut lists: HashMap<Vec<u8>, EagerList> = HashMap::new();
-        // Each key's attribute after the operations so far (not kept for a
-        // batch of one operation).
-        let track = ops.len() > 1;
-        let mut latest: HashMap<&[u8], Option<Option<IndexValue>>> = HashMap::new();
+        // Each key's attribute after the operations so far.
+        let mut latest: tree::BatchLatest<'_, Option<Option<IndexValue>>> =
+            tree::BatchLatest::new(ops);
         let (mut added, mut removed) = (0, 0);
         for &(seq, key, new) in ops {
-            let old = match latest.remove(key) {
+            let old = match latest.take(key) {
                 Some(o) => o,
                 None => match current.get(key) {
                     Some(Some((_, raw))) => Some(attrs.get(raw).ok()),
@@ -447,9 +446,7 @@ impl Posting {
                 self.load_list(&mut lists, list_key(v))?.insert(key, seq)?;
                 added += 1;
             }
-            if track {
-                latest.insert(key, new.map(|_| new_attr));
-            }
+            latest.set(key, new.map(|_| new_attr));
         }
         for (k, l) in &mut lists {
             if l.count == 0 {
@@ -695,14 +692,11 @@ impl Posting {
         current: &Current<'_>,
         attrs: &Attrs<'_>,
     ) -> Result<()> {
-        let mut batch =
-            WriteBatch::with_capacity(ops.iter().map(|(_, key, _)| key.len() + 64).sum());
+        let mut batch = tree::batch_for(ops, 1);
         let (mut added, mut removed) = (0, 0);
         // Each key's attribute after the operations so far (a delete's old
-        // value may come from earlier in the batch; not kept for a batch
-        // of one operation).
-        let track = ops.len() > 1;
-        let mut latest: HashMap<&[u8], Option<IndexValue>> = HashMap::new();
+        // value may come from earlier in the batch).
+        let mut latest: tree::BatchLatest<'_, Option<IndexValue>> = tree::BatchLatest::new(ops);
         for &(seq, key, new) in ops {
             match new {
                 Some(raw) => {
@@ -712,12 +706,10 @@ impl Posting {
                         batch.merge(&list_key(v), &fragment(key, seq, false));
                         added += 1;
                     }
-                    if track {
-                        latest.insert(key, v);
-                    }
+                    latest.set(key, v);
                 }
                 None => {
-                    let old = match latest.remove(key) {
+                    let old = match latest.take(key) {
                         Some(o) => o,
                         None => match current.get(key) {
                             Some(Some((_, raw))) => attrs.get(raw).ok(),
@@ -728,9 +720,7 @@ impl Posting {
                         batch.merge(&list_key(&v), &fragment(key, seq, true));
                         removed += 1;
                     }
-                    if track {
-                        latest.insert(key, None);
-                    }
+                    latest.set(key, None);
                 }
             }
         }

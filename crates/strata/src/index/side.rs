@@ -349,6 +349,7 @@ impl SortedRuns {
 
 /// The matching entries of one memtable's side index, or the newest of
 /// them.
+#[derive(Default)]
 pub(crate) struct Newest {
     /// (key, seq), in no particular order.
     pub entries: Vec<(Vec<u8>, SeqNo)>,
@@ -625,18 +626,14 @@ impl IndexSide {
         snapshot: SeqNo,
         limit: Option<usize>,
     ) -> Newest {
-        let none = Newest {
-            entries: Vec::new(),
-            complete_below: None,
-        };
         let att = self.current();
         let Some((_, side)) = att.indexes.iter().find(|(d, _)| d.id == id) else {
-            return none;
+            return Newest::default();
         };
         match &**side {
             SideIndex::Scalar(s) => {
                 let Some((lo, hi)) = pred.scalar_bounds() else {
-                    return none;
+                    return Newest::default();
                 };
                 s.range(&lo, &hi, snapshot, limit)
             }
@@ -732,19 +729,20 @@ pub(crate) enum SideBounds {
     Rect([f64; 4]),
 }
 
+/// `side` as this module's side structure (`None` for another kind).
+pub(crate) fn of(side: Option<&Arc<dyn MemSide>>) -> Option<&IndexSide> {
+    side.and_then(|s| s.as_any().downcast_ref::<IndexSide>())
+}
+
 /// The range of index `id`'s values in `mem` (see [`IndexSide::bounds`]).
 pub(crate) fn bounds(mem: &strata_lsm::memtable::MemTable, id: u32) -> Option<SideBounds> {
-    mem.side()
-        .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
-        .and_then(|s| s.bounds(id))
+    of(mem.side()).and_then(|s| s.bounds(id))
 }
 
 /// The value of `mem`'s put at `seq`, if its side structure recorded it
 /// (see [`Records`]); `None`: search the memtable.
 pub(crate) fn record(mem: &strata_lsm::memtable::MemTable, seq: SeqNo) -> Option<Arc<[u8]>> {
-    mem.side()
-        .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
-        .and_then(|s| s.record(seq))
+    of(mem.side()).and_then(|s| s.record(seq))
 }
 
 /// The entries of index `id` in `mem`'s side structure matching `pred`:
@@ -767,15 +765,9 @@ pub(crate) fn newest_candidates(
     snapshot: SeqNo,
     limit: Option<usize>,
 ) -> Newest {
-    mem.side()
-        .and_then(|s| s.as_any().downcast_ref::<IndexSide>())
-        .map_or(
-            Newest {
-                entries: Vec::new(),
-                complete_below: None,
-            },
-            |s| s.query(id, pred, snapshot, limit),
-        )
+    of(mem.side())
+        .map(|s| s.query(id, pred, snapshot, limit))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -54,6 +54,45 @@ use strata_lsm::options::{Options, WriteOptions};
 use strata_lsm::{Db, WriteBatch};
 
 use super::value::{IndexValue, KeyType, Predicate};
+use super::OpRef;
+
+/// An empty tree batch with room for one entry per operation of `ops`
+/// (their keys plus the attribute's sort key, the sequence number, the
+/// geometry and the record header: at most 64 bytes more but for long
+/// strings), so a batch does not grow by reallocation.
+pub(crate) fn batch_for(ops: &[OpRef<'_>], entries_per_op: usize) -> WriteBatch {
+    let room: usize = ops.iter().map(|(_, key, _)| key.len() + 64).sum();
+    WriteBatch::with_capacity(room.saturating_mul(entries_per_op))
+}
+
+/// Each key's state after a batch's operations so far, read back by a
+/// later operation on the same key as its old version. A batch of one
+/// operation has no later one: nothing is kept (every `Db::put`).
+pub(crate) struct BatchLatest<'a, V> {
+    map: std::collections::HashMap<&'a [u8], V>,
+    keep: bool,
+}
+
+impl<'a, V> BatchLatest<'a, V> {
+    pub fn new(ops: &[OpRef<'a>]) -> Self {
+        BatchLatest {
+            map: std::collections::HashMap::new(),
+            keep: ops.len() > 1,
+        }
+    }
+
+    /// The state an earlier operation of the batch left for `key`.
+    pub fn take(&mut self, key: &[u8]) -> Option<V> {
+        self.map.remove(key)
+    }
+
+    /// Records `key`'s state after the current operation.
+    pub fn set(&mut self, key: &'a [u8], v: V) {
+        if self.keep {
+            self.map.insert(key, v);
+        }
+    }
+}
 
 /// Upper bound on the Hilbert ranges one spatial query scans.
 pub const MAX_COVER_RANGES: usize = 64;
