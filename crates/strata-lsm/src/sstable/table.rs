@@ -23,7 +23,7 @@ use crate::io::{Fs, RandomRead, RealFs};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, seek_key, SeqNo, ValueKind};
 use crate::sstable::block::{bytewise_cmp, Block, BlockIter};
-use crate::sstable::block_cache::{BlockCache, CacheKey, Lookup};
+use crate::sstable::block_cache::{BlockCache, CacheKey, Lookup, Priority};
 use crate::sstable::builder::{FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RESERVED_META_PREFIX};
 use crate::sstable::filter::BloomFilter;
 use crate::sstable::format::{decode_block, verify_block, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
@@ -515,9 +515,15 @@ impl Table {
             file_number: self.file_number,
             offset: handle.offset,
         };
+        // Meta blocks (the strategies' secondary blocks) index data blocks
+        // and are read by many queries: high priority (see `Priority`).
+        let priority = match kind {
+            BlockKind::Meta => Priority::High,
+            _ => Priority::Low,
+        };
         // The cache to insert the block into once read: the doorkeeper
         // may decline a miss.
-        let fill = match cache.map(|c| (c, c.lookup(&key))) {
+        let fill = match cache.map(|c| (c, c.lookup(&key, priority))) {
             Some((_, Lookup::Hit(b))) => {
                 self.opts.counters.record_block_read(kind, true, 0);
                 return Ok(b);
@@ -528,7 +534,7 @@ impl Table {
         let contents = self.read_contents(handle, kind, purpose)?;
         let block = Arc::new(Block::new(contents).map_err(|e| self.wrap(e))?);
         if let Some(c) = fill {
-            c.insert(key, Arc::clone(&block));
+            c.insert(key, Arc::clone(&block), priority);
         }
         Ok(block)
     }

@@ -230,6 +230,13 @@ pub struct TableIndex {
     /// Scalars: sorted by range, ranges ordered and touching at most at
     /// their ends. Spatial: in block order.
     pub entries: Vec<GlobalEntry>,
+    /// Scalars: the first 8 bytes of each entry's envelope maximum
+    /// ([`prefix_u64`]), so that the binary search for a query's first
+    /// entry reads one compact array instead of two cache lines (the
+    /// entry, its bytes) per probe: those misses were nearly all of
+    /// `matching_entries`' time on the LevelDB++ mix at 1 M tweets. Empty
+    /// for spatial types.
+    hi_heads: Vec<u64>,
     pub sec_blocks: u32,
     /// Format version of the table's blocks. Version 1 is decoded only so
     /// that the database opens (and compaction or a rebuild can rewrite
@@ -291,11 +298,25 @@ impl TableIndex {
                 .collect();
             PackedTree::new(&rects)
         });
+        // One head per entry (a rectangle, never written in a scalar
+        // index, sorts last as the byte search treats it: never below).
+        let hi_heads = if key_type.is_spatial() {
+            Vec::new()
+        } else {
+            entries
+                .iter()
+                .map(|e| match &e.env {
+                    Envelope::Scalar(_, hi) => prefix_u64(hi),
+                    Envelope::Rect(_) => u64::MAX,
+                })
+                .collect()
+        };
         TableIndex {
             version: DIR_VERSION,
             key_type,
             handles,
             entries,
+            hi_heads,
             sec_blocks,
             disk_bytes: 0,
             side: None,
@@ -384,10 +405,26 @@ impl TableIndex {
                 return Vec::new();
             }
         }
-        let first = self.entries.partition_point(|e| match &e.env {
-            Envelope::Scalar(_, hi) => encoded_lt(hi, a),
-            Envelope::Rect(_) => false,
-        });
+        // The first entry whose maximum is not below `a`: by the heads,
+        // and by the bytes only where the heads are equal.
+        let a_head = prefix_u64(a);
+        let below = |i: usize| match self.hi_heads.get(i).map(|h| h.cmp(&a_head)) {
+            Some(std::cmp::Ordering::Less) => true,
+            Some(std::cmp::Ordering::Greater) | None => false,
+            Some(std::cmp::Ordering::Equal) => match self.entries.get(i).map(|e| &e.env) {
+                Some(Envelope::Scalar(_, hi)) => encoded_lt(hi, a),
+                _ => false,
+            },
+        };
+        let (mut first, mut end) = (0, self.entries.len());
+        while first < end {
+            let mid = first + (end - first) / 2;
+            if below(mid) {
+                first = mid + 1;
+            } else {
+                end = mid;
+            }
+        }
         self.entries
             .iter()
             .enumerate()
@@ -411,7 +448,8 @@ impl TableIndex {
                 Envelope::Rect(_) => 32,
             })
             .sum();
-        let tree = self.rtree.as_ref().map_or(0, PackedTree::memory_bytes);
+        let tree =
+            self.rtree.as_ref().map_or(0, PackedTree::memory_bytes) + self.hi_heads.len() * 8;
         let filter = self.filter.as_ref().map_or(0, BloomFilter::size);
         let sketch = self.sketch.as_ref().map_or(0, Sketch::memory_bytes);
         std::mem::size_of::<Self>()
