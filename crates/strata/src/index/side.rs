@@ -206,20 +206,21 @@ impl Run {
     }
 }
 
-/// Runs shorter than this have no filter: their binary search stays in a
-/// few cache lines, and the filters of the binary-counter merges' small
-/// runs would be rebuilt most often.
-const FILTER_MIN: usize = 1024;
+/// Runs shorter than this have no filter: a binary search of at most 128
+/// KiB of entries mostly hits the CPU's second-level cache, and the
+/// binary-counter merges rebuild small runs' filters most often (1,024:
+/// 212 instructions per write; 4,096: 151; callgrind, 40 k NEXT writes).
+const FILTER_MIN: usize = 4096;
 
 /// A blocked Bloom filter of a run's values: one 64-bit word per value, [`FILTER_PROBES`] bits in it, about ten bits per
 /// distinct value. An equality lookup tests it before searching the run;
 /// without it the search's probes (cache misses into a large run) were
 /// three quarters of the memtable phase of a NEXT top-10 LOOKUP on the
 /// LevelDB++ mix at 1 M tweets (`perf annotate`), for runs that mostly do
-/// not hold the value: with filters, 75% of the searches of filtered runs
-/// are skipped there (51.8 k of 68.9 k), for about 210 more instructions
-/// per write (filters rebuilt at each merge of runs of at least
-/// [`FILTER_MIN`] entries). Equal values have equal hashes, so a value of the
+/// not hold the value: with filters on runs of at least 1,024 entries,
+/// 75% of the searches of filtered runs were skipped there (51.8 k of
+/// 68.9 k), for about 210 more instructions per write (a filter is rebuilt
+/// at each merge); from [`FILTER_MIN`] entries on, about 150. Equal values have equal hashes, so a value of the
 /// run is never filtered out. Empty: no filter (every value may be
 /// present).
 #[derive(Default)]
