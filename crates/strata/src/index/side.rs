@@ -189,7 +189,7 @@ struct Runs {
 }
 
 /// A sorted run and, from [`FILTER_MIN`] entries on, a filter of its
-/// distinct values.
+/// values.
 struct Run {
     entries: Vec<SideEntry>,
     filter: ValueFilter,
@@ -214,17 +214,14 @@ impl Run {
 const FILTER_MIN: usize = 4096;
 
 /// A blocked Bloom filter of a run's values: one 64-bit word per value,
-/// [`FILTER_PROBES`] bits in it, about ten bits per entry of the run (as
-/// many per distinct value, or more). An equality lookup tests it before searching the run;
-/// without it the search's probes (cache misses into a large run) were
-/// three quarters of the memtable phase of a NEXT top-10 LOOKUP on the
-/// LevelDB++ mix at 1 M tweets (`perf annotate`), for runs that mostly do
-/// not hold the value: with filters on runs of at least 1,024 entries,
-/// 75% of the searches of filtered runs were skipped there (51.8 k of
-/// 68.9 k), for about 210 more instructions per write (a filter is rebuilt
-/// at each merge); from [`FILTER_MIN`] entries on, about 150. Equal values have equal hashes, so a value of the
-/// run is never filtered out. Empty: no filter (every value may be
-/// present).
+/// [`FILTER_PROBES`] bits in it, about ten bits per entry of the run. An
+/// equality lookup tests it before searching the run: without it, the
+/// search's probes (cache misses into a large run) were three quarters of
+/// the memtable phase of a NEXT top-10 LOOKUP on the LevelDB++ mix at 1 M
+/// tweets (`perf annotate`), in runs that mostly do not hold the value;
+/// with filters, 75% of those searches were skipped. Equal values have
+/// equal hashes, so a value of the run is never filtered out. Empty: no
+/// filter (every value may be present).
 #[derive(Default)]
 struct ValueFilter {
     words: Vec<u64>,
@@ -307,8 +304,8 @@ impl ValueFilter {
         f
     }
 
-    /// False only if no entry of the filtered run has a value with this
-    /// head and length.
+    /// False only if no entry of the filtered run has a value with hash
+    /// `h` ([`ValueFilter::hash`]).
     fn may_contain(&self, h: u64) -> bool {
         if self.words.is_empty() {
             return true;
@@ -991,12 +988,11 @@ mod tests {
         };
         // Each value three times (versions), so distinct < entries.
         let mut seq = 0;
-        for round in 0..3 {
+        for _ in 0..3 {
             for i in 0..3000u64 {
                 let v = value(i);
                 runs.insert(v.len(), |b| b.extend_from_slice(&v), b"k", seq);
                 seq += 1;
-                let _ = round;
             }
         }
         let st = read(&runs.state);

@@ -22,6 +22,8 @@
 
 #![deny(clippy::indexing_slicing)]
 
+use std::cmp::Ordering;
+
 use super::packed::PackedTree;
 
 use super::sketch::{Sketch, SliceShape};
@@ -109,6 +111,24 @@ pub enum Envelope {
     /// Encoded `[lo, hi]`.
     Scalar(Vec<u8>, Vec<u8>),
     Rect([f64; 4]),
+}
+
+impl Envelope {
+    /// A scalar envelope's minimum.
+    fn lo(&self) -> Option<&[u8]> {
+        match self {
+            Envelope::Scalar(lo, _) => Some(lo),
+            Envelope::Rect(_) => None,
+        }
+    }
+
+    /// A scalar envelope's maximum.
+    fn hi(&self) -> Option<&[u8]> {
+        match self {
+            Envelope::Scalar(_, hi) => Some(hi),
+            Envelope::Rect(_) => None,
+        }
+    }
 }
 
 /// A predicate prepared once per query: scalar bounds encoded once (so
@@ -286,23 +306,17 @@ impl TableIndex {
                 .collect();
             PackedTree::new(&rects)
         });
-        let heads = |end: fn(&GlobalEntry) -> Option<&[u8]>| -> Vec<u64> {
-            if key_type.is_spatial() {
-                return Vec::new();
-            }
+        let (lo_heads, hi_heads) = if key_type.is_spatial() {
+            (Vec::new(), Vec::new())
+        } else {
             entries
                 .iter()
-                .map(|e| end(e).map_or(u64::MAX, prefix_u64))
-                .collect()
+                .map(|e| match &e.env {
+                    Envelope::Scalar(lo, hi) => (prefix_u64(lo), prefix_u64(hi)),
+                    Envelope::Rect(_) => (u64::MAX, u64::MAX),
+                })
+                .unzip()
         };
-        let lo_heads = heads(|e| match &e.env {
-            Envelope::Scalar(lo, _) => Some(lo),
-            Envelope::Rect(_) => None,
-        });
-        let hi_heads = heads(|e| match &e.env {
-            Envelope::Scalar(_, hi) => Some(hi),
-            Envelope::Rect(_) => None,
-        });
         TableIndex {
             version: DIR_VERSION,
             key_type,
@@ -398,17 +412,12 @@ impl TableIndex {
                 return Vec::new();
             }
         }
-        // The first entry whose maximum is not below `a`: by the heads,
-        // and by the bytes only where the heads are equal.
-        let a_head = prefix_u64(a);
-        let below = |i: usize| match self.hi_heads.get(i).map(|h| h.cmp(&a_head)) {
-            Some(std::cmp::Ordering::Less) => true,
-            Some(std::cmp::Ordering::Greater) | None => false,
-            Some(std::cmp::Ordering::Equal) => match self.entries.get(i).map(|e| &e.env) {
-                Some(Envelope::Scalar(_, hi)) => encoded_lt(hi, a),
-                _ => false,
-            },
-        };
+        // The first entry whose maximum is not below `a` (binary search),
+        // then, since the maxima ascend, every entry up to the last whose
+        // minimum is not above `b`.
+        let (a_head, b_head) = (prefix_u64(a), prefix_u64(b));
+        let below =
+            |i| self.end_cmp(&self.hi_heads, Envelope::hi, i, a_head, a) == Some(Ordering::Less);
         let (mut first, mut end) = (0, self.entries.len());
         while first < end {
             let mid = first + (end - first) / 2;
@@ -418,21 +427,32 @@ impl TableIndex {
                 end = mid;
             }
         }
-        // From `first` on every maximum is at least `a` (the ranges
-        // ascend), so an entry matches iff its minimum is at most `b`: the
-        // entries up to the first whose minimum is above `b`.
-        let b_head = prefix_u64(b);
-        let above = |i: usize| match self.lo_heads.get(i).map(|h| b_head.cmp(h)) {
-            Some(std::cmp::Ordering::Less) | None => true,
-            Some(std::cmp::Ordering::Greater) => false,
-            Some(std::cmp::Ordering::Equal) => match self.entries.get(i).map(|e| &e.env) {
-                Some(Envelope::Scalar(lo, _)) => encoded_lt(b, lo),
-                _ => true,
-            },
-        };
         (first..self.entries.len())
-            .take_while(|&i| !above(i))
+            .take_while(|&i| {
+                matches!(
+                    self.end_cmp(&self.lo_heads, Envelope::lo, i, b_head, b),
+                    Some(Ordering::Less | Ordering::Equal)
+                )
+            })
             .collect()
+    }
+
+    /// Entry `i`'s envelope end (`end` of it, whose head is in `heads`)
+    /// against `x` (whose head is `x_head`): by the heads, and by the bytes
+    /// only where they are equal. `None` for a rectangle (never written in
+    /// a scalar index: it matches no scalar bound).
+    fn end_cmp(
+        &self,
+        heads: &[u64],
+        end: fn(&Envelope) -> Option<&[u8]>,
+        i: usize,
+        x_head: u64,
+        x: &[u8],
+    ) -> Option<Ordering> {
+        match heads.get(i)?.cmp(&x_head) {
+            Ordering::Equal => Some(end(&self.entries.get(i)?.env)?.cmp(x)),
+            o => Some(o),
+        }
     }
 
     /// Bytes of RAM held (envelopes, handles, R-tree nodes, roughly).
