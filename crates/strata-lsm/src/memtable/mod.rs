@@ -11,113 +11,27 @@
 //! `log_number`, so until the flushed table is recorded in the MANIFEST the
 //! WAL can rebuild it.
 
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-
-use crossbeam_skiplist::map::Entry;
-use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 
 mod filter;
+mod skiplist;
 
 use filter::KeyFilter;
-
-/// A skiplist entry: an internal key and the value, shared with the side
-/// structure.
-type MemEntry<'a> = Entry<'a, MemKey, Arc<[u8]>>;
+use skiplist::{Entry, RawEntry, SkipList, Target};
 
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
-
-/// Internal keys up to this length are stored inside the skiplist node.
-const INLINE_KEY: usize = 32;
-
-/// A memtable key: an internal key ordered by [`key::compare_internal`],
-/// stored inline in the skiplist node when it fits (every key of up to
-/// 24 user bytes), so that comparing against it during a search reads no
-/// second allocation and inserting it allocates nothing.
-#[derive(Clone)]
-enum MemKey {
-    Inline { len: u8, buf: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
-}
-
-impl MemKey {
-    /// The internal key `user_key ‖ fixed64(trailer)`.
-    fn new(user_key: &[u8], trailer: u64) -> MemKey {
-        let len = user_key.len() + key::TRAILER_LEN;
-        let mut buf = [0u8; INLINE_KEY];
-        match buf.get_mut(..len) {
-            Some(dst) => {
-                let (k, t) = dst.split_at_mut(user_key.len());
-                k.copy_from_slice(user_key);
-                t.copy_from_slice(&trailer.to_le_bytes());
-                MemKey::Inline {
-                    len: len as u8,
-                    buf,
-                }
-            }
-            None => {
-                let mut v = Vec::with_capacity(len);
-                v.extend_from_slice(user_key);
-                v.extend_from_slice(&trailer.to_le_bytes());
-                MemKey::Heap(v.into_boxed_slice())
-            }
-        }
-    }
-
-    /// An encoded internal key.
-    fn from_internal(ikey: &[u8]) -> MemKey {
-        let mut buf = [0u8; INLINE_KEY];
-        match buf.get_mut(..ikey.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(ikey);
-                MemKey::Inline {
-                    len: ikey.len() as u8,
-                    buf,
-                }
-            }
-            None => MemKey::Heap(ikey.into()),
-        }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            MemKey::Inline { len, buf } => buf.get(..*len as usize).unwrap_or(&[]),
-            MemKey::Heap(b) => b,
-        }
-    }
-}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        key::compare_internal(self.as_slice(), other.as_slice())
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for MemKey {}
 
 /// The in-memory component: a concurrent skiplist of internal keys, with
 /// an optional side structure fed every insert.
 pub struct MemTable {
     /// Values are shared with the side structure (see [`MemSide::on_add`]).
-    map: SkipMap<MemKey, Arc<[u8]>>,
+    map: SkipList,
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
@@ -168,7 +82,7 @@ impl MemTable {
     /// [`MemTable::new`] with a side structure that sees every insert.
     pub fn with_side(log_number: u64, side: Option<Arc<dyn MemSide>>) -> MemTable {
         MemTable {
-            map: SkipMap::new(),
+            map: SkipList::new(),
             approximate_bytes: AtomicUsize::new(0),
             log_number,
             side,
@@ -209,7 +123,6 @@ impl MemTable {
 
     /// Inserts one entry. `(user_key, seq)` must be new to this memtable.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let ikey = MemKey::new(user_key, key::pack_trailer(seq, kind));
         // Before the sequence number is published, like the entry itself.
         if let Some(f) = &self.filter {
             f.insert(user_key);
@@ -222,7 +135,8 @@ impl MemTable {
         // The side structure's reference is taken before the skiplist's
         // (no count changes without a side).
         let shared = self.side.as_ref().map(|side| (side, stored.clone()));
-        self.map.insert(ikey, stored);
+        self.map
+            .insert(user_key, key::pack_trailer(seq, kind), stored);
         // Before the entry's sequence number is published (the write path
         // publishes after the insert), so a reader that may see `seq`
         // also sees it inside the range.
@@ -258,7 +172,7 @@ impl MemTable {
 
     /// True if no entry was inserted.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len() == 0
     }
 
     /// Entries inserted.
@@ -289,13 +203,13 @@ impl MemTable {
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
-    ) -> Option<(MemEntry<'_>, SeqNo, ValueKind)> {
+    ) -> Option<(Entry<'_>, SeqNo, ValueKind)> {
         if self.certainly_absent(user_key) {
             return None;
         }
-        let target = MemKey::new(user_key, key::pack_trailer(snapshot, key::KIND_FOR_SEEK));
-        let entry = self.map.lower_bound(Bound::Included(&target))?;
-        let parsed = key::parse_internal_key(entry.key().as_slice()).ok()?;
+        let target = Target::new(user_key, key::pack_trailer(snapshot, key::KIND_FOR_SEEK));
+        let entry = self.map.lower_bound(&target)?;
+        let parsed = key::parse_internal_key(entry.key()).ok()?;
         if parsed.user_key != user_key {
             return None;
         }
@@ -306,8 +220,10 @@ impl MemTable {
     /// Visits every entry in internal-key order (used by flush and by index
     /// strategies that scan the memtable).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-        for e in self.map.iter() {
-            f(e.key().as_slice(), e.value())?;
+        let mut e = self.map.first();
+        while let Some(cur) = e {
+            f(cur.key(), cur.value())?;
+            e = cur.next();
         }
         Ok(())
     }
@@ -316,74 +232,56 @@ impl MemTable {
     /// stays valid after the memtable is frozen or flushed.
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter {
-            cursor: Cursor::new(self.clone(), |_| None),
+            mem: self.clone(),
+            current: None,
         }
     }
 }
-
-/// The skiplist entry a cursor is on (none when exhausted).
-type CursorEntry<'a> = Option<MemEntry<'a>>;
-
-self_cell::self_cell!(
-    /// A memtable and an entry of its skiplist: the entry borrows the
-    /// memtable the cell owns.
-    struct Cursor {
-        owner: Arc<MemTable>,
-        #[covariant]
-        dependent: CursorEntry,
-    }
-);
 
 /// Cursor over a memtable. It holds the skiplist entry it is on, so a step
 /// follows the entry's successor link instead of searching the skiplist
 /// again, and keys and values are read in place, never copied. (A search
 /// per step with copies of both was 25% of a chirp replay's instructions
 /// with `composite`, whose queries scan the index tree's memtable.)
-/// Entries are reference-counted skiplist nodes, and memtables never
-/// remove entries, so the successor link of the current entry is valid.
 pub struct MemTableIter {
-    cursor: Cursor,
+    /// Owns the memtable, so the cursor stays valid after the memtable is
+    /// frozen or flushed.
+    mem: Arc<MemTable>,
+    /// An entry of `mem.map` (none when exhausted or not positioned).
+    current: Option<RawEntry>,
 }
 
 impl MemTableIter {
-    fn set_from(&mut self, bound: Bound<&MemKey>) {
-        self.cursor.with_dependent_mut(|mem, current| {
-            // Release the old entry before taking the new one.
-            *current = None;
-            *current = mem.map.lower_bound(bound);
-        });
-    }
-
-    fn current(&self) -> Option<&MemEntry<'_>> {
-        self.cursor.borrow_dependent().as_ref()
+    fn current(&self) -> Option<Entry<'_>> {
+        // SAFETY: `current` came from `self.mem.map`, which `self.mem`
+        // keeps alive.
+        #[allow(unsafe_code)]
+        self.current.map(|e| unsafe { e.get(&self.mem.map) })
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        self.current().is_some()
+        self.current.is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.set_from(Bound::Unbounded);
+        self.current = self.mem.map.first().map(|e| e.raw());
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let t = MemKey::from_internal(target);
-        self.set_from(Bound::Included(&t));
+        self.current = self
+            .mem
+            .map
+            .lower_bound(&Target::from_internal(target))
+            .map(|e| e.raw());
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        self.cursor.with_dependent_mut(|_, current| {
-            if let Some(e) = current.as_mut() {
-                if !e.move_next() {
-                    *current = None;
-                }
-            }
-        });
+        self.current = self.current().and_then(|e| e.next()).map(|e| e.raw());
         Ok(())
     }
     fn key(&self) -> &[u8] {
-        self.current().map_or(&[], |e| e.key().as_slice())
+        self.current().map_or(&[], |e| e.key())
     }
     fn value(&self) -> &[u8] {
         self.current().map_or(&[], |e| &**e.value())
@@ -474,15 +372,15 @@ mod tests {
 }
 
 #[cfg(test)]
-mod mem_key_tests {
+mod long_key_tests {
     use super::*;
 
     #[test]
-    fn inline_and_heap_keys_order_and_read_alike() {
+    fn short_and_long_keys_order_and_read_alike() {
         let m = MemTable::new(1);
         let short = b"k".to_vec();
-        let edge = vec![b'e'; INLINE_KEY - key::TRAILER_LEN];
-        let long = vec![b'l'; INLINE_KEY + 5];
+        let edge = vec![b'e'; 8];
+        let long = vec![b'l'; 37];
         for (i, k) in [&short, &edge, &long].into_iter().enumerate() {
             m.add(10 + i as u64, ValueKind::Value, k, b"v1");
             m.add(20 + i as u64, ValueKind::Value, k, b"v2");
