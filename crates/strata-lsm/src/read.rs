@@ -37,7 +37,10 @@ pub(crate) fn multi_get_components(
     order.dedup_by(|a, b| keys[*a] == keys[*b]);
     let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
     let mut out: Vec<Option<Found>> = vec![None; sorted.len()];
-    let mut done = vec![false; sorted.len()];
+    // Not `vec![false; n]`: glibc's `calloc` cost 240 instructions for a
+    // one-key batch, a sixth of this function's work on every indexed put.
+    let mut done = Vec::with_capacity(sorted.len());
+    done.resize(sorted.len(), false);
     for (i, k) in sorted.iter().enumerate() {
         for m in mems {
             match m.get(k, seq) {
@@ -81,17 +84,17 @@ pub(crate) fn multi_get_components(
                 });
         }
     }
-    let mut result = vec![None; keys.len()];
-    let by_key: BTreeMap<&[u8], usize> = sorted.iter().enumerate().map(|(i, k)| (*k, i)).collect();
-    for (i, k) in keys.iter().enumerate() {
-        if let Some(&j) = by_key.get(k) {
-            if let Some(f) = &out[j] {
-                if f.kind == ValueKind::Value {
-                    result[i] = Some((f.seq, f.value.clone()));
-                }
-            }
-        }
-    }
+    // Without duplicates each answer is moved out, not copied.
+    let unique = sorted.len() == keys.len();
+    let result = keys
+        .iter()
+        .map(|k| {
+            let j = sorted.binary_search(k).ok()?;
+            let slot = out.get_mut(j)?;
+            let f = if unique { slot.take()? } else { slot.clone()? };
+            (f.kind == ValueKind::Value).then_some((f.seq, f.value))
+        })
+        .collect();
     Ok(result)
 }
 

@@ -315,7 +315,7 @@ impl Db {
             }
             let snap = self.engine.snapshot();
             let mut it = snap.iter(None, None)?;
-            let none = std::collections::HashMap::new();
+            let none = crate::index::strategy::Current::default();
             loop {
                 let chunk: Vec<(Vec<u8>, SeqNo, Vec<u8>)> =
                     std::iter::from_fn(|| it.next_versioned())
@@ -551,7 +551,7 @@ impl Db {
     /// [`Db::online_scan_build`]).
     fn scan_into(&self, def: &Arc<index::IndexDef>, snap: &Snapshot) -> Result<()> {
         let mut it = snap.iter(None, None)?;
-        let none = std::collections::HashMap::new();
+        let none = crate::index::strategy::Current::default();
         let mut chunks = 0u64;
         let mut pacer = self.pacer();
         loop {

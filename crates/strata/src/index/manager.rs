@@ -3,7 +3,7 @@
 //! ([`IndexStrategy`]), the update memo shared by the strategies that
 //! validate with it, and the per-version index state.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
@@ -31,8 +31,8 @@ use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
 use super::strategy::IndexStrategy;
 use super::strategy::{
-    DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder, VersionSlot,
-    WritePath,
+    Current, DroppedEntry, NeedsCurrent, OpenCx, QueryCx, StrategyKind, TableIndexBuilder,
+    VersionSlot, WritePath,
 };
 use super::{
     lock, read, tree, value, write, BuildProgress, Extractor, ExtractorFn, Hit, Hits, IndexInfo,
@@ -523,7 +523,7 @@ impl IndexManager {
         &self,
         defs: &[Arc<IndexDef>],
         ops: &[OpRef<'_>],
-        current: &HashMap<&[u8], Option<strata_lsm::Versioned>>,
+        current: &Current<'_>,
         count: bool,
     ) -> Result<()> {
         // A batch's records may have been read by a loader (not a build's).
@@ -1095,8 +1095,8 @@ impl EngineHooks for IndexManager {
         let mut guard: Option<BatchGuard<'a>> = None;
         if !sync_defs.is_empty() {
             let keys = Self::needs_current(&sync_defs).keys(&ops);
-            let current: HashMap<&[u8], Option<strata_lsm::Versioned>> = if keys.is_empty() {
-                HashMap::new()
+            let current: Current<'_> = if keys.is_empty() {
+                Current::default()
             } else {
                 let found = cx.current(&keys, batch.sequence().saturating_sub(1))?;
                 keys.into_iter().zip(found).collect()

@@ -31,7 +31,8 @@
 //!   flush, after the primary fsynced its WAL.
 
 use std::any::Any;
-use std::collections::HashMap;
+
+use super::fxhash::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -435,7 +436,7 @@ impl QueryCx<'_> {
 
 /// The record each key of a batch had before the batch (`None`: absent or
 /// deleted); filled for the keys [`NeedsCurrent`] asks for.
-pub(crate) type Current<'a> = HashMap<&'a [u8], Option<Versioned>>;
+pub(crate) type Current<'a> = FastMap<&'a [u8], Option<Versioned>>;
 
 /// Which keys of a batch a strategy needs the previous records of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

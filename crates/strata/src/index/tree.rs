@@ -69,20 +69,23 @@ pub(crate) fn batch_for(ops: &[OpRef<'_>], entries_per_op: usize) -> WriteBatch 
 /// later operation on the same key as its old version. A batch of one
 /// operation has no later one: nothing is kept (every `Db::put`).
 pub(crate) struct BatchLatest<'a, V> {
-    map: std::collections::HashMap<&'a [u8], V>,
+    map: super::fxhash::FastMap<&'a [u8], V>,
     keep: bool,
 }
 
 impl<'a, V> BatchLatest<'a, V> {
     pub fn new(ops: &[OpRef<'a>]) -> Self {
         BatchLatest {
-            map: std::collections::HashMap::new(),
+            map: Default::default(),
             keep: ops.len() > 1,
         }
     }
 
     /// The state an earlier operation of the batch left for `key`.
     pub fn take(&mut self, key: &[u8]) -> Option<V> {
+        if !self.keep {
+            return None;
+        }
         self.map.remove(key)
     }
 
