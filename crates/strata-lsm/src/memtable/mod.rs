@@ -22,7 +22,7 @@ mod filter;
 mod skiplist;
 
 use filter::KeyFilter;
-use skiplist::{Entry, RawEntry, SkipList, Target};
+use skiplist::{Entry, RawEntry, SkipList, Target, Value};
 
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
@@ -50,10 +50,24 @@ pub struct MemTable {
 /// A structure maintained alongside a memtable: sees every insert, after
 /// the entry is in the skiplist and before its sequence number is visible.
 pub trait MemSide: Send + Sync {
-    /// Sees one inserted entry. `value` is the memtable's own copy of the
-    /// value: the structure may keep it (a reference count, not a copy)
-    /// and read it later without searching the skiplist.
-    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &Arc<[u8]>);
+    /// Sees one inserted entry. `shared` is the memtable's own copy of
+    /// `value` when [`MemSide::keeps_values`] said so before the insert:
+    /// the structure may keep it (a reference count, not a copy) and read
+    /// it later without searching the skiplist.
+    fn on_add(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        user_key: &[u8],
+        value: &[u8],
+        shared: Option<&Arc<[u8]>>,
+    );
+    /// True if the structure may keep the value of an entry added now:
+    /// the memtable then allocates it apart, shared; otherwise it stores
+    /// it inside the skiplist's node. Asked before each insert.
+    fn keeps_values(&self) -> bool {
+        true
+    }
     /// The structure as `Any`, for its owner to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
     /// Bytes used, reported apart from the memtable's own
@@ -131,19 +145,28 @@ impl MemTable {
             user_key.len() + key::TRAILER_LEN + value.len() + ENTRY_OVERHEAD,
             Ordering::Relaxed,
         );
-        let stored: Arc<[u8]> = Arc::from(value);
-        // The side structure's reference is taken before the skiplist's
-        // (no count changes without a side).
-        let shared = self.side.as_ref().map(|side| (side, stored.clone()));
-        self.map
-            .insert(user_key, key::pack_trailer(seq, kind), stored);
+        // Shared with a side structure that may keep it (one copy);
+        // otherwise stored in the skiplist's node (no allocation).
+        let trailer = key::pack_trailer(seq, kind);
+        let shared = match &self.side {
+            Some(side) if side.keeps_values() => {
+                let stored: Arc<[u8]> = Arc::from(value);
+                self.map
+                    .insert(user_key, trailer, Value::Shared(stored.clone()));
+                Some(stored)
+            }
+            _ => {
+                self.map.insert(user_key, trailer, Value::Inline(value));
+                None
+            }
+        };
         // Before the entry's sequence number is published (the write path
         // publishes after the insert), so a reader that may see `seq`
         // also sees it inside the range.
         self.min_seq.fetch_min(seq, Ordering::SeqCst);
         self.max_seq.fetch_max(seq, Ordering::SeqCst);
-        if let Some((side, stored)) = shared {
-            side.on_add(seq, kind, user_key, &stored);
+        if let Some(side) = &self.side {
+            side.on_add(seq, kind, user_key, value, shared.as_ref());
         }
     }
 
@@ -284,7 +307,7 @@ impl InternalIterator for MemTableIter {
         self.current().map_or(&[], |e| e.key())
     }
     fn value(&self) -> &[u8] {
-        self.current().map_or(&[], |e| &**e.value())
+        self.current().map_or(&[], |e| e.value())
     }
 }
 

@@ -3,8 +3,9 @@
 //! The structure is LevelDB's (`db/skiplist.h`): one writer at a time
 //! inserts, any number of readers search and walk it without locks, and
 //! nothing is ever removed. Nodes are carved out of chunks the list owns
-//! (no allocation per node), each holding its internal key inline and a
-//! shared value; the list is ordered by [`key::compare_internal`].
+//! (no allocation per node), each holding its internal key and its value
+//! inline, or the value shared with the memtable's side structure (a
+//! reference count); the list is ordered by [`key::compare_internal`].
 //!
 //! Why our own: `crossbeam-skiplist` spent 1.9 k of the 5.5 k instructions
 //! of a no-index PUT in its insert (callgrind, 40 k chirp writes): an epoch
@@ -45,12 +46,12 @@ const BRANCHING: u32 = 4;
 /// up to [`MAX_CHUNK_WORDS`], so a small memtable stays small.
 const FIRST_CHUNK_WORDS: usize = 1 << 10;
 
-/// The largest chunk (1 MiB). A node above a quarter of it gets a chunk of
-/// its own.
+/// The largest chunk (1 MiB). A node above a quarter of the next chunk's
+/// size gets a chunk of its own.
 const MAX_CHUNK_WORDS: usize = 1 << 17;
 
-/// A node's fixed part; `height` links and then `key_len` key bytes follow
-/// it in the same allocation.
+/// A node's fixed part; `height` links, `key_len` key bytes and
+/// `inline_len` value bytes follow it in the same allocation.
 #[repr(C)]
 struct Node {
     /// The user key's first 16 bytes, big-endian, zero-padded, in two
@@ -58,15 +59,27 @@ struct Node {
     head: Head,
     key_len: u32,
     height: u32,
-    value: ManuallyDrop<Arc<[u8]>>,
+    /// Bytes of the value stored after the key (0 if `shared` holds it).
+    inline_len: u32,
+    _pad: u32,
+    /// The value, when it is shared with another structure.
+    shared: ManuallyDrop<Option<Arc<[u8]>>>,
     links: [AtomicPtr<Node>; 0],
+}
+
+/// A value to insert: copied into the node, or shared (a reference count
+/// the node keeps) with a structure that holds it too.
+pub(crate) enum Value<'v> {
+    Inline(&'v [u8]),
+    Shared(Arc<[u8]>),
 }
 
 const _: () = assert!(size_of::<Node>().is_multiple_of(8) && align_of::<Node>() == 8);
 
-/// Words a node of `height` links and `key_len` key bytes occupies.
-fn node_words(height: usize, key_len: usize) -> usize {
-    (size_of::<Node>() + height * size_of::<AtomicPtr<Node>>() + key_len).div_ceil(8)
+/// Words a node of `height` links and `bytes` key and value bytes
+/// occupies.
+fn node_words(height: usize, bytes: usize) -> usize {
+    (size_of::<Node>() + height * size_of::<AtomicPtr<Node>>() + bytes).div_ceil(8)
 }
 
 /// A user key's first 16 bytes as two big-endian words, zero-padded;
@@ -188,7 +201,9 @@ impl Writer {
     /// list is dropped (I1).
     fn alloc(&mut self, words: usize) -> *mut u64 {
         if words > self.left {
-            if words > MAX_CHUNK_WORDS / 4 {
+            // A node above a quarter of the next chunk gets its own (the
+            // next chunk is then always large enough for the node).
+            if words > self.next_chunk_words / 4 {
                 return self.new_chunk(words);
             }
             let size = self.next_chunk_words;
@@ -262,7 +277,7 @@ impl SkipList {
             next_chunk_words: FIRST_CHUNK_WORDS,
             rng: 0x9e37_79b9,
         };
-        let head = Self::new_node(&mut writer, MAX_HEIGHT, &[], 0, Arc::from(&[][..]));
+        let head = Self::new_node(&mut writer, MAX_HEIGHT, &[], 0, Value::Inline(&[]));
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -278,12 +293,17 @@ impl SkipList {
         height: usize,
         user_key: &[u8],
         trailer: u64,
-        value: Arc<[u8]>,
+        value: Value<'_>,
     ) -> *mut Node {
         let key_len = user_key.len() + key::TRAILER_LEN;
-        let node = writer.alloc(node_words(height, key_len)) as *mut Node;
+        let (inline, shared) = match value {
+            Value::Inline(v) => (v, None),
+            Value::Shared(v) => (&[][..], Some(v)),
+        };
+        let node = writer.alloc(node_words(height, key_len + inline.len())) as *mut Node;
         // SAFETY: `alloc` returned aligned words enough for the fixed part,
-        // `height` links and the key, all written here (links null). The
+        // `height` links, the key and the inline value, all written here
+        // (links null). The
         // node is not yet reachable, so nothing else reads it.
         unsafe {
             ptr::write(
@@ -292,7 +312,9 @@ impl SkipList {
                     head: head_of(user_key),
                     key_len: key_len as u32,
                     height: height as u32,
-                    value: ManuallyDrop::new(value),
+                    inline_len: inline.len() as u32,
+                    _pad: 0,
+                    shared: ManuallyDrop::new(shared),
                     links: [],
                 },
             );
@@ -307,6 +329,7 @@ impl SkipList {
                 key.add(user_key.len()),
                 key::TRAILER_LEN,
             );
+            ptr::copy_nonoverlapping(inline.as_ptr(), key.add(key_len), inline.len());
         }
         node
     }
@@ -319,7 +342,7 @@ impl SkipList {
     /// Inserts `user_key ‖ trailer` with `value`. The internal key must be
     /// new to the list; a duplicate is placed after the existing entry,
     /// which keeps shadowing it.
-    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: Arc<[u8]>) {
+    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: Value<'_>) {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let target = Target::new(user_key, trailer);
         let mut prev = [self.head; MAX_HEIGHT];
@@ -411,7 +434,7 @@ impl Drop for SkipList {
             // value is dropped exactly once, before the chunks are freed.
             unsafe {
                 let next = Node::link(node, 0).load(AtomicOrdering::Relaxed);
-                ManuallyDrop::drop(&mut (*node).value);
+                ManuallyDrop::drop(&mut (*node).shared);
                 node = next;
             }
         }
@@ -454,11 +477,21 @@ impl<'a> Entry<'a> {
         unsafe { Node::key(self.node) }
     }
 
-    /// The value, shared.
-    pub(crate) fn value(&self) -> &'a Arc<[u8]> {
+    /// The value.
+    pub(crate) fn value(&self) -> &'a [u8] {
         // SAFETY: a published node of a list that outlives `'a`; the value
-        // is never written after publication (I2).
-        unsafe { &*addr_of!((*self.node).value) }
+        // (shared, or inline after the key) is never written after
+        // publication (I2).
+        unsafe {
+            match &**addr_of!((*self.node).shared) {
+                Some(v) => v,
+                None => {
+                    let key = Node::key(self.node);
+                    let start = key.as_ptr().add(key.len());
+                    std::slice::from_raw_parts(start, (*self.node).inline_len as usize)
+                }
+            }
+        }
     }
 
     /// The next entry in key order.
@@ -556,7 +589,12 @@ mod tests {
             };
             let trailer = i << 8 | (r & 1);
             let k = ikey(&user_key, trailer);
-            list.insert(&user_key, trailer, Arc::from(&i.to_le_bytes()[..]));
+            let v = i.to_le_bytes();
+            if i % 2 == 0 {
+                list.insert(&user_key, trailer, Value::Inline(&v));
+            } else {
+                list.insert(&user_key, trailer, Value::Shared(Arc::from(&v[..])));
+            }
             model.insert(ByInternal(k), i);
         }
         assert_eq!(list.len(), model.len());
@@ -564,7 +602,7 @@ mod tests {
         for (k, v) in &model {
             let e = it.unwrap();
             assert_eq!(e.key(), &k.0[..]);
-            assert_eq!(&e.value()[..], &v.to_le_bytes());
+            assert_eq!(e.value(), &v.to_le_bytes());
             it = e.next();
         }
         assert!(it.is_none());
@@ -616,11 +654,45 @@ mod tests {
             }
             for i in 0..50_000u64 {
                 let k = format!("{:08}", i.wrapping_mul(7919) % 50_000);
-                list.insert(k.as_bytes(), i << 8 | 1, Arc::from(&b"v"[..]));
+                list.insert(k.as_bytes(), i << 8 | 1, Value::Inline(b"v"));
             }
             done.store(true, AtomicOrdering::Release);
         });
         assert_eq!(list.len(), 50_000);
+    }
+
+    /// Nodes of every size, from a few bytes to several chunks, while the
+    /// chunks grow: every key and value reads back intact (a node larger
+    /// than the next chunk once overran it).
+    #[test]
+    fn nodes_of_every_size_read_back() {
+        let list = SkipList::new();
+        let mut x: u64 = 0x0dd_b1a5_e5ba_d5ee;
+        let mut sizes = Vec::new();
+        for i in 0..400u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = match i % 4 {
+                0 => (x % 64) as usize,
+                1 => (x % 20_000) as usize,
+                2 => (x % 300_000) as usize,
+                _ => (x % 3_000_000) as usize,
+            };
+            let value = vec![(i % 251) as u8; len];
+            let user_key = i.to_be_bytes();
+            list.insert(&user_key, 1 << 8, Value::Inline(&value));
+            sizes.push(len);
+        }
+        let mut e = list.first();
+        for (i, len) in sizes.iter().enumerate() {
+            let cur = e.unwrap();
+            assert_eq!(key::user_key(cur.key()), &(i as u64).to_be_bytes());
+            assert_eq!(cur.value().len(), *len);
+            assert!(cur.value().iter().all(|&b| b == (i % 251) as u8));
+            e = cur.next();
+        }
+        assert!(e.is_none());
     }
 
     /// Values are dropped with the list, once each.
@@ -629,9 +701,11 @@ mod tests {
         let value: Arc<[u8]> = Arc::from(&b"shared"[..]);
         let list = SkipList::new();
         for i in 0..1_000u64 {
-            list.insert(&i.to_be_bytes(), 1 << 8, value.clone());
+            list.insert(&i.to_be_bytes(), 1 << 8, Value::Shared(value.clone()));
+            list.insert(&i.to_be_bytes(), 2 << 8, Value::Inline(b"copied"));
         }
         assert_eq!(Arc::strong_count(&value), 1_001);
+        assert!(list.first().is_some_and(|e| e.value() == b"copied"));
         drop(list);
         assert_eq!(Arc::strong_count(&value), 1);
     }

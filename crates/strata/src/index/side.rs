@@ -10,7 +10,7 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 use strata_lsm::key::{SeqNo, ValueKind};
@@ -582,6 +582,9 @@ pub(crate) struct IndexSide {
     /// Replaced whole on attach, so that a write holds the read lock only
     /// while cloning the `Arc`.
     attached: RwLock<Arc<Attached>>,
+    /// True once an index is attached (never reset): the memtable then
+    /// shares values with this side (`MemSide::keeps_values`).
+    keeps: AtomicBool,
     bytes: AtomicUsize,
     /// The smallest sequence number added to the memtable (`u64::MAX`
     /// while empty).
@@ -656,6 +659,7 @@ impl IndexSide {
                 indexes: Vec::new(),
                 fields: Fields::new([]),
             })),
+            keeps: AtomicBool::new(false),
             bytes: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             records: RwLock::new(Records::default()),
@@ -692,6 +696,7 @@ impl IndexSide {
             SideIndex::Scalar(SortedRuns::default())
         };
         indexes.push((def, Arc::new(side)));
+        self.keeps.store(true, Relaxed);
         let fields = fields_of(indexes.iter().map(|(d, _)| &**d));
         *slot = Arc::new(Attached { indexes, fields });
     }
@@ -799,7 +804,18 @@ impl IndexSide {
 }
 
 impl MemSide for IndexSide {
-    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], stored: &Arc<[u8]>) {
+    fn keeps_values(&self) -> bool {
+        self.keeps.load(Relaxed)
+    }
+
+    fn on_add(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        user_key: &[u8],
+        value: &[u8],
+        shared: Option<&Arc<[u8]>>,
+    ) {
         self.min_seq.fetch_min(seq, Relaxed);
         if kind != ValueKind::Value {
             return;
@@ -808,10 +824,12 @@ impl MemSide for IndexSide {
         if att.indexes.is_empty() {
             return;
         }
-        if write(&self.records).add(seq, stored) {
+        // Not shared only if an index was attached after `keeps_values`
+        // was asked (attaches happen while writes are paused): a copy.
+        let stored = shared.cloned().unwrap_or_else(|| Arc::from(value));
+        if write(&self.records).add(seq, &stored) {
             self.bytes.fetch_add(RECORD_SLOT_BYTES, Relaxed);
         }
-        let value: &[u8] = stored;
         // The loader's reading of these bytes if it registered one, else
         // one reading for every attached index.
         let pre = self.pre.take(value);
