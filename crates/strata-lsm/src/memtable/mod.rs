@@ -276,16 +276,14 @@ pub struct MemTableIter {
 
 impl MemTableIter {
     fn current(&self) -> Option<Entry<'_>> {
-        // SAFETY: `current` came from `self.mem.map`, which `self.mem`
-        // keeps alive.
-        #[allow(unsafe_code)]
-        self.current.map(|e| unsafe { e.get(&self.mem.map) })
+        // `current` came from `self.mem.map`, which `self.mem` keeps alive.
+        self.current.and_then(|e| e.get(&self.mem.map))
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        self.current().is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
         self.current = self.mem.map.first().map(|e| e.raw());

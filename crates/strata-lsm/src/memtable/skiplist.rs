@@ -27,10 +27,9 @@
 #![allow(unsafe_code)]
 
 use std::cmp::Ordering;
-use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::ptr::{self, addr_of, addr_of_mut};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
 use crate::key;
@@ -280,7 +279,12 @@ pub(crate) struct SkipList {
     height: AtomicUsize,
     len: AtomicUsize,
     writer: Mutex<Writer>,
+    /// Unique in the process: a [`RawEntry`] names the list it came from.
+    id: u64,
 }
+
+/// The next [`SkipList::id`].
+static NEXT_LIST_ID: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: the list owns its chunks (raw pointers only because readers share
 // them); nodes are immutable after publication except for atomic links
@@ -305,6 +309,7 @@ impl SkipList {
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
             writer: Mutex::new(writer),
+            id: NEXT_LIST_ID.fetch_add(1, AtomicOrdering::Relaxed),
         }
     }
 
@@ -442,13 +447,15 @@ impl SkipList {
 
     /// The first entry at or after `t`.
     pub(crate) fn lower_bound(&self, t: &Target<'_>) -> Option<Entry<'_>> {
-        Entry::new(self.search(t, None, false))
+        Entry::new(self, self.search(t, None, false))
     }
 
     /// The first entry.
     pub(crate) fn first(&self) -> Option<Entry<'_>> {
         // SAFETY: the head is live and has MAX_HEIGHT links (I1).
-        Entry::new(unsafe { Node::link(self.head, 0).load(AtomicOrdering::Acquire) })
+        Entry::new(self, unsafe {
+            Node::link(self.head, 0).load(AtomicOrdering::Acquire)
+        })
     }
 }
 
@@ -486,17 +493,13 @@ pub(crate) struct Entry<'a> {
     /// Non-null, a published node of the list (a raw pointer, not a
     /// reference: the links and key lie beyond `Node`'s fixed part).
     node: *const Node,
-    list: PhantomData<&'a SkipList>,
+    list: &'a SkipList,
 }
 
 impl<'a> Entry<'a> {
-    fn new(node: *const Node) -> Option<Entry<'a>> {
-        // `node` is null or was loaded from a link of a list that outlives
-        // `'a` (I1, I2).
-        (!node.is_null()).then_some(Entry {
-            node,
-            list: PhantomData,
-        })
+    /// `node` is null or was loaded from a link of `list` (I1, I2).
+    fn new(list: &'a SkipList, node: *const Node) -> Option<Entry<'a>> {
+        (!node.is_null()).then_some(Entry { node, list })
     }
 
     /// The internal key.
@@ -527,41 +530,45 @@ impl<'a> Entry<'a> {
     /// The next entry in key order.
     pub(crate) fn next(&self) -> Option<Entry<'a>> {
         // SAFETY: every node has at least one link (height >= 1).
-        Entry::new(unsafe { Node::link(self.node, 0).load(AtomicOrdering::Acquire) })
+        Entry::new(self.list, unsafe {
+            Node::link(self.node, 0).load(AtomicOrdering::Acquire)
+        })
     }
 
     /// The entry as a pointer a cursor that owns the list may keep
     /// ([`RawEntry`]).
     pub(crate) fn raw(&self) -> RawEntry {
-        RawEntry(self.node)
+        RawEntry {
+            node: self.node,
+            list: self.list.id,
+        }
     }
 }
 
 /// An entry not tied to a borrow of its list, for a cursor that keeps the
-/// list alive itself (by an `Arc` of its owner).
+/// list alive itself (by an `Arc` of its owner). It names its list, so
+/// turning it back into an entry needs that list borrowed.
 #[derive(Clone, Copy)]
-pub(crate) struct RawEntry(*const Node);
+pub(crate) struct RawEntry {
+    node: *const Node,
+    /// [`SkipList::id`] of the list the node belongs to.
+    list: u64,
+}
 
-// SAFETY: a `RawEntry` is only turned back into an entry by
-// [`RawEntry::get`], whose caller guarantees the list is alive; the node
-// it points to is shared read-only (I2) like the list itself.
+// SAFETY: the node is only read through [`RawEntry::get`], which needs its
+// list borrowed (so alive, I1); it is shared read-only (I2) like the list.
 unsafe impl Send for RawEntry {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for RawEntry {}
 
 impl RawEntry {
-    /// The entry again.
-    ///
-    /// # Safety
-    /// `list` is the list this entry came from.
-    pub(crate) unsafe fn get<'a>(&self, list: &'a SkipList) -> Entry<'a> {
-        let _ = list;
-        // The node belongs to `list` (caller), which is alive for `'a` and
-        // keeps its nodes until dropped (I1).
-        Entry {
-            node: self.0,
-            list: PhantomData,
-        }
+    /// The entry again, if `list` is the list it came from (ids are
+    /// unique, so a borrowed list with that id holds the node alive).
+    pub(crate) fn get<'a>(&self, list: &'a SkipList) -> Option<Entry<'a>> {
+        (list.id == self.list).then_some(Entry {
+            node: self.node,
+            list,
+        })
     }
 }
 
@@ -734,6 +741,18 @@ mod tests {
             e = cur.next();
         }
         assert!(e.is_none());
+    }
+
+    /// A raw entry turns back into an entry only with its own list.
+    #[test]
+    fn raw_entries_name_their_list() {
+        let (a, b) = (SkipList::new(), SkipList::new());
+        a.insert(b"k", 1 << 8, Value::Inline(b"in a"));
+        b.insert(b"k", 1 << 8, Value::Inline(b"in b"));
+        let raw = a.first().map(|e| e.raw());
+        let raw = raw.unwrap();
+        assert!(raw.get(&a).is_some_and(|e| e.value() == b"in a"));
+        assert!(raw.get(&b).is_none());
     }
 
     /// Values are dropped with the list, once each.
