@@ -117,7 +117,9 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
     ikey.split_at(ikey.len().saturating_sub(TRAILER_LEN)).0
 }
 
-fn trailer(ikey: &[u8]) -> u64 {
+/// The trailer of an internal key (0 if it is too short, as
+/// [`compare_internal`] orders such keys).
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     match ikey.len().checked_sub(TRAILER_LEN) {
         Some(split) => ikey.get(split..).and_then(decode_fixed64).unwrap_or(0),
         None => 0,

@@ -170,12 +170,7 @@ impl<'a> Target<'a> {
     /// An encoded internal key (a malformed one, shorter than a trailer,
     /// orders as [`key::compare_internal`] orders it: trailer 0).
     pub(crate) fn from_internal(ikey: &'a [u8]) -> Target<'a> {
-        let user_key = key::user_key(ikey);
-        let trailer = ikey
-            .get(user_key.len()..)
-            .and_then(|t| <[u8; 8]>::try_from(t).ok())
-            .map_or(0, u64::from_le_bytes);
-        Target::new(user_key, trailer)
+        Target::new(key::user_key(ikey), key::trailer(ikey))
     }
 }
 
@@ -190,15 +185,8 @@ unsafe fn compare(node: *const Node, t: &Target<'_>) -> Ordering {
         Ordering::Equal => {
             // SAFETY: the caller's contract.
             let ikey = unsafe { Node::key(node) };
-            let user_key = key::user_key(ikey);
-            match user_key.cmp(t.user_key) {
-                Ordering::Equal => {
-                    let trailer = ikey
-                        .get(user_key.len()..)
-                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                        .map_or(0, u64::from_le_bytes);
-                    t.trailer.cmp(&trailer)
-                }
+            match key::user_key(ikey).cmp(t.user_key) {
+                Ordering::Equal => t.trailer.cmp(&key::trailer(ikey)),
                 o => o,
             }
         }
