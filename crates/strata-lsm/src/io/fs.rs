@@ -39,6 +39,12 @@ pub trait RandomRead: Send + Sync {
     fn is_direct(&self) -> bool {
         false
     }
+    /// The whole file as mapped, where it is mapped: bytes that stay valid
+    /// and unchanged for as long as this handle lives (the length is the
+    /// file's when it was mapped). `None` for files read with `pread`.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl RandomRead for RandomAccessFile {

@@ -61,6 +61,10 @@ impl RandomRead for MappedFile {
         f(self.slice(offset, len)?);
         Ok(())
     }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(&self.map)
+    }
 }
 
 impl MappedFile {

@@ -236,12 +236,15 @@ pub struct IndexStats {
 }
 
 /// The page cache of a `perseid` index: pages of its page file held in
-/// RAM (exact counters since open).
+/// RAM, the others read in place in the mapped file (exact counters
+/// since open).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageCacheStats {
-    /// Page accesses that found the page in RAM.
+    /// Page accesses that found the page in RAM, or in place in the
+    /// mapped file and already checked.
     pub hits: u64,
-    /// Page accesses that read it back from the file.
+    /// Page accesses that checked the page's record in the file (in
+    /// place, or read back into RAM where the file is not mapped).
     pub misses: u64,
     /// Pages evicted.
     pub evictions: u64,

@@ -45,7 +45,7 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::io::{Fs, RandomRead, WritableFile};
 use strata_lsm::key::SeqNo;
 
-use super::pkey::{Loc, Page, PageId, PageKind, PageSource, Ptr};
+use super::pkey::{Loc, Mapping, Page, PageId, PageKind, PageRef, PageSource, Ptr};
 use super::table::{parse_table_name, table_name, write_marker, PEntry, TableRef, MARKER};
 
 const MAGIC: &[u8; 8] = b"PERSEID\0";
@@ -77,7 +77,9 @@ pub(crate) struct Commit {
 
 /// One decoded record of a group.
 pub(crate) enum Rec {
-    Page(PageId, Page),
+    /// A page record met where a group's records are decoded (pages are
+    /// located by the page directory and read in place when needed).
+    Page(PageId),
     /// A page read at open: its capacity and where its record is (the
     /// contents are read when needed).
     PageAt(PageId, usize, Loc),
@@ -169,13 +171,13 @@ impl GroupWriter {
     }
 
     /// Adds a page; returns the record's offset in the group and length.
-    pub fn page(&mut self, id: PageId, page: &Page) -> (u64, u32) {
+    pub fn page(&mut self, id: PageId, page: PageRef<'_>) -> (u64, u32) {
         let at = BEGIN_LEN + self.pages.len();
         let mut p = Vec::with_capacity(page.data.len() + 16);
         p.extend_from_slice(&id.to_le_bytes());
         p.push(page.kind as u8);
         p.extend_from_slice(&(page.cap as u32).to_le_bytes());
-        put_bytes(&mut p, &page.data);
+        put_bytes(&mut p, page.data);
         frame(&mut self.pages, K_PAGE, &p);
         let len = (BEGIN_LEN + self.pages.len() - at) as u32;
         self.dir.extend_from_slice(&id.to_le_bytes());
@@ -308,10 +310,10 @@ fn decode(kind: u8, p: &[u8], base: usize) -> Option<Rec> {
     let rec = match kind {
         K_PAGE => {
             let id = c.u32()?;
-            let kind = PageKind::from_u8(c.u8()?).ok()?;
-            let cap = c.u32()? as usize;
-            let data = c.bytes()?.to_vec();
-            Rec::Page(id, Page { kind, cap, data })
+            PageKind::from_u8(c.u8()?).ok()?;
+            c.u32()?;
+            c.bytes()?;
+            Rec::Page(id)
         }
         K_FREE => Rec::Free(c.u32()?),
         K_SKEY => {
@@ -364,7 +366,7 @@ fn page_dir(p: &[u8], file: u64, start: u64, pages: u64) -> Option<Vec<Rec>> {
             id,
             cap,
             Loc {
-                file,
+                file: u32::try_from(file).ok()?,
                 offset: start + offset,
                 len,
             },
@@ -378,7 +380,7 @@ fn page_dir(p: &[u8], file: u64, start: u64, pages: u64) -> Option<Vec<Rec>> {
 pub(crate) struct PageReader {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
-    handles: Mutex<HashMap<u64, Arc<dyn RandomRead>>>,
+    handles: Mutex<HashMap<u32, Mapping>>,
 }
 
 impl PageReader {
@@ -394,13 +396,13 @@ impl PageReader {
     /// replaced them).
     pub fn retain(&self, keep: &[u64]) {
         if let Ok(mut h) = self.handles.lock() {
-            h.retain(|n, _| keep.contains(n));
+            h.retain(|&n, _| keep.contains(&u64::from(n)));
         }
     }
 
     /// The open handle of `file`; a new one (mapping the file as it is
     /// now) with `fresh`.
-    fn handle(&self, file: u64, fresh: bool) -> Result<Arc<dyn RandomRead>> {
+    fn handle(&self, file: u32, fresh: bool) -> Result<Mapping> {
         let mut h = self
             .handles
             .lock()
@@ -408,16 +410,56 @@ impl PageReader {
         if let Some(f) = h.get(&file).filter(|_| !fresh) {
             return Ok(f.clone());
         }
-        let path = self.dir.join(file_name(file));
+        let path = self.dir.join(file_name(u64::from(file)));
         // Through a read-only mapping where the file system maps (no
         // system call per page read; `pread` otherwise). Mapping is safe
         // here: a page file is only ever appended to, never rewritten or
         // truncated, and is unlinked (which leaves a mapping intact) once
         // a full group in a newer file replaced it.
-        let f: Arc<dyn RandomRead> = Arc::from(self.fs.open_mapped(&path)?);
+        let f: Mapping = Arc::new(self.fs.open_mapped(&path)?);
         h.insert(file, f.clone());
         Ok(f)
     }
+}
+
+impl PageReader {
+    /// The error for page `id`'s record at `loc` failing its checks; the
+    /// next open rebuilds the index (pages are verified only when read,
+    /// not at open). Writing the marker is best effort: the error reaches
+    /// the caller either way.
+    fn bad(&self, id: PageId, loc: Loc) -> Error {
+        let msg = format!(
+            "perseid file {}: page {id} at byte {} fails its checks",
+            loc.file, loc.offset
+        );
+        let _ = write_marker(&*self.fs, &self.dir, &msg);
+        Error::corruption(msg)
+    }
+}
+
+/// Offset of the page kind in a Page record: after the frame (length,
+/// checksum), the record kind and the page id (u32); then come the
+/// capacity (u32), the data's length (u32) and the data.
+const PAGE_KIND_AT: usize = 8 + 1 + 4;
+
+/// The page in `rec`, exactly one Page record. With `id`, the record is
+/// checked first: its checksum, its kind, its page id and its layout;
+/// without, it is only parsed (a record checked before).
+fn page_in_record(rec: &[u8], id: Option<PageId>) -> Option<PageRef<'_>> {
+    if let Some(id) = id {
+        let mut at = 0;
+        let (kind, p) = next_record(rec, &mut at)?;
+        let mut c = Cur(p);
+        if kind != K_PAGE || at != rec.len() || c.u32()? != id {
+            return None;
+        }
+    }
+    let mut c = Cur(rec.get(PAGE_KIND_AT..)?);
+    let kind = PageKind::from_u8(c.u8()?).ok()?;
+    let cap = c.u32()? as usize;
+    let data = c.bytes()?;
+    c.end()?;
+    Some(PageRef { kind, cap, data })
 }
 
 impl PageSource for PageReader {
@@ -426,16 +468,12 @@ impl PageSource for PageReader {
         // later flush appended lies past it, so a failed read maps the
         // file again once before it counts as corruption.
         let len = loc.len as usize;
-        // The record is checked and decoded in place (mapped bytes: one
-        // copy, into the page).
         let mut page = None;
         let mut decode_page = |bytes: &[u8]| {
-            let mut at = 0;
-            page = next_record(bytes, &mut at).and_then(|(kind, p)| match decode(kind, p, 0) {
-                Some(Rec::Page(pid, page)) if kind == K_PAGE && pid == id && at == bytes.len() => {
-                    Some(page)
-                }
-                _ => None,
+            page = page_in_record(bytes, Some(id)).map(|p| Page {
+                kind: p.kind,
+                cap: p.cap,
+                data: p.data.to_vec(),
             });
         };
         if self
@@ -446,18 +484,36 @@ impl PageSource for PageReader {
             self.handle(loc.file, true)?
                 .read_with(loc.offset, len, &mut decode_page)?;
         }
-        let bad = || {
-            let msg = format!(
-                "perseid file {}: page {id} at byte {} fails its checks",
-                loc.file, loc.offset
-            );
-            // The next open rebuilds the index (pages are verified only
-            // when read, not at open). Best effort: the error reaches the
-            // caller either way.
-            let _ = write_marker(&*self.fs, &self.dir, &msg);
-            Error::corruption(msg)
+        page.ok_or_else(|| self.bad(id, loc))
+    }
+
+    fn map(&self, id: PageId, loc: Loc) -> Result<Option<Mapping>> {
+        let record = |f: &Mapping| -> Option<Option<bool>> {
+            let m = f.mapped()?;
+            let start = usize::try_from(loc.offset).ok()?;
+            let r = start
+                .checked_add(loc.len as usize)
+                .and_then(|end| m.get(start..end));
+            Some(r.map(|r| page_in_record(r, Some(id)).is_some()))
         };
-        page.ok_or_else(bad)
+        let mut f = self.handle(loc.file, false)?;
+        let mut checked = record(&f);
+        if checked == Some(None) {
+            // Past the end of the mapping: the file grew since it was mapped.
+            f = self.handle(loc.file, true)?;
+            checked = record(&f);
+        }
+        match checked {
+            None => Ok(None),
+            Some(Some(true)) => Ok(Some(f)),
+            Some(_) => Err(self.bad(id, loc)),
+        }
+    }
+
+    fn view<'m>(&self, mapped: &'m [u8], loc: Loc) -> Option<PageRef<'m>> {
+        let start = usize::try_from(loc.offset).ok()?;
+        let end = start.checked_add(loc.len as usize)?;
+        page_in_record(mapped.get(start..end)?, None)
     }
 }
 
@@ -957,9 +1013,9 @@ mod tests {
             cap: 4096,
             data: vec![b; 100],
         };
-        let at3 = g.page(3, &page(1));
+        let at3 = g.page(3, page(1).view());
         g.skey(b"k", Some(7));
-        let at9 = g.page(9, &page(2));
+        let at9 = g.page(9, page(2).view());
         g.pk(
             b"p",
             Some(PEntry {
@@ -1015,17 +1071,23 @@ mod tests {
             let rec = &file[loc.offset as usize..(loc.offset + loc.len as u64) as usize];
             let mut i = 0;
             let (kind, p) = next_record(rec, &mut i).unwrap();
-            match decode(kind, p, 0) {
-                Some(Rec::Page(pid, pg)) => assert_eq!((pid, pg.data), (id, vec![b; 100])),
-                _ => panic!("not a page record"),
-            }
+            assert!(matches!(decode(kind, p, 0), Some(Rec::Page(pid)) if pid == id));
+            let pg = page_in_record(rec, Some(id)).unwrap();
+            assert_eq!(pg.data, &vec![b; 100][..]);
+            assert_eq!(page_in_record(rec, None).unwrap().data, pg.data);
+            // Another page's id, or any byte changed: the checks fail.
+            assert!(page_in_record(rec, Some(id + 1)).is_none());
+            let mut bad = rec.to_vec();
+            let last = bad.len() - 1;
+            bad[last] ^= 1;
+            assert!(page_in_record(&bad, Some(id)).is_none());
         }
         // Wrong key type or number: not this index's file.
         assert!(read(&file, 1, 5).unwrap().groups.is_empty());
         assert!(read(&file, 2, 6).unwrap().groups.is_empty());
         // A second group cut anywhere is dropped; the first survives.
         let mut g = GroupWriter::new(false);
-        g.page(3, &page(3));
+        g.page(3, page(3).view());
         g.skey(b"k", None);
         let second = g.commit(&Commit {
             checkpoint: 50,

@@ -207,7 +207,7 @@ impl State {
         for r in &g.records {
             match r {
                 Rec::PageAt(id, cap, loc) => self.tree.load_page_at(*id, *cap, *loc),
-                Rec::Page(id, _) => {
+                Rec::Page(id) => {
                     return Err(Error::corruption(format!(
                         "perseid: page {id} decoded at open"
                     )))
@@ -418,6 +418,9 @@ impl Perseid {
             h.sync_wal()?;
         }
         let (file, start) = store.write_group(&group, full)?;
+        let file = u32::try_from(file).map_err(|_| {
+            Error::invalid(format!("perseid: page file number {file} out of range"))
+        })?;
         {
             // The pages written are clean now (unless changed since): the
             // cache may evict them.
@@ -667,7 +670,7 @@ impl IndexStrategy for Perseid {
             let mut current = Vec::with_capacity(cursors.len());
             let mut heap = BinaryHeap::with_capacity(cursors.len());
             for (i, c) in cursors.iter_mut().enumerate() {
-                let e = c.next(tree)?;
+                let e = c.next()?;
                 if let Some(e) = &e {
                     heap.push((e.seq, i));
                 }
@@ -690,7 +693,7 @@ impl IndexStrategy for Perseid {
                     ) else {
                         continue;
                     };
-                    let next = c.next(tree)?;
+                    let next = c.next()?;
                     if let Some(nx) = &next {
                         heap.push((nx.seq, i));
                     }
@@ -790,9 +793,11 @@ impl IndexStrategy for Perseid {
     fn stats(&self, _slot: Option<&VersionSlot>, s: &mut IndexStats) {
         let st = read(&self.state);
         let (persistent, volatile) = st.valid.memory_bytes();
-        s.memory_bytes =
-            (st.tree.resident_bytes() + st.tree.skeys.memory_bytes() + persistent + volatile)
-                as u64;
+        s.memory_bytes = (st.tree.resident_bytes()
+            + st.tree.slot_bytes()
+            + st.tree.skeys.memory_bytes()
+            + persistent
+            + volatile) as u64;
         let c = st.tree.cache_stats();
         s.page_cache = Some(super::PageCacheStats {
             hits: c.hits,

@@ -34,13 +34,17 @@
 //! Page cache (our stand-in for the paper's PM-resident pages, which take
 //! no DRAM): a page whose current contents are in the page file (*clean*:
 //! its latest Page record's location is known, [`Loc`]) may be evicted
-//! from RAM and is read back, checksum verified, the next time it is
-//! needed ([`PageSource`]). Dirty pages (changed since the last flush)
-//! stay resident. Eviction is a clock over the pages (a referenced bit
-//! per page, set on every access), run by writers and flushes, and by a
-//! query that left the cache over its budget; resident bytes (page
-//! capacities) are counted exactly. A reopen loads no page: they are read
-//! on demand.
+//! from RAM. Readers then use it in place in the mapped page file, as
+//! PERSEID reads PM: the first access since the page was written checks
+//! its record (checksum, id, layout) and keeps the mapping in the page's
+//! slot, later accesses only parse the record's header; where the file
+//! system does not map, the page is read back into RAM, checked, instead
+//! ([`PageSource`]). Writers copy a page into RAM before changing it.
+//! Dirty pages (changed since the last flush) stay resident. Eviction is
+//! a clock over the resident pages (a referenced bit per page, set on
+//! every access), run by writers and flushes, and by a query that left
+//! the cache over its budget; resident bytes (page capacities) are
+//! counted exactly. A reopen loads no page: they are read on demand.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -49,6 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use strata_lsm::error::{Error, Result};
+use strata_lsm::io::RandomRead;
 use strata_lsm::key::SeqNo;
 
 use super::skey::SKeyLayer;
@@ -110,39 +115,86 @@ pub(crate) struct Page {
     pub data: Vec<u8>,
 }
 
+impl Page {
+    pub fn view(&self) -> PageRef<'_> {
+        PageRef {
+            kind: self.kind,
+            cap: self.cap,
+            data: &self.data,
+        }
+    }
+}
+
+/// A page as read: resident in RAM, or in place in a mapped page file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PageRef<'a> {
+    pub kind: PageKind,
+    pub cap: usize,
+    pub data: &'a [u8],
+}
+
 /// Where a clean page's latest record is: file number, byte offset of
 /// the record in the file, record length (frame included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Loc {
-    pub file: u64,
     pub offset: u64,
+    pub file: u32,
     pub len: u32,
 }
 
+/// A page file as mapped ([`RandomRead::mapped`]), shared by the pages
+/// read in place in it (a thin pointer: one word in each page's slot).
+pub(crate) type Mapping = Arc<Box<dyn RandomRead>>;
+
 /// Reads a page back from the page file (`file::PageReader`).
 pub(crate) trait PageSource: Send + Sync {
-    /// The page `id` whose record is at `loc`, checksum verified.
+    /// The page `id` whose record is at `loc`, checksum verified (a copy).
     fn read(&self, id: PageId, loc: Loc) -> Result<Page>;
+    /// A mapping of the file that holds page `id`'s record at `loc`,
+    /// covering the record, whose checks the record passed; `None` where
+    /// the file is not mapped (then [`PageSource::read`] copies).
+    fn map(&self, _id: PageId, _loc: Loc) -> Result<Option<Mapping>> {
+        Ok(None)
+    }
+    /// The page in its record at `loc` of `mapped`, a mapping that
+    /// [`PageSource::map`] returned for that record (checked then, so not
+    /// again); `None` if it does not parse.
+    fn view<'m>(&self, _mapped: &'m [u8], _loc: Loc) -> Option<PageRef<'m>> {
+        None
+    }
 }
 
 /// One page of the layer: its capacity (known without its contents),
 /// where its current contents are in the file (`None`: dirty, only in
-/// RAM), and the contents when resident.
+/// RAM), the contents when resident, and the mapping that holds the
+/// contents at `loc` once a reader verified them there.
+///
+/// Invariant: `map` is set only while `loc` is `Some`, and only to a
+/// mapping in which the record at `loc` passed its checks; whoever changes
+/// `loc` clears it (`&mut`: no reader holds a view then).
+///
+/// 64 bytes (`slot_bytes` counts them: the page table is DRAM too).
 struct Slot {
-    cap: usize,
+    cap: u32,
     loc: Option<Loc>,
-    data: OnceLock<Page>,
+    data: OnceLock<Box<Page>>,
+    map: OnceLock<Mapping>,
     referenced: AtomicBool,
     /// In [`PsTree`]'s eviction queue (or its `loaded` list).
     queued: AtomicBool,
 }
 
 impl Slot {
+    fn cap(&self) -> usize {
+        self.cap as usize
+    }
+
     fn resident(page: Page) -> Slot {
         Slot {
-            cap: page.cap,
+            cap: page.cap as u32,
             loc: None,
-            data: OnceLock::from(page),
+            data: OnceLock::from(Box::new(page)),
+            map: OnceLock::new(),
             referenced: AtomicBool::new(true),
             queued: AtomicBool::new(false),
         }
@@ -152,9 +204,10 @@ impl Slot {
 /// Counters of the page cache (exact).
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CacheStats {
-    /// Accesses that found the page resident.
+    /// Accesses that found the page resident, or in place and checked.
     pub hits: u64,
-    /// Accesses that read it from the file.
+    /// Accesses that checked its record in the file (in place, or read
+    /// back into RAM).
     pub misses: u64,
     /// Pages evicted.
     pub evictions: u64,
@@ -397,41 +450,82 @@ impl PsTree {
         matches!(self.pages.get(id as usize), Some(Some(_)))
     }
 
-    /// The page `id`, read back from the file if it was evicted.
-    pub fn page(&self, id: PageId) -> Result<&Page> {
+    /// The page `id`: resident, else in place in the mapped page file
+    /// (its record verified on the first access since it was written),
+    /// else read back from the file into RAM.
+    pub fn page(&self, id: PageId) -> Result<PageRef<'_>> {
         let slot = self
             .pages
             .get(id as usize)
             .and_then(|p| p.as_ref())
             .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))?;
-        slot.referenced.store(true, Relaxed);
         if let Some(p) = slot.data.get() {
+            slot.referenced.store(true, Relaxed);
             self.hits.fetch_add(1, Relaxed);
-            return Ok(p);
+            return Ok(p.view());
         }
         let (Some(loc), Some(source)) = (slot.loc, self.source.as_ref()) else {
             return Err(corrupt(&format!(
                 "page {id} is neither in RAM nor in the file"
             )));
         };
+        fn in_place<'m>(
+            source: &dyn PageSource,
+            m: &'m Mapping,
+            id: PageId,
+            loc: Loc,
+        ) -> Result<PageRef<'m>> {
+            m.mapped()
+                .and_then(|bytes| source.view(bytes, loc))
+                .ok_or_else(|| corrupt(&format!("page {id}'s mapped record does not parse")))
+        }
+        if let Some(m) = slot.map.get() {
+            self.hits.fetch_add(1, Relaxed);
+            return in_place(&**source, m, id, loc);
+        }
+        if let Some(m) = source.map(id, loc)? {
+            self.misses.fetch_add(1, Relaxed);
+            // Two readers may verify it at once: either mapping holds it.
+            let page = in_place(&**source, slot.map.get_or_init(|| m), id, loc)?;
+            if page.cap != slot.cap() || page.data.len() > page.cap {
+                return Err(corrupt(&format!(
+                    "page {id} read back with capacity {} (expected {})",
+                    page.cap,
+                    slot.cap()
+                )));
+            }
+            return Ok(page);
+        }
+        slot.referenced.store(true, Relaxed);
         let page = source.read(id, loc)?;
-        if page.cap != slot.cap || page.data.len() > page.cap {
+        if page.cap != slot.cap() || page.data.len() > page.cap {
             return Err(corrupt(&format!(
                 "page {id} read back with capacity {} (expected {})",
-                page.cap, slot.cap
+                page.cap,
+                slot.cap()
             )));
         }
         self.misses.fetch_add(1, Relaxed);
         // Two readers may load it at once: one copy wins, counted once.
-        if slot.data.set(page).is_ok() {
-            self.resident.fetch_add(slot.cap, Relaxed);
+        if slot.data.set(Box::new(page)).is_ok() {
+            self.resident.fetch_add(slot.cap(), Relaxed);
             if !slot.queued.swap(true, Relaxed) {
                 crate::index::lock(&self.loaded).push(id);
             }
         }
         slot.data
             .get()
+            .map(|p| p.view())
             .ok_or_else(|| corrupt(&format!("page {id} vanished while loading")))
+    }
+
+    /// Bytes of the page table itself (one slot per page id up to the
+    /// highest, resident or not, and the free list): DRAM the index takes
+    /// beside the pages. The vectors' spare capacity is not counted: it is
+    /// reserved and mostly never written, so the system backs little of it.
+    pub fn slot_bytes(&self) -> usize {
+        self.pages.len() * std::mem::size_of::<Option<Slot>>()
+            + self.free.len() * std::mem::size_of::<PageId>()
     }
 
     /// The ids of every live page.
@@ -457,9 +551,10 @@ impl PsTree {
         self.unload_page(id);
         if let Some(slot) = self.slot_for(id) {
             *slot = Some(Slot {
-                cap,
+                cap: cap as u32,
                 loc: Some(loc),
                 data: OnceLock::new(),
+                map: OnceLock::new(),
                 referenced: AtomicBool::new(false),
                 queued: AtomicBool::new(false),
             });
@@ -471,9 +566,9 @@ impl PsTree {
     pub fn unload_page(&mut self, id: PageId) {
         if let Some(slot) = self.pages.get_mut(id as usize) {
             if let Some(old) = slot.take() {
-                self.page_bytes -= old.cap;
+                self.page_bytes -= old.cap();
                 if old.data.get().is_some() {
-                    self.resident.fetch_sub(old.cap, Relaxed);
+                    self.resident.fetch_sub(old.cap(), Relaxed);
                 }
             }
         }
@@ -487,6 +582,7 @@ impl PsTree {
         }
         if let Some(Some(slot)) = self.pages.get_mut(id as usize) {
             slot.loc = Some(loc);
+            slot.map.take();
             if slot.data.get().is_some() && !slot.queued.swap(true, Relaxed) {
                 self.clock.push_back(id);
             }
@@ -535,7 +631,7 @@ impl PsTree {
             }
             slot.queued.store(false, Relaxed);
             if slot.data.take().is_some() {
-                resident -= slot.cap;
+                resident -= slot.cap();
                 self.evictions += 1;
             }
         }
@@ -596,9 +692,9 @@ impl PsTree {
     fn release(&mut self, id: PageId) {
         if let Some(slot) = self.pages.get_mut(id as usize) {
             if let Some(old) = slot.take() {
-                self.page_bytes -= old.cap;
+                self.page_bytes -= old.cap();
                 if old.data.get().is_some() {
-                    self.resident.fetch_sub(old.cap, Relaxed);
+                    self.resident.fetch_sub(old.cap(), Relaxed);
                 }
                 self.free.push(id);
                 self.dirty.remove(&id);
@@ -608,19 +704,39 @@ impl PsTree {
     }
 
     fn page_mut(&mut self, id: PageId) -> Result<&mut Page> {
-        // Resident first (read back if evicted); its file copy is stale
-        // from now on.
-        self.page(id)?;
+        // Resident first (copied out of the file if it is not); its file
+        // copy is stale from now on.
+        let copy = if self.is_resident(id) {
+            None
+        } else {
+            let p = self.page(id)?;
+            Some(Page {
+                kind: p.kind,
+                cap: p.cap,
+                data: p.data.to_vec(),
+            })
+        };
         self.dirty.insert(id);
         let slot = self
             .pages
             .get_mut(id as usize)
             .and_then(|p| p.as_mut())
             .ok_or_else(|| corrupt(&format!("pointer to missing page {id}")))?;
+        if let Some(page) = copy {
+            if slot.data.set(Box::new(page)).is_ok() {
+                self.resident.fetch_add(slot.cap(), Relaxed);
+            }
+        }
         slot.loc = None;
+        slot.map.take();
         slot.data
             .get_mut()
+            .map(|p| &mut **p)
             .ok_or_else(|| corrupt(&format!("page {id} not resident")))
+    }
+
+    fn is_resident(&self, id: PageId) -> bool {
+        matches!(self.pages.get(id as usize), Some(Some(s)) if s.data.get().is_some())
     }
 
     /// The normal page a new group of `skey` (whose newest group is
@@ -687,7 +803,7 @@ impl PsTree {
             }
             out.push(p);
             let pg = self.page(ptr_page(p))?;
-            p = group_at(&pg.data, ptr_off(p))?.prev;
+            p = group_at(pg.data, ptr_off(p))?.prev;
         }
         Ok(out)
     }
@@ -695,11 +811,11 @@ impl PsTree {
     /// The entries of the group at `p`.
     fn group_entries(&self, p: Ptr) -> Result<(Vec<Entry>, Ptr)> {
         let pg = self.page(ptr_page(p))?;
-        let g = group_at(&pg.data, ptr_off(p))?;
+        let g = group_at(pg.data, ptr_off(p))?;
         let mut at = g.entries;
         let mut out = Vec::with_capacity(g.n as usize);
         for _ in 0..g.n {
-            let (e, next) = entry_at(&pg.data, at, self.geom_len)?;
+            let (e, next) = entry_at(pg.data, at, self.geom_len)?;
             out.push(Entry {
                 seq: e.seq,
                 obsolete: e.obsolete,
@@ -748,8 +864,8 @@ impl PsTree {
             let mut at = 0;
             let mut out = BTreeSet::new();
             while at < pg.data.len() {
-                out.insert(group_at(&pg.data, at)?.skey.to_vec());
-                at = group_end(&pg.data, at, self.geom_len)?;
+                out.insert(group_at(pg.data, at)?.skey.to_vec());
+                at = group_end(pg.data, at, self.geom_len)?;
             }
             out
         };
@@ -966,12 +1082,13 @@ impl PsTree {
     }
 
     /// A cursor over the chain of `skey`, newest first.
-    pub fn cursor(&self, skey_head: Ptr) -> Cursor {
+    pub fn cursor(&self, skey_head: Ptr) -> Cursor<'_> {
         Cursor {
-            group: skey_head,
+            tree: self,
+            next_group: skey_head,
+            page: &[],
             left: 0,
             at: 0,
-            started: false,
         }
     }
 
@@ -1029,37 +1146,34 @@ impl NewerVersions {
     }
 }
 
-/// Walks one chain's entries newest first (see [`PsTree::cursor`]).
-pub(crate) struct Cursor {
-    group: Ptr,
+/// Walks one chain's entries newest first (see [`PsTree::cursor`]): the
+/// page of each group is looked up once, its entries read in place.
+pub(crate) struct Cursor<'t> {
+    tree: &'t PsTree,
+    /// The group after the current one ([`NULL`]: the chain's end).
+    next_group: Ptr,
+    /// The current group's page; `left` entries of it remain, the next at
+    /// byte `at`.
+    page: &'t [u8],
     left: u32,
     at: usize,
-    started: bool,
 }
 
-impl Cursor {
-    pub fn next<'t>(&mut self, tree: &'t PsTree) -> Result<Option<EntryRef<'t>>> {
-        loop {
-            if self.group == NULL {
+impl<'t> Cursor<'t> {
+    pub fn next(&mut self) -> Result<Option<EntryRef<'t>>> {
+        while self.left == 0 {
+            if self.next_group == NULL {
                 return Ok(None);
             }
-            let pg = tree.page(ptr_page(self.group))?;
-            if !self.started {
-                let g = group_at(&pg.data, ptr_off(self.group))?;
-                self.left = g.n;
-                self.at = g.entries;
-                self.started = true;
-            }
-            if self.left == 0 {
-                self.group = group_at(&pg.data, ptr_off(self.group))?.prev;
-                self.started = false;
-                continue;
-            }
-            let (e, next) = entry_at(&pg.data, self.at, tree.geom_len)?;
-            self.at = next;
-            self.left -= 1;
-            return Ok(Some(e));
+            let p = self.next_group;
+            self.page = self.tree.page(ptr_page(p))?.data;
+            let g = group_at(self.page, ptr_off(p))?;
+            (self.next_group, self.left, self.at) = (g.prev, g.n, g.entries);
         }
+        let (e, next) = entry_at(self.page, self.at, self.tree.geom_len)?;
+        self.at = next;
+        self.left -= 1;
+        Ok(Some(e))
     }
 }
 
@@ -1069,7 +1183,7 @@ pub(crate) fn chain_seqs(tree: &PsTree, skey: &[u8]) -> Vec<SeqNo> {
     let mut out = Vec::new();
     if let Some(h) = tree.skeys.get(skey) {
         let mut c = tree.cursor(h);
-        while let Ok(Some(e)) = c.next(tree) {
+        while let Ok(Some(e)) = c.next() {
             out.push(e.seq);
         }
     }
@@ -1186,7 +1300,7 @@ mod tests {
                 String::from_utf8_lossy(sk)
             );
             let mut c = tree.cursor(tree.skeys.get(sk).unwrap());
-            while let Some(e) = c.next(tree).unwrap() {
+            while let Some(e) = c.next().unwrap() {
                 if valid.check(e.pk, e.seq, at) == Verdict::Valid {
                     got.entry(sk.to_vec())
                         .or_default()
@@ -1255,7 +1369,12 @@ mod tests {
         let ids = tree.page_ids();
         tree.dirty.clear();
         for (k, &id) in ids.iter().enumerate() {
-            let page = tree.page(id).unwrap().clone();
+            let p = tree.page(id).unwrap();
+            let page = Page {
+                kind: p.kind,
+                cap: p.cap,
+                data: p.data.to_vec(),
+            };
             source.0.lock().unwrap().insert(id, page);
             let loc = Loc {
                 file: 1,
@@ -1371,6 +1490,13 @@ mod tests {
         let after = chain_seqs(&tree, b"one").len();
         assert!(collected > 0 && after < before / 2, "{before} -> {after}");
         assert!(after < 50 + PAGE_SIZE / 16, "{after} entries left");
+    }
+
+    #[test]
+    fn a_slot_takes_64_bytes() {
+        // `slot_bytes` counts them for every page: a larger slot is DRAM
+        // that PERSEID's DRAM budget pays for each page of the file.
+        assert!(std::mem::size_of::<Option<Slot>>() <= 64);
     }
 
     #[test]
