@@ -28,7 +28,7 @@ pub enum IndexCommand {
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,
         /// `filter` (per-table range filters; --param
         /// maintain=mutable-bitmap|validation|eager), `perseid` (PS-Tree in a
-        /// page file, hybrid validation; --param page_cache_mb=N, default 2;
+        /// page file, hybrid validation; --param page_cache_mb=N, default 0;
         /// --param merge_min_keys=N, default 16384).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,

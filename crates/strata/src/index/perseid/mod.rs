@@ -44,17 +44,19 @@
 //! covered the gap may be gone), the index is rebuilt from the primary by
 //! a scan.
 //!
-//! RAM: without persistent memory, the pages of the PKey layer live in a
-//! page cache of `page_cache_mb` MiB (parameter, default
-//! [`DEFAULT_PAGE_CACHE_MB`]): clean pages are evicted (clock over a
-//! queue of the clean resident pages, so that dirty pages cost nothing
-//! between flushes) and read back from the page file (mapped) when
-//! needed, and a reopen reads no page (`pkey`). The persistent
+//! RAM: without persistent memory, the pages of the PKey layer live in the
+//! page file, read in place through a read-only mapping as PERSEID reads
+//! PM; only pages changed since the last flush (dirty) are in RAM, plus
+//! up to `page_cache_mb` MiB of clean ones (parameter, default
+//! [`DEFAULT_PAGE_CACHE_MB`], 0: a flush leaves none; clock eviction over
+//! a queue of the clean resident pages, so that dirty pages cost nothing
+//! between flushes), and a reopen reads no page (`pkey`). The persistent
 //! validation table is a hashed table file read through a mapping
 //! (`table`) plus the keys changed since it was written (the delta),
 //! merged into a new file once the delta outgrows `merge_min_keys` plus a
 //! sixteenth of the file. The index's DRAM (`memory_bytes`) is the
-//! resident pages, the SKey layer, the delta and the volatile table.
+//! resident pages, the page table, the SKey layer, the delta and the
+//! volatile table.
 //!
 //! Primary lookups of non-index-only queries (§4.4): every valid entry
 //! names the version to read (its sequence number), so its record is
@@ -104,8 +106,13 @@ use validation::{Validation, Verdict};
 /// Most candidates validated in one batch (see `query`).
 const MAX_BATCH: usize = 16;
 
-/// Default page cache budget, MiB (parameter `page_cache_mb`).
-pub const DEFAULT_PAGE_CACHE_MB: usize = 2;
+/// Default page cache budget, MiB (parameter `page_cache_mb`): none.
+/// Clean pages are read in place in the mapped page file, so a resident
+/// copy saves only a writer's copy of the page; a 2 MiB cache (the default
+/// until session 18) held 1.7% of a 2 M index's pages and saved none of
+/// its load's page checks. A file system that cannot map reads a clean
+/// page back on every access: give it a budget.
+pub const DEFAULT_PAGE_CACHE_MB: usize = 0;
 
 /// Default of parameter `merge_min_keys`: the persistent table's delta
 /// is merged into a new table file once it holds more than this many keys
