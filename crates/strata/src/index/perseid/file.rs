@@ -420,9 +420,7 @@ impl PageReader {
         h.insert(file, f.clone());
         Ok(f)
     }
-}
 
-impl PageReader {
     /// The error for page `id`'s record at `loc` failing its checks; the
     /// next open rebuilds the index (pages are verified only when read,
     /// not at open). Writing the marker is best effort: the error reaches
