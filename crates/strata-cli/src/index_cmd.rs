@@ -167,6 +167,13 @@ pub fn run_index(db: &Db, cmd: IndexCommand) -> Result<(), CliError> {
                         i.stats.validations_failed,
                         i.stats.repaired
                     ))?;
+                    if let Some(p) = &i.stats.page_cache {
+                        out(format_args!(
+                            "  pages: {} bytes in RAM (clean budget {}), {} checked in the \
+                             page file, {} accesses without a check, {} evicted\n",
+                            p.resident_bytes, p.budget_bytes, p.misses, p.hits, p.evictions
+                        ))?;
+                    }
                     if let Some(why) = &i.stats.rebuilt_at_open {
                         out(format_args!(
                             "  warning: rebuilt from the data at open: {why}\n"

@@ -237,3 +237,45 @@ fn load_csv_with_line_breaks_in_quoted_fields() {
     assert_eq!(v["note"], "first line\nsecond, \"quoted\"");
     assert_eq!(v["score"], 1);
 }
+
+/// `index list` shows a `perseid` index's pages: in RAM, checked in the
+/// page file, read without a check; nothing for other strategies.
+#[test]
+fn index_list_shows_a_perseid_index_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let data = dir.path().join("t.jsonl");
+    let lines: String = (0..300)
+        .map(|i| format!("{{\"id\": {i}, \"u\": {}}}\n", i % 13))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    check(&strata(
+        &db,
+        &[
+            "index",
+            "create",
+            "by_u",
+            "--field",
+            "u",
+            "--type",
+            "i64",
+            "--strategy",
+            "perseid",
+        ],
+    ));
+    check(&strata(
+        &db,
+        &["index", "create", "by_id", "--field", "id", "--type", "i64"],
+    ));
+    check(&strata(
+        &db,
+        &["load", data.to_str().unwrap(), "--key-field", "id"],
+    ));
+    // A new process: the pages are in the file, read on demand.
+    let q = check(&strata(&db, &["query", "by_u", "--eq", "5", "--keys-only"]));
+    assert_eq!(q.lines().count(), 23, "{q}");
+    let list = check(&strata(&db, &["index", "list"]));
+    let pages: Vec<&str> = list.lines().filter(|l| l.contains("pages:")).collect();
+    assert_eq!(pages.len(), 1, "{list}");
+    assert!(pages[0].contains("bytes in RAM (clean budget 0)"), "{list}");
+}
