@@ -366,7 +366,7 @@ fn page_dir(p: &[u8], file: u64, start: u64, pages: u64) -> Option<Vec<Rec>> {
             id,
             cap,
             Loc {
-                file: u32::try_from(file).ok()?,
+                file: page_file_number(file).ok()?,
                 offset: start + offset,
                 len,
             },
@@ -468,11 +468,7 @@ impl PageSource for PageReader {
         let len = loc.len as usize;
         let mut page = None;
         let mut decode_page = |bytes: &[u8]| {
-            page = page_in_record(bytes, Some(id)).map(|p| Page {
-                kind: p.kind,
-                cap: p.cap,
-                data: p.data.to_vec(),
-            });
+            page = page_in_record(bytes, Some(id)).map(PageRef::to_page);
         };
         if self
             .handle(loc.file, false)?
@@ -872,7 +868,7 @@ impl Store {
     /// group.
     /// Returns the file the group went to and its offset there. After a
     /// full group, the older files stay until [`Store::retire`].
-    pub fn write_group(&mut self, group: &EncodedGroup, full: bool) -> Result<(u64, u64)> {
+    pub fn write_group(&mut self, group: &EncodedGroup, full: bool) -> Result<(u32, u64)> {
         let r = self.try_write(group, full);
         if r.is_err() {
             self.active = None;
@@ -893,9 +889,12 @@ impl Store {
     /// durable before the Commit is written, so a Commit read back intact
     /// means every page record of its group is on disk (open does not
     /// read them).
-    fn try_write(&mut self, group: &EncodedGroup, full: bool) -> Result<(u64, u64)> {
+    fn try_write(&mut self, group: &EncodedGroup, full: bool) -> Result<(u32, u64)> {
         if full || self.active.is_none() {
             let n = self.next_number;
+            // A page's location names its file in 32 bits (`Loc`): no
+            // group goes to a file whose pages could not be located.
+            let n32 = page_file_number(n)?;
             self.next_number += 1;
             let path = self.dir.join(file_name(n));
             let mut f = self.fs.create(&path, true).map_err(|e| {
@@ -939,7 +938,7 @@ impl Store {
             }
             self.files.push((n, size));
             self.active = Some(f);
-            return Ok((n, header.len() as u64));
+            return Ok((n32, header.len() as u64));
         }
         let path = self
             .files
@@ -967,8 +966,15 @@ impl Store {
             at = (last.0, last.1);
             last.1 += (group.body.len() + group.commit.len()) as u64;
         }
-        Ok(at)
+        // The active file's number was checked when it was created.
+        Ok((page_file_number(at.0)?, at.1))
     }
+}
+
+/// File number `n` as a page location holds it ([`Loc::file`]).
+fn page_file_number(n: u64) -> Result<u32> {
+    u32::try_from(n)
+        .map_err(|_| Error::invalid(format!("perseid: page file number {n} out of range")))
 }
 
 #[cfg(test)]

@@ -425,9 +425,6 @@ impl Perseid {
             h.sync_wal()?;
         }
         let (file, start) = store.write_group(&group, full)?;
-        let file = u32::try_from(file).map_err(|_| {
-            Error::invalid(format!("perseid: page file number {file} out of range"))
-        })?;
         {
             // The pages written are clean now (unless changed since): the
             // cache may evict them.
