@@ -22,7 +22,7 @@ mod filter;
 mod skiplist;
 
 use filter::KeyFilter;
-use skiplist::{Entry, RawEntry, SkipList, Target, Value};
+use skiplist::{Entry, RawEntry, SkipList, Target};
 
 /// Per-entry bookkeeping charged on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 48;
@@ -30,7 +30,8 @@ const ENTRY_OVERHEAD: usize = 48;
 /// The in-memory component: a concurrent skiplist of internal keys, with
 /// an optional side structure fed every insert.
 pub struct MemTable {
-    /// Values are shared with the side structure (see [`MemSide::on_add`]).
+    /// Each entry's node is named to the side structure (see
+    /// [`MemSide::on_add`]).
     map: SkipList,
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
@@ -50,30 +51,22 @@ pub struct MemTable {
 /// A structure maintained alongside a memtable: sees every insert, after
 /// the entry is in the skiplist and before its sequence number is visible.
 pub trait MemSide: Send + Sync {
-    /// Sees one inserted entry. `shared` is the memtable's own copy of
-    /// `value` when [`MemSide::keeps_values`] said so before the insert:
-    /// the structure may keep it (a reference count, not a copy) and read
-    /// it later without searching the skiplist.
-    fn on_add(
-        &self,
-        seq: SeqNo,
-        kind: ValueKind,
-        user_key: &[u8],
-        value: &[u8],
-        shared: Option<&Arc<[u8]>>,
-    );
-    /// True if the structure may keep the value of an entry added now:
-    /// the memtable then allocates it apart, shared; otherwise it stores
-    /// it inside the skiplist's node. Asked before each insert.
-    fn keeps_values(&self) -> bool {
-        true
-    }
+    /// Sees one inserted entry. `entry` names it in the memtable: the
+    /// structure may keep it and read the value later
+    /// ([`MemTable::value_of`]) without searching the skiplist.
+    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8], entry: MemEntry);
     /// The structure as `Any`, for its owner to downcast.
     fn as_any(&self) -> &dyn std::any::Any;
     /// Bytes used, reported apart from the memtable's own
     /// ([`MemTable::side_bytes`]); not charged to its budget.
     fn approximate_bytes(&self) -> usize;
 }
+
+/// One entry of a memtable, named without a borrow of it (given to its
+/// side structure by [`MemSide::on_add`]): 16 bytes, no reference count.
+/// Only the memtable it came from reads it back ([`MemTable::value_of`]).
+#[derive(Clone, Copy)]
+pub struct MemEntry(RawEntry);
 
 /// What a memtable holds for a user key at a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,8 +128,9 @@ impl MemTable {
         self.log_number
     }
 
-    /// Inserts one entry. `(user_key, seq)` must be new to this memtable.
-    pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+    /// Inserts one entry and returns it. `(user_key, seq)` must be new to
+    /// this memtable.
+    pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) -> MemEntry {
         // Before the sequence number is published, like the entry itself.
         if let Some(f) = &self.filter {
             f.insert(user_key);
@@ -145,29 +139,24 @@ impl MemTable {
             user_key.len() + key::TRAILER_LEN + value.len() + ENTRY_OVERHEAD,
             Ordering::Relaxed,
         );
-        // Shared with a side structure that may keep it (one copy);
-        // otherwise stored in the skiplist's node (no allocation).
+        // Stored in the skiplist's node (no allocation).
         let trailer = key::pack_trailer(seq, kind);
-        let shared = match &self.side {
-            Some(side) if side.keeps_values() => {
-                let stored: Arc<[u8]> = Arc::from(value);
-                self.map
-                    .insert(user_key, trailer, Value::Shared(stored.clone()));
-                Some(stored)
-            }
-            _ => {
-                self.map.insert(user_key, trailer, Value::Inline(value));
-                None
-            }
-        };
+        let entry = MemEntry(self.map.insert(user_key, trailer, value));
         // Before the entry's sequence number is published (the write path
         // publishes after the insert), so a reader that may see `seq`
         // also sees it inside the range.
         self.min_seq.fetch_min(seq, Ordering::SeqCst);
         self.max_seq.fetch_max(seq, Ordering::SeqCst);
         if let Some(side) = &self.side {
-            side.on_add(seq, kind, user_key, value, shared.as_ref());
+            side.on_add(seq, kind, user_key, value, entry);
         }
+        entry
+    }
+
+    /// The value of `entry` (from this memtable's [`MemSide::on_add`]);
+    /// `None` for an entry of another memtable.
+    pub fn value_of(&self, entry: MemEntry) -> Option<&[u8]> {
+        entry.0.get(&self.map).map(|e| e.value())
     }
 
     /// Bytes used by keys, values and per-entry overhead: what the

@@ -4,8 +4,9 @@
 //! inserts, any number of readers search and walk it without locks, and
 //! nothing is ever removed. Nodes are carved out of chunks the list owns
 //! (no allocation per node), each holding its internal key and its value
-//! inline, or the value shared with the memtable's side structure (a
-//! reference count); the list is ordered by [`key::compare_internal`].
+//! inline; the list is ordered by [`key::compare_internal`]. An insert
+//! returns the node as a [`RawEntry`], which the memtable's side structure
+//! keeps to read the value later without a search.
 //!
 //! Why our own: `crossbeam-skiplist` spent 1.9 k of the 5.5 k instructions
 //! of a no-index PUT in its insert (callgrind, 40 k chirp writes): an epoch
@@ -27,10 +28,10 @@
 #![allow(unsafe_code)]
 
 use std::cmp::Ordering;
-use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::{self, addr_of, addr_of_mut};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use crate::key;
 
@@ -65,21 +66,12 @@ struct Node {
     links: [AtomicPtr<Node>; 0],
 }
 
-/// What follows a node's links: where its value is.
-#[repr(C)]
+/// What follows a node's links: the length of its value.
+#[repr(C, align(8))]
 struct Tail {
-    /// Bytes of the value stored after the key (0 if `shared` holds it).
+    /// Bytes of the value stored after the key.
     inline_len: u32,
     _pad: u32,
-    /// The value, when it is shared with another structure.
-    shared: ManuallyDrop<Option<Arc<[u8]>>>,
-}
-
-/// A value to insert: copied into the node, or shared (a reference count
-/// the node keeps) with a structure that holds it too.
-pub(crate) enum Value<'v> {
-    Inline(&'v [u8]),
-    Shared(Arc<[u8]>),
 }
 
 const _: () = assert!(size_of::<Node>().is_multiple_of(8) && align_of::<Node>() == 8);
@@ -276,8 +268,7 @@ static NEXT_LIST_ID: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: the list owns its chunks (raw pointers only because readers share
 // them); nodes are immutable after publication except for atomic links
-// (I2), inserts are serialized by `writer` (I3), and the values are
-// `Arc<[u8]>`, which is `Send + Sync`.
+// (I2), and inserts are serialized by `writer` (I3).
 unsafe impl Send for SkipList {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for SkipList {}
@@ -291,7 +282,7 @@ impl SkipList {
             next_chunk_words: FIRST_CHUNK_WORDS,
             rng: 0x9e37_79b9,
         };
-        let head = Self::new_node(&mut writer, MAX_HEIGHT, &[], 0, Value::Inline(&[]));
+        let head = Self::new_node(&mut writer, MAX_HEIGHT, &[], 0, &[]);
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -308,13 +299,9 @@ impl SkipList {
         height: usize,
         user_key: &[u8],
         trailer: u64,
-        value: Value<'_>,
+        inline: &[u8],
     ) -> *mut Node {
         let key_len = user_key.len() + key::TRAILER_LEN;
-        let (inline, shared) = match value {
-            Value::Inline(v) => (v, None),
-            Value::Shared(v) => (&[][..], Some(v)),
-        };
         let node = writer.alloc(node_words(height, key_len + inline.len())) as *mut Node;
         // SAFETY: `alloc` returned aligned words enough for the fixed part,
         // `height` links, the tail, the key and the inline value, all
@@ -340,7 +327,6 @@ impl SkipList {
                 Tail {
                     inline_len: inline.len() as u32,
                     _pad: 0,
-                    shared: ManuallyDrop::new(shared),
                 },
             );
             let key = tail.add(1) as *mut u8;
@@ -360,10 +346,10 @@ impl SkipList {
         self.len.load(AtomicOrdering::Acquire)
     }
 
-    /// Inserts `user_key ‖ trailer` with `value`. The internal key must be
-    /// new to the list; a duplicate is placed after the existing entry,
-    /// which keeps shadowing it.
-    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: Value<'_>) {
+    /// Inserts `user_key ‖ trailer` with `value`, and returns the new
+    /// entry. The internal key must be new to the list; a duplicate is
+    /// placed after the existing entry, which keeps shadowing it.
+    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> RawEntry {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let target = Target::new(user_key, trailer);
         let mut prev = [self.head; MAX_HEIGHT];
@@ -387,6 +373,10 @@ impl SkipList {
             }
         }
         self.len.fetch_add(1, AtomicOrdering::Release);
+        RawEntry {
+            node,
+            list: self.id,
+        }
     }
 
     /// The first node at or after `t` (`after_equal`: strictly after the
@@ -450,17 +440,7 @@ impl SkipList {
 impl Drop for SkipList {
     fn drop(&mut self) {
         // `&mut self`: no reader, entry or cursor borrows the list any more.
-        let mut node = self.head as *mut Node;
-        while !node.is_null() {
-            // SAFETY: every node reachable from the head at level 0 is
-            // live and initialized (I1, I2), and each is visited once: its
-            // value is dropped exactly once, before the chunks are freed.
-            unsafe {
-                let next = Node::link(node, 0).load(AtomicOrdering::Relaxed);
-                ManuallyDrop::drop(&mut (*(Node::tail(node) as *mut Tail)).shared);
-                node = next;
-            }
-        }
+        // Nodes hold nothing to drop: their chunks are freed whole.
         let writer = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
         for &(chunk, words) in &writer.chunks {
             // SAFETY: each chunk came from `Box::into_raw` of a boxed slice
@@ -499,19 +479,13 @@ impl<'a> Entry<'a> {
     /// The value.
     pub(crate) fn value(&self) -> &'a [u8] {
         // SAFETY: a published node of a list that outlives `'a`; the value
-        // (shared, or inline after the key) is never written after
-        // publication (I2).
+        // (inline after the key) is never written after publication (I2).
         unsafe {
             let tail = Node::tail(self.node);
-            match &**addr_of!((*tail).shared) {
-                Some(v) => v,
-                None => {
-                    // From the node's own pointer, not the key's slice
-                    // (whose provenance ends with the key).
-                    let start = (tail.add(1) as *const u8).add((*self.node).key_len as usize);
-                    std::slice::from_raw_parts(start, (*tail).inline_len as usize)
-                }
-            }
+            // From the node's own pointer, not the key's slice (whose
+            // provenance ends with the key).
+            let start = (tail.add(1) as *const u8).add((*self.node).key_len as usize);
+            std::slice::from_raw_parts(start, (*tail).inline_len as usize)
         }
     }
 
@@ -626,11 +600,10 @@ mod tests {
             let trailer = i << 8 | (r & 1);
             let k = ikey(&user_key, trailer);
             let v = i.to_le_bytes();
-            if i % 2 == 0 {
-                list.insert(&user_key, trailer, Value::Inline(&v));
-            } else {
-                list.insert(&user_key, trailer, Value::Shared(Arc::from(&v[..])));
-            }
+            let raw = list.insert(&user_key, trailer, &v);
+            assert!(raw
+                .get(&list)
+                .is_some_and(|e| e.key() == &k[..] && e.value() == v));
             model.insert(ByInternal(k), i);
         }
         assert_eq!(list.len(), model.len());
@@ -690,7 +663,7 @@ mod tests {
             }
             for i in 0..scaled(50_000) {
                 let k = format!("{:08}", i.wrapping_mul(7919) % 50_000);
-                list.insert(k.as_bytes(), i << 8 | 1, Value::Inline(b"v"));
+                list.insert(k.as_bytes(), i << 8 | 1, b"v");
             }
             done.store(true, AtomicOrdering::Release);
         });
@@ -717,7 +690,7 @@ mod tests {
             };
             let value = vec![(i % 251) as u8; len];
             let user_key = i.to_be_bytes();
-            list.insert(&user_key, 1 << 8, Value::Inline(&value));
+            list.insert(&user_key, 1 << 8, &value);
             sizes.push(len);
         }
         let mut e = list.first();
@@ -735,26 +708,11 @@ mod tests {
     #[test]
     fn raw_entries_name_their_list() {
         let (a, b) = (SkipList::new(), SkipList::new());
-        a.insert(b"k", 1 << 8, Value::Inline(b"in a"));
-        b.insert(b"k", 1 << 8, Value::Inline(b"in b"));
+        a.insert(b"k", 1 << 8, b"in a");
+        b.insert(b"k", 1 << 8, b"in b");
         let raw = a.first().map(|e| e.raw());
         let raw = raw.unwrap();
         assert!(raw.get(&a).is_some_and(|e| e.value() == b"in a"));
         assert!(raw.get(&b).is_none());
-    }
-
-    /// Values are dropped with the list, once each.
-    #[test]
-    fn values_are_released_when_the_list_is_dropped() {
-        let value: Arc<[u8]> = Arc::from(&b"shared"[..]);
-        let list = SkipList::new();
-        for i in 0..1_000u64 {
-            list.insert(&i.to_be_bytes(), 1 << 8, Value::Shared(value.clone()));
-            list.insert(&i.to_be_bytes(), 2 << 8, Value::Inline(b"copied"));
-        }
-        assert_eq!(Arc::strong_count(&value), 1_001);
-        assert!(list.first().is_some_and(|e| e.value() == b"copied"));
-        drop(list);
-        assert_eq!(Arc::strong_count(&value), 1);
     }
 }

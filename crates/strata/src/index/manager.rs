@@ -4,7 +4,7 @@
 //! validate with it, and the per-version index state.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use serde::{Deserialize, Serialize};
@@ -219,7 +219,11 @@ pub(crate) struct IndexManager {
     extractors: BTreeMap<String, ExtractorFn>,
     defs: RwLock<Vec<Arc<IndexDef>>>,
     next_id: AtomicU32,
+    /// Written only through [`IndexManager::memo_mut`].
     memo: RwLock<Memo>,
+    /// The memo's entry count as of its last change ([`MemoWrite`]): a
+    /// flush checks it before taking the memo's lock for each entry.
+    memo_len: AtomicUsize,
     /// Dropped versions of finished compactions (by sorted input files),
     /// applied to the memo when the compaction installs.
     pending_drops: Mutex<Vec<(Vec<u64>, Vec<Dropped>)>>,
@@ -264,6 +268,7 @@ impl IndexManager {
             defs: RwLock::new(Vec::new()),
             next_id: AtomicU32::new(1),
             memo: RwLock::new(Memo::default()),
+            memo_len: AtomicUsize::new(0),
             pending_drops: Mutex::new(Vec::new()),
             live_states: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
@@ -298,6 +303,15 @@ impl IndexManager {
 
     /// True when writes must maintain the update memo (some index
     /// validates with it).
+    /// The memo, locked for writing; its size is published to `memo_len`
+    /// when the guard drops.
+    fn memo_mut(&self) -> MemoWrite<'_> {
+        MemoWrite {
+            guard: write(&self.memo),
+            len: &self.memo_len,
+        }
+    }
+
     pub fn memo_in_use(&self) -> bool {
         read(&self.defs).iter().any(|d| d.strategy.uses_memo())
     }
@@ -482,7 +496,7 @@ impl IndexManager {
         if big {
             seen.reserve(ops.len());
         }
-        let mut memo = write(&self.memo);
+        let mut memo = self.memo_mut();
         for (i, &(seq, k, _)) in ops.iter().enumerate() {
             let earlier = if big {
                 !seen.insert(k)
@@ -908,7 +922,12 @@ struct IndexObserver {
 
 impl TableObserver for IndexObserver {
     fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
-        if self.use_memo && !(self.has_last && self.last_key == e.user_key) {
+        // An empty memo (no update seen) is not locked for every entry. A
+        // write racing with this flush may or may not be seen, as with the
+        // lock.
+        if self.use_memo && self.mgr.memo_len.load(Relaxed) == 0 {
+            self.has_last = false;
+        } else if self.use_memo && !(self.has_last && self.last_key == e.user_key) {
             if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
                 self.memo_entries.push((e.user_key.to_vec(), m));
             }
@@ -1020,6 +1039,33 @@ impl CompactionObserver for DropCollector {
 /// Operation `op` at sequence number `seq` as the index framework sees
 /// it: the new record, or `None` for a deletion. Merge operands have no
 /// record to index (refused on databases with indexes).
+/// The memo locked for writing (see [`IndexManager::memo_mut`]).
+struct MemoWrite<'a> {
+    guard: std::sync::RwLockWriteGuard<'a, Memo>,
+    len: &'a AtomicUsize,
+}
+
+impl std::ops::Deref for MemoWrite<'_> {
+    type Target = Memo;
+
+    fn deref(&self) -> &Memo {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for MemoWrite<'_> {
+    fn deref_mut(&mut self) -> &mut Memo {
+        &mut self.guard
+    }
+}
+
+impl Drop for MemoWrite<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this).
+        self.len.store(self.guard.entries(), Relaxed);
+    }
+}
+
 fn indexed_op(seq: SeqNo, op: BatchOp<'_>) -> Result<OpRef<'_>> {
     match op {
         BatchOp::Put { key, value } => Ok((seq, key, Some(value))),
@@ -1088,13 +1134,25 @@ impl EngineHooks for IndexManager {
         if sync_defs.is_empty() && !use_memo {
             return Ok(None);
         }
-        let ops: Vec<OpRef<'_>> = (batch.sequence()..)
+        let mut each = (batch.sequence()..)
             .zip(batch.iter())
-            .map(|(s, op)| op.and_then(|op| indexed_op(s, op)))
-            .collect::<Result<_>>()?;
+            .map(|(s, op)| op.and_then(|op| indexed_op(s, op)));
+        // A batch of one write (every `put`) without an allocation.
+        let one: [OpRef<'_>; 1];
+        let many: Vec<OpRef<'_>>;
+        let ops: &[OpRef<'_>] = match (batch.len(), each.next()) {
+            (1, Some(op)) => {
+                one = [op?];
+                &one
+            }
+            (_, first) => {
+                many = first.into_iter().chain(each).collect::<Result<_>>()?;
+                &many
+            }
+        };
         let mut guard: Option<BatchGuard<'a>> = None;
         if !sync_defs.is_empty() {
-            let keys = Self::needs_current(&sync_defs).keys(&ops);
+            let keys = Self::needs_current(&sync_defs).keys(ops);
             let current: Current<'_> = if keys.is_empty() {
                 Current::default()
             } else {
@@ -1104,7 +1162,7 @@ impl EngineHooks for IndexManager {
             if !cx.recovering() {
                 guard = Some(Box::new(self.memory_guard()));
             }
-            self.sync_apply(&sync_defs, &ops, &current, true)?;
+            self.sync_apply(&sync_defs, ops, &current, true)?;
             for d in &sync_defs {
                 if let Some(b) = d.scan().as_mut() {
                     b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));
@@ -1112,7 +1170,7 @@ impl EngineHooks for IndexManager {
             }
         }
         if use_memo {
-            self.note_writes(&ops, &|k| cx.may_exist(k));
+            self.note_writes(ops, &|k| cx.may_exist(k));
         }
         Ok(guard)
     }
@@ -1218,7 +1276,7 @@ impl EngineHooks for IndexManager {
                     .map(|d| d.memo_from())
                     .max()
                     .unwrap_or(0);
-                let mut memo = write(&self.memo);
+                let mut memo = self.memo_mut();
                 for (k, seq, tomb) in drops {
                     if seq <= floor && !tomb {
                         continue;
@@ -1280,7 +1338,7 @@ impl EngineHooks for IndexManager {
         }
         let state = Arc::new(IndexVersionState { generation, slots });
         let oldest = self.track(&state);
-        write(&self.memo).purge(oldest.saturating_sub(1));
+        self.memo_mut().purge(oldest.saturating_sub(1));
         Ok(InstallOutcome {
             payload: None,
             state: Some(state as ExtState),
@@ -1355,7 +1413,7 @@ impl EngineHooks for IndexManager {
             }
         }
         if self.memo_in_use() {
-            let mut memo = write(&self.memo);
+            let mut memo = self.memo_mut();
             for (_, f) in files {
                 let t = self.tables()?.get(f.number, f.file_size)?;
                 if let Some(b) = t.meta_block(MEMO_BLOCK)? {

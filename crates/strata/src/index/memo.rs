@@ -64,6 +64,11 @@ pub struct Memo {
 const ENTRY_OVERHEAD: usize = 64;
 
 impl Memo {
+    /// Entries held, removed ones included (0: nothing to look up).
+    pub fn entries(&self) -> usize {
+        self.map.len()
+    }
+
     pub fn len(&self) -> usize {
         self.map.values().filter(|e| e.removed_at.is_none()).count()
     }

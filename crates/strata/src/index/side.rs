@@ -10,17 +10,17 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 use strata_lsm::key::{SeqNo, ValueKind};
-use strata_lsm::memtable::MemSide;
+use strata_lsm::memtable::{MemEntry, MemSide};
 
 use super::def::{fields_of, read_doc, Doc, IndexMeta};
 use super::fields::Fields;
 use super::preread::PreReads;
 use super::stored::{StoredBuilder, StoredValues};
-use super::value::{IndexValue, Predicate};
+use super::value::{IndexValue, Predicate, Skip};
 use super::{read, write};
 
 /// Append-only storage of side entries' bytes, in chunks of at least
@@ -473,6 +473,12 @@ impl SortedRuns {
         out.map(|(lo, hi)| (lo.to_vec(), hi.to_vec()))
     }
 
+    /// Number of entries.
+    fn len(&self) -> usize {
+        let st = read(&self.state);
+        st.runs.iter().map(|r| r.entries.len()).sum::<usize>() + st.tail.len()
+    }
+
     /// Calls `f(seq, encoded value)` for every entry.
     fn for_each(&self, mut f: impl FnMut(SeqNo, &[u8])) {
         let st = read(&self.state);
@@ -569,6 +575,9 @@ struct Attached {
     indexes: Vec<(Arc<IndexMeta>, Arc<SideIndex>)>,
     /// The paths of `indexes`: each inserted record is read once.
     fields: Fields,
+    /// Each index's slot in `fields` (`None` for a registered extractor),
+    /// in the order of `indexes`.
+    slots: Vec<Option<usize>>,
 }
 
 /// The memtable side structure: each index's values of the memtable's
@@ -582,45 +591,42 @@ pub(crate) struct IndexSide {
     /// Replaced whole on attach, so that a write holds the read lock only
     /// while cloning the `Arc`.
     attached: RwLock<Arc<Attached>>,
-    /// True once an index is attached (never reset): the memtable then
-    /// shares values with this side (`MemSide::keeps_values`).
-    keeps: AtomicBool,
     bytes: AtomicUsize,
     /// The smallest sequence number added to the memtable (`u64::MAX`
     /// while empty).
     min_seq: AtomicU64,
     /// Readings made by a loader before the write (see `index::preread`).
     pre: Arc<PreReads>,
-    /// The memtable's values of the indexed entries, by sequence number.
+    /// The memtable's entries of the indexed records, by sequence number.
     records: RwLock<Records>,
 }
 
-/// The memtable's own copies of the values of the entries the side indexed
-/// (shared, not copied; see `MemSide::on_add`), by sequence number: a query
-/// takes a candidate's record from here instead of searching the skiplist
-/// for it (two thirds of a NEXT top-10 LOOKUP's time on the LevelDB++ mix,
-/// most of it cache misses along the skiplist's levels).
+/// The memtable's entries of the records the side indexed (see
+/// `MemSide::on_add`: a name of the skiplist node, not a copy), by
+/// sequence number: a query takes a candidate's record from here instead
+/// of searching the skiplist for it (two thirds of a NEXT top-10 LOOKUP's
+/// time on the LevelDB++ mix, most of it cache misses along the skiplist's
+/// levels).
 ///
-/// Invariant: `vals[i]`, if set, is the value the memtable holds at
-/// sequence number `base + i`, a put. A sequence number without a slot
-/// (written before an index was attached, past a gap too wide to fill, or
-/// out of order) has no record here and callers search the memtable.
+/// Invariant: `vals[i]`, if set, is the memtable's entry at sequence
+/// number `base + i`, a put. A sequence number without a slot (written
+/// before an index was attached, past a gap too wide to fill, or out of
+/// order) has no record here and callers search the memtable.
 #[derive(Default)]
 struct Records {
     base: SeqNo,
-    vals: Vec<Option<Arc<[u8]>>>,
+    vals: Vec<Option<MemEntry>>,
 }
 
 /// Widest run of sequence numbers without a put that [`Records`] fills
 /// with empty slots; past it, later entries are not recorded.
 const RECORD_GAP_MAX: u64 = 4096;
 
-/// Bytes of one [`Records`] slot (a shared pointer; the value's bytes are
-/// the memtable's).
-const RECORD_SLOT_BYTES: usize = std::mem::size_of::<Option<Arc<[u8]>>>();
+/// Bytes of one [`Records`] slot (the value's bytes are the memtable's).
+const RECORD_SLOT_BYTES: usize = std::mem::size_of::<Option<MemEntry>>();
 
 impl Records {
-    fn add(&mut self, seq: SeqNo, value: &Arc<[u8]>) -> bool {
+    fn add(&mut self, seq: SeqNo, value: MemEntry) -> bool {
         if self.vals.is_empty() {
             self.base = seq;
         }
@@ -633,21 +639,21 @@ impl Records {
                 return false;
             }
             self.vals.resize(i as usize, None);
-            self.vals.push(Some(value.clone()));
+            self.vals.push(Some(value));
             return true;
         }
         match self.vals.get_mut(i as usize) {
             Some(slot @ None) => {
-                *slot = Some(value.clone());
+                *slot = Some(value);
                 true
             }
             _ => false,
         }
     }
 
-    fn get(&self, seq: SeqNo) -> Option<&Arc<[u8]>> {
+    fn get(&self, seq: SeqNo) -> Option<MemEntry> {
         let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
-        self.vals.get(i)?.as_ref()
+        *self.vals.get(i)?
     }
 }
 
@@ -658,18 +664,18 @@ impl IndexSide {
             attached: RwLock::new(Arc::new(Attached {
                 indexes: Vec::new(),
                 fields: Fields::new([]),
+                slots: Vec::new(),
             })),
-            keeps: AtomicBool::new(false),
             bytes: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             records: RwLock::new(Records::default()),
         }
     }
 
-    /// The value of the memtable's put at `seq`, if this side recorded it
+    /// The memtable's entry of its put at `seq`, if this side recorded it
     /// (see [`Records`]).
-    pub fn record(&self, seq: SeqNo) -> Option<Arc<[u8]>> {
-        read(&self.records).get(seq).cloned()
+    pub fn record(&self, seq: SeqNo) -> Option<MemEntry> {
+        read(&self.records).get(seq)
     }
 
     /// The smallest sequence number of the memtable's entries (`None` if
@@ -696,9 +702,16 @@ impl IndexSide {
             SideIndex::Scalar(SortedRuns::default())
         };
         indexes.push((def, Arc::new(side)));
-        self.keeps.store(true, Relaxed);
         let fields = fields_of(indexes.iter().map(|(d, _)| &**d));
-        *slot = Arc::new(Attached { indexes, fields });
+        let slots = indexes
+            .iter()
+            .map(|(d, _)| d.needs_json().then(|| fields.slot(&d.path)).flatten())
+            .collect();
+        *slot = Arc::new(Attached {
+            indexes,
+            fields,
+            slots,
+        });
     }
 
     /// Index `id`'s values of this memtable's entries by sequence number,
@@ -715,6 +728,7 @@ impl IndexSide {
         let mut out = StoredBuilder::new(meta.spec.key_type, usize::MAX);
         match &**side {
             SideIndex::Scalar(s) => {
+                out.reserve(s.len(), meta.spec.key_type);
                 let mut full = false;
                 s.for_each(|seq, value| {
                     // `push` refuses only beyond 2^32 values; the rest
@@ -724,7 +738,9 @@ impl IndexSide {
             }
             SideIndex::Spatial(s) => {
                 let mut enc = Vec::with_capacity(32);
-                for e in read(s).entries.iter() {
+                let s = read(s);
+                out.reserve(s.entries.len(), meta.spec.key_type);
+                for e in s.entries.iter() {
                     enc.clear();
                     e.value.encode_into(&mut enc);
                     if !out.push(e.seq, &enc) {
@@ -804,18 +820,7 @@ impl IndexSide {
 }
 
 impl MemSide for IndexSide {
-    fn keeps_values(&self) -> bool {
-        self.keeps.load(Relaxed)
-    }
-
-    fn on_add(
-        &self,
-        seq: SeqNo,
-        kind: ValueKind,
-        user_key: &[u8],
-        value: &[u8],
-        shared: Option<&Arc<[u8]>>,
-    ) {
+    fn on_add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8], entry: MemEntry) {
         self.min_seq.fetch_min(seq, Relaxed);
         if kind != ValueKind::Value {
             return;
@@ -824,25 +829,30 @@ impl MemSide for IndexSide {
         if att.indexes.is_empty() {
             return;
         }
-        // Not shared only if an index was attached after `keeps_values`
-        // was asked (attaches happen while writes are paused): a copy.
-        let stored = shared.cloned().unwrap_or_else(|| Arc::from(value));
-        if write(&self.records).add(seq, &stored) {
+        if write(&self.records).add(seq, entry) {
             self.bytes.fetch_add(RECORD_SLOT_BYTES, Relaxed);
         }
         // The loader's reading of these bytes if it registered one, else
         // one reading for every attached index.
         let pre = self.pre.take(value);
-        let own;
+        let own = match pre {
+            Some(_) => None,
+            None => read_doc(value, &att.fields),
+        };
         let doc = match &pre {
             Some((fields, read)) => Some(Doc { fields, read }),
-            None => {
-                own = read_doc(value, &att.fields);
-                Doc::of(&att.fields, &own)
-            }
+            None => Doc::of(&att.fields, &own),
         };
-        for (d, side) in att.indexes.iter() {
-            match d.extract(value, doc) {
+        for ((d, side), slot) in att.indexes.iter().zip(&att.slots) {
+            // From this side's own reading at the slot found at attach
+            // (what `IndexMeta::extract` looks up by path); a loader's
+            // reading or a registered extractor through `extract`.
+            let got = match (&own, slot) {
+                (Some(Ok(e)), Some(s)) => e.value(*s, d.spec.key_type),
+                (Some(Err(())), Some(_)) => Err(Skip::Malformed),
+                _ => d.extract(value, doc),
+            };
+            match got {
                 Ok(v) => {
                     d.counters.indexed.fetch_add(1, Relaxed);
                     self.bytes.fetch_add(user_key.len() + 64, Relaxed);
@@ -900,8 +910,10 @@ pub(crate) fn bounds(mem: &strata_lsm::memtable::MemTable, id: u32) -> Option<Si
 
 /// The value of `mem`'s put at `seq`, if its side structure recorded it
 /// (see [`Records`]); `None`: search the memtable.
-pub(crate) fn record(mem: &strata_lsm::memtable::MemTable, seq: SeqNo) -> Option<Arc<[u8]>> {
-    of(mem.side()).and_then(|s| s.record(seq))
+pub(crate) fn record(mem: &strata_lsm::memtable::MemTable, seq: SeqNo) -> Option<&[u8]> {
+    of(mem.side())
+        .and_then(|s| s.record(seq))
+        .and_then(|e| mem.value_of(e))
 }
 
 /// The entries of index `id` in `mem`'s side structure matching `pred`:
@@ -1082,19 +1094,24 @@ mod tests {
 
     #[test]
     fn records_hold_each_recorded_value_by_sequence_number() {
-        let v = |s: &str| -> Arc<[u8]> { Arc::from(s.as_bytes()) };
+        let mem = strata_lsm::memtable::MemTable::new(1);
+        let mut n = 0;
+        let mut v = |s: &str| {
+            n += 1;
+            mem.add(n, ValueKind::Value, b"k", s.as_bytes())
+        };
         let mut r = Records::default();
         assert!(r.get(5).is_none());
-        assert!(r.add(10, &v("a")));
+        assert!(r.add(10, v("a")));
         // A small gap is filled with empty slots; an old or taken slot is
         // refused; a gap wider than RECORD_GAP_MAX is not recorded.
-        assert!(r.add(13, &v("b")));
-        assert!(!r.add(9, &v("old")));
-        assert!(!r.add(13, &v("again")));
-        assert!(r.add(11, &v("c")));
-        assert!(!r.add(14 + RECORD_GAP_MAX + 1, &v("far")));
-        assert!(r.add(14 + RECORD_GAP_MAX, &v("edge")));
-        let got = |s: SeqNo| r.get(s).map(|x| x.to_vec());
+        assert!(r.add(13, v("b")));
+        assert!(!r.add(9, v("old")));
+        assert!(!r.add(13, v("again")));
+        assert!(r.add(11, v("c")));
+        assert!(!r.add(14 + RECORD_GAP_MAX + 1, v("far")));
+        assert!(r.add(14 + RECORD_GAP_MAX, v("edge")));
+        let got = |s: SeqNo| r.get(s).and_then(|e| mem.value_of(e)).map(|x| x.to_vec());
         assert_eq!(got(10), Some(b"a".to_vec()));
         assert_eq!(got(11), Some(b"c".to_vec()));
         assert_eq!(got(12), None);
@@ -1103,6 +1120,11 @@ mod tests {
         assert_eq!(got(14 + RECORD_GAP_MAX), Some(b"edge".to_vec()));
         assert_eq!(got(15 + RECORD_GAP_MAX), None);
         assert_eq!(got(u64::MAX), None);
+        // An entry of another memtable is not read through this one.
+        let other = strata_lsm::memtable::MemTable::new(2);
+        let e = other.add(1, ValueKind::Value, b"k", b"elsewhere");
+        assert!(mem.value_of(e).is_none());
+        assert_eq!(other.value_of(e), Some(&b"elsewhere"[..]));
     }
 
     #[test]

@@ -65,6 +65,19 @@ impl StoredBuilder {
         }
     }
 
+    /// Room for `n` more entries of type `ty` (values of a fixed width
+    /// counted at that width, others at 16 bytes).
+    pub fn reserve(&mut self, n: usize, ty: KeyType) {
+        let width = match ty {
+            KeyType::I64 | KeyType::F64 => 8,
+            KeyType::Point | KeyType::String => 16,
+            KeyType::Rect => 32,
+        };
+        self.pairs.reserve(n);
+        self.spans.reserve(n);
+        self.arena.reserve(n.saturating_mul(width));
+    }
+
     /// Records that the entry with sequence number `seq` has the encoded
     /// value `enc`. False once the budget is exceeded (the builder is then
     /// useless). Bytes that do not decode as a value of the index's type

@@ -1118,7 +1118,7 @@ impl IndexStrategy for Next {
                 // The side structure's reference to the memtable's value
                 // when it has one (no skiplist search), else the search.
                 if let Some(v) = side::record(m, seq) {
-                    acc.push(&key, Some(&v), seq, None);
+                    acc.push(&key, Some(v), seq, None);
                     continue;
                 }
                 match m.get(&key, seq) {

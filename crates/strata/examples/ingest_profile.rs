@@ -1,0 +1,53 @@
+//! Ingest of a JSONL file for profiles of the write path (issue #12's
+//! ingest target), without the data generation of `strata bench run`.
+//!
+//! ```sh
+//! strata gen tweets --records 200000 --out tweets.jsonl
+//! cargo build --release -p strata --example ingest_profile
+//! valgrind --tool=callgrind --separate-threads=yes \
+//!   target/release/examples/ingest_profile tweets.jsonl DIR next
+//! ```
+//!
+//! Puts every line of FILE (key: its line number, 8 bytes big-endian)
+//! into a new database in DIR (`Options::paper()`), with `user_id` (i64)
+//! and `coordinates` (point) indexes of STRATEGY (`none`: no index), then
+//! waits for flushes and compactions. Prints the load and settle times.
+
+use std::io::BufRead;
+use std::time::Instant;
+
+use strata::{Db, IndexSpec, KeyType, Options};
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
+    let mut args = std::env::args().skip(1);
+    let (Some(file), Some(dir)) = (args.next(), args.next()) else {
+        return Err("usage: ingest_profile FILE DIR [STRATEGY]".into());
+    };
+    let strategy = args.next().unwrap_or_else(|| "next".into());
+    let lines: Vec<Vec<u8>> = std::io::BufReader::new(std::fs::File::open(&file)?)
+        .split(b'\n')
+        .filter(|l| l.as_ref().map_or(true, |l| !l.is_empty()))
+        .collect::<std::io::Result<_>>()?;
+    let db = Db::open(&dir, Options::paper().error_if_exists(true))?;
+    if strategy != "none" {
+        for (name, ty) in [("user_id", KeyType::I64), ("coordinates", KeyType::Point)] {
+            db.create_index(IndexSpec::field(name, name, ty).strategy(&strategy))?;
+        }
+    }
+    let t = Instant::now();
+    for (i, line) in lines.iter().enumerate() {
+        db.put(&(i as u64).to_be_bytes(), line)?;
+    }
+    let load = t.elapsed();
+    db.flush()?;
+    db.wait_for_compactions()?;
+    println!(
+        "{strategy}: {} records, load {:.3} s, load + settle {:.3} s",
+        lines.len(),
+        load.as_secs_f64(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
