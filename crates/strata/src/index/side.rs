@@ -588,8 +588,8 @@ struct Attached {
 /// ([`MemSide::approximate_bytes`]): they do not count toward the memtable
 /// budget, so an index does not make flushes more frequent.
 pub(crate) struct IndexSide {
-    /// Replaced whole on attach, so that a write holds the read lock only
-    /// while cloning the `Arc`.
+    /// Replaced whole on attach. A write holds the read lock for its
+    /// insert; a query only while cloning the `Arc`.
     attached: RwLock<Arc<Attached>>,
     bytes: AtomicUsize,
     /// The smallest sequence number added to the memtable (`u64::MAX`
@@ -825,12 +825,16 @@ impl MemSide for IndexSide {
         if kind != ValueKind::Value {
             return;
         }
-        let att = self.current();
+        // Held for the insert (an attach, which writes, happens while
+        // writes are paused): no reference count taken per write.
+        let att = read(&self.attached);
         if att.indexes.is_empty() {
             return;
         }
+        // This write's bytes, added to `bytes` once.
+        let mut bytes = 0;
         if write(&self.records).add(seq, entry) {
-            self.bytes.fetch_add(RECORD_SLOT_BYTES, Relaxed);
+            bytes += RECORD_SLOT_BYTES;
         }
         // The loader's reading of these bytes if it registered one, else
         // one reading for every attached index.
@@ -855,7 +859,7 @@ impl MemSide for IndexSide {
             match got {
                 Ok(v) => {
                     d.counters.indexed.fetch_add(1, Relaxed);
-                    self.bytes.fetch_add(user_key.len() + 64, Relaxed);
+                    bytes += user_key.len() + 64;
                     match &**side {
                         SideIndex::Scalar(s) => {
                             s.insert(v.encoded_len(), |b| v.encode_into(b), user_key, seq);
@@ -878,6 +882,7 @@ impl MemSide for IndexSide {
                 Err(skip) => d.count_skip(skip),
             }
         }
+        self.bytes.fetch_add(bytes, Relaxed);
     }
 
     fn as_any(&self) -> &dyn Any {
