@@ -301,8 +301,6 @@ impl IndexManager {
             .cloned()
     }
 
-    /// True when writes must maintain the update memo (some index
-    /// validates with it).
     /// The memo, locked for writing; its size is published to `memo_len`
     /// when the guard drops.
     fn memo_mut(&self) -> MemoWrite<'_> {
@@ -312,6 +310,8 @@ impl IndexManager {
         }
     }
 
+    /// True when writes must maintain the update memo (some index
+    /// validates with it).
     pub fn memo_in_use(&self) -> bool {
         read(&self.defs).iter().any(|d| d.strategy.uses_memo())
     }
@@ -1036,9 +1036,6 @@ impl CompactionObserver for DropCollector {
     }
 }
 
-/// Operation `op` at sequence number `seq` as the index framework sees
-/// it: the new record, or `None` for a deletion. Merge operands have no
-/// record to index (refused on databases with indexes).
 /// The memo locked for writing (see [`IndexManager::memo_mut`]).
 struct MemoWrite<'a> {
     guard: std::sync::RwLockWriteGuard<'a, Memo>,
@@ -1066,6 +1063,9 @@ impl Drop for MemoWrite<'_> {
     }
 }
 
+/// Operation `op` at sequence number `seq` as the index framework sees
+/// it: the new record, or `None` for a deletion. Merge operands have no
+/// record to index (refused on databases with indexes).
 fn indexed_op(seq: SeqNo, op: BatchOp<'_>) -> Result<OpRef<'_>> {
     match op {
         BatchOp::Put { key, value } => Ok((seq, key, Some(value))),
