@@ -89,17 +89,19 @@ impl IndexMeta {
                 None => Err(Skip::Missing),
             };
         }
-        let ty = self.spec.key_type;
         if let Some(d) = doc {
             if let Some(slot) = d.fields.slot(&self.path) {
-                return match d.read {
-                    Ok(e) => e.value(slot, ty),
-                    Err(()) => Err(Skip::Malformed),
-                };
+                return self.value_at(d.read, slot);
             }
         }
-        match self.alone.extract(raw) {
-            Ok(e) => e.value(0, ty),
+        self.value_at(&self.alone.extract(raw), 0)
+    }
+
+    /// The attribute in `read` at `slot` of the field set it was made
+    /// with (this index's path there).
+    pub fn value_at(&self, read: &Read, slot: usize) -> std::result::Result<IndexValue, Skip> {
+        match read {
+            Ok(e) => e.value(slot, self.spec.key_type),
             Err(()) => Err(Skip::Malformed),
         }
     }

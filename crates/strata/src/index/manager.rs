@@ -925,15 +925,17 @@ impl TableObserver for IndexObserver {
         // An empty memo (no update seen) is not locked for every entry. A
         // write racing with this flush may or may not be seen, as with the
         // lock.
-        if self.use_memo && self.mgr.memo_len.load(Relaxed) == 0 {
-            self.has_last = false;
-        } else if self.use_memo && !(self.has_last && self.last_key == e.user_key) {
-            if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
-                self.memo_entries.push((e.user_key.to_vec(), m));
+        if self.use_memo {
+            if self.mgr.memo_len.load(Relaxed) == 0 {
+                self.has_last = false;
+            } else if !(self.has_last && self.last_key == e.user_key) {
+                if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
+                    self.memo_entries.push((e.user_key.to_vec(), m));
+                }
+                self.last_key.clear();
+                self.last_key.extend_from_slice(e.user_key);
+                self.has_last = true;
             }
-            self.last_key.clear();
-            self.last_key.extend_from_slice(e.user_key);
-            self.has_last = true;
         }
         if e.kind != ValueKind::Value {
             for b in &mut self.builders {

@@ -20,7 +20,7 @@ use super::def::{fields_of, read_doc, Doc, IndexMeta};
 use super::fields::Fields;
 use super::preread::PreReads;
 use super::stored::{StoredBuilder, StoredValues};
-use super::value::{IndexValue, Predicate, Skip};
+use super::value::{IndexValue, Predicate};
 use super::{read, write};
 
 /// Append-only storage of side entries' bytes, in chunks of at least
@@ -728,7 +728,7 @@ impl IndexSide {
         let mut out = StoredBuilder::new(meta.spec.key_type, usize::MAX);
         match &**side {
             SideIndex::Scalar(s) => {
-                out.reserve(s.len(), meta.spec.key_type);
+                out.reserve(s.len());
                 let mut full = false;
                 s.for_each(|seq, value| {
                     // `push` refuses only beyond 2^32 values; the rest
@@ -739,7 +739,7 @@ impl IndexSide {
             SideIndex::Spatial(s) => {
                 let mut enc = Vec::with_capacity(32);
                 let s = read(s);
-                out.reserve(s.entries.len(), meta.spec.key_type);
+                out.reserve(s.entries.len());
                 for e in s.entries.iter() {
                     enc.clear();
                     e.value.encode_into(&mut enc);
@@ -852,8 +852,7 @@ impl MemSide for IndexSide {
             // (what `IndexMeta::extract` looks up by path); a loader's
             // reading or a registered extractor through `extract`.
             let got = match (&own, slot) {
-                (Some(Ok(e)), Some(s)) => e.value(*s, d.spec.key_type),
-                (Some(Err(())), Some(_)) => Err(Skip::Malformed),
+                (Some(read), Some(s)) => d.value_at(read, *s),
                 _ => d.extract(value, doc),
             };
             match got {

@@ -65,15 +65,10 @@ impl StoredBuilder {
         }
     }
 
-    /// Room for `n` more entries of type `ty` (values of a fixed width
-    /// counted at that width, others at 16 bytes), as many as the budget
-    /// allows.
-    pub fn reserve(&mut self, n: usize, ty: KeyType) {
-        let width = match ty {
-            KeyType::I64 | KeyType::F64 => 8,
-            KeyType::Point | KeyType::String => 16,
-            KeyType::Rect => 32,
-        };
+    /// Room for `n` more entries (values of a fixed width counted at that
+    /// width, strings at 16 bytes), as many as the budget allows.
+    pub fn reserve(&mut self, n: usize) {
+        let width = self.ty.encoded_width().unwrap_or(16);
         let n = n.min(self.budget / (ENTRY_BYTES + width));
         self.pairs.reserve(n);
         self.spans.reserve(n);

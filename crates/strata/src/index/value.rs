@@ -55,6 +55,17 @@ impl KeyType {
         }
     }
 
+    /// Bytes of every encoded value of this type (`None` for strings,
+    /// whose encoding is their UTF-8 bytes).
+    pub fn encoded_width(self) -> Option<usize> {
+        match self {
+            KeyType::I64 | KeyType::F64 => Some(8),
+            KeyType::String => None,
+            KeyType::Point => Some(16),
+            KeyType::Rect => Some(32),
+        }
+    }
+
     /// The name [`KeyType::parse`] accepts.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -135,11 +146,9 @@ impl IndexValue {
     /// True if [`IndexValue::decode`]`(ty, b)` succeeds, checked without
     /// building the value.
     pub fn is_encoding(ty: KeyType, b: &[u8]) -> bool {
-        match ty {
-            KeyType::I64 | KeyType::F64 => b.len() == 8,
-            KeyType::String => std::str::from_utf8(b).is_ok(),
-            KeyType::Point => b.len() == 16,
-            KeyType::Rect => b.len() == 32,
+        match ty.encoded_width() {
+            Some(w) => b.len() == w,
+            None => std::str::from_utf8(b).is_ok(),
         }
     }
 

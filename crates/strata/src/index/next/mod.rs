@@ -942,7 +942,7 @@ impl IndexStrategy for Next {
     ) -> Result<Option<StoredValues>> {
         let mut out = StoredBuilder::new(self.ty, budget);
         let entries = inputs.iter().map(|f| f.num_entries).sum::<u64>();
-        out.reserve(usize::try_from(entries).unwrap_or(usize::MAX), self.ty);
+        out.reserve(usize::try_from(entries).unwrap_or(usize::MAX));
         for f in inputs {
             // A table written before the index existed, or in the old
             // format, contributes nothing: its entries are read.

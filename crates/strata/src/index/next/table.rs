@@ -1160,11 +1160,10 @@ pub fn build_encoded(
     // entries, each jump was a cache miss).
     let (items, arena) = gather(&order, &items, arena);
     let arena = &arena[..];
-    let order: Vec<usize> = (0..items.len()).collect();
     let mbr_of = |e: &Encoded| enc_mbr(ty, enc_of(arena, e));
     let gap_of = |e: &Encoded| enc_gap(ty, enc_of(arena, e));
-    let first = order.first().and_then(|&i| items.get(i));
-    let last = order.last().and_then(|&i| items.get(i));
+    let first = items.first();
+    let last = items.last();
     let filter_bits = shape.filter_bits;
     let slice_cap = if ty.is_spatial() && shape.spatial_slice > 0 {
         shape.spatial_slice
@@ -1205,8 +1204,8 @@ pub fn build_encoded(
     let mut block: Vec<usize> = Vec::new();
     let mut block_bytes = 0usize;
     let mut block_no: u32 = 0;
-    // Position in `order` of each secondary block's first entry: block
-    // `b`'s entry `j` is `order[bases[b] + j]`.
+    // Position in `items` (sorted) of each secondary block's first entry:
+    // block `b`'s entry `j` is `items[bases[b] + j]`.
     let mut bases: Vec<usize> = vec![0];
     // Current global entry: (start, envelope, last gap coordinate, max
     // seq, last encoded value). A scalar envelope's upper bound is the
@@ -1229,8 +1228,7 @@ pub fn build_encoded(
             });
         }
     };
-    for &i in &order {
-        let Some(item) = items.get(i) else { continue };
+    for (i, item) in items.iter().enumerate() {
         let (_, loc, seq) = item;
         let enc = enc_of(arena, item);
         let mbr = enc_mbr(ty, enc);
@@ -1295,14 +1293,10 @@ pub fn build_encoded(
         let mut mbrs = Vec::with_capacity(n);
         for e in &entries {
             let base = bases.get(e.sec_block as usize).copied().unwrap_or(0);
-            let members = order
+            let members = items
                 .get(base + e.start as usize..base + e.end as usize)
                 .unwrap_or_default();
-            mbrs.extend(
-                members
-                    .iter()
-                    .filter_map(|&i| items.get(i).and_then(mbr_of)),
-            );
+            mbrs.extend(members.iter().filter_map(mbr_of));
         }
         let shapes: Vec<SliceShape> = entries.iter().map(GlobalEntry::slice_shape).collect();
         Sketch::build(&shapes, &mbrs)
@@ -1319,7 +1313,7 @@ pub fn build_encoded(
     if filter_bits > 0 && !ty.is_spatial() && n > 0 {
         let mut bloom = BloomBuilder::new(usize::from(filter_bits));
         let mut prev: Option<&[u8]> = None;
-        for item in order.iter().filter_map(|&i| items.get(i)) {
+        for item in &items {
             let enc = enc_of(arena, item);
             if prev != Some(enc) {
                 bloom.add_key(enc);
