@@ -514,6 +514,48 @@ fn non_index_only_queries_read_each_record_from_its_one_component() {
     assert!(fetched > 1000);
 }
 
+/// After an open, a thread checks the page file's records ahead of the
+/// readers (`check_pages=background`, the default): pages get checked
+/// with no query running, none becomes resident, and queries that run
+/// while it checks are exact. A bad value of the parameter is refused.
+#[test]
+fn pages_are_checked_in_the_background_after_an_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options::default().memtable_size(256 << 10);
+    let mut rng = Rng::new(9);
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(dir.path(), opts()).unwrap();
+        assert!(db
+            .create_index(
+                IndexSpec::field("x", "u", KeyType::I64)
+                    .strategy("perseid")
+                    .param("check_pages", "sometimes")
+            )
+            .is_err());
+        db.create_index(IndexSpec::field("by_u", "u", KeyType::I64).strategy("perseid"))
+            .unwrap();
+        load(&db, &mut rng, 20_000, &mut model);
+        db.flush().unwrap();
+    }
+    // Queries at once, beside the thread.
+    let db = Db::open(dir.path(), opts()).unwrap();
+    check(&db, &model);
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let cache = || db.indexes()[0].stats.page_cache.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while cache().misses == 0 {
+        assert!(std::time::Instant::now() < deadline, "no page checked");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(cache().resident_bytes, 0, "{:?}", cache());
+    check(&db, &model);
+    // Writes after the open change checked pages (copied first).
+    load(&db, &mut rng, 2000, &mut model);
+    check(&db, &model);
+}
+
 /// The page cache: with a budget of 0 every clean page is evicted and
 /// read back (checksum verified) when needed, answers stay exact, the
 /// resident pages stay far below the pages' total, a reopen reads no
@@ -527,7 +569,9 @@ fn evicted_pages_are_read_back_and_a_reopen_loads_none() {
             db.create_index(
                 IndexSpec::field("by_u", "u", KeyType::I64)
                     .strategy("perseid")
-                    .param("page_cache_mb", mb),
+                    .param("page_cache_mb", mb)
+                    // Every check below is a reader's.
+                    .param("check_pages", "on-read"),
             )
             .unwrap();
         }

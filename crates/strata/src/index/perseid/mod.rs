@@ -3,7 +3,8 @@
 //! ATC 2023), §4.2–4.3.
 //!
 //! A PS-Tree (§4.2) kept in a page file of the index's directory: the
-//! SKey layer (`skey`: ordered secondary keys → newest PKey group) over
+//! SKey layer (`skey`: ordered secondary keys → newest PKey group, with a
+//! hash table of the same heads for equality lookups) over
 //! the PKey layer (`pkey`: pages of groups of log-structured entries, one
 //! chain per secondary key, newest first, regrouped and garbage-collected
 //! by copy-on-write page splits), and hybrid validation (§4.3,
@@ -50,7 +51,9 @@
 //! up to `page_cache_mb` MiB of clean ones (parameter, default
 //! [`DEFAULT_PAGE_CACHE_MB`], 0: a flush leaves none; clock eviction over
 //! a queue of the clean resident pages, so that dirty pages cost nothing
-//! between flushes), and a reopen reads no page (`pkey`). The persistent
+//! between flushes), and a reopen reads no page (`pkey`): a thread checks
+//! the page file's records after the open, ahead of the readers
+//! (parameter `check_pages`). The persistent
 //! validation table is a hashed table file read through a mapping
 //! (`table`) plus the keys changed since it was written (the delta),
 //! merged into a new file once the delta outgrows `merge_min_keys` plus a
@@ -106,6 +109,70 @@ use validation::{Validation, Verdict};
 /// Most candidates validated in one batch (see `query`).
 const MAX_BATCH: usize = 16;
 
+/// The entries of the chains a query visits, newest first: one chain (an
+/// equality) is walked as it is; several are merged by sequence number.
+enum Chains<'t> {
+    One(Option<pkey::Cursor<'t>>),
+    Merge {
+        cursors: Vec<pkey::Cursor<'t>>,
+        /// Each cursor's next entry, taken when it is the newest.
+        current: Vec<Option<pkey::EntryRef<'t>>>,
+        /// (sequence number, cursor) of every cursor's current entry.
+        heap: BinaryHeap<(SeqNo, usize)>,
+    },
+}
+
+impl<'t> Chains<'t> {
+    fn merge(mut cursors: Vec<pkey::Cursor<'t>>) -> Result<Chains<'t>> {
+        let mut current = Vec::with_capacity(cursors.len());
+        let mut heap = BinaryHeap::with_capacity(cursors.len());
+        for (i, c) in cursors.iter_mut().enumerate() {
+            let e = c.next()?;
+            if let Some(e) = &e {
+                heap.push((e.seq, i));
+            }
+            current.push(e);
+        }
+        Ok(Chains::Merge {
+            cursors,
+            current,
+            heap,
+        })
+    }
+
+    fn next(&mut self) -> Result<Option<pkey::EntryRef<'t>>> {
+        match self {
+            Chains::One(c) => match c {
+                Some(c) => c.next(),
+                None => Ok(None),
+            },
+            Chains::Merge {
+                cursors,
+                current,
+                heap,
+            } => loop {
+                let Some((_, i)) = heap.pop() else {
+                    return Ok(None);
+                };
+                let (Some(e), Some(c)) = (
+                    current.get_mut(i).and_then(|e| e.take()),
+                    cursors.get_mut(i),
+                ) else {
+                    continue;
+                };
+                let next = c.next()?;
+                if let Some(nx) = &next {
+                    heap.push((nx.seq, i));
+                }
+                if let Some(slot) = current.get_mut(i) {
+                    *slot = next;
+                }
+                return Ok(Some(e));
+            },
+        }
+    }
+}
+
 /// Default page cache budget, MiB (parameter `page_cache_mb`): none.
 /// Clean pages are read in place in the mapped page file, so a resident
 /// copy saves only a writer's copy of the page; a 2 MiB cache (the default
@@ -119,12 +186,25 @@ pub const DEFAULT_PAGE_CACHE_MB: usize = 0;
 /// plus a sixteenth of the file's.
 pub const DEFAULT_MERGE_MIN_KEYS: usize = 16_384;
 
+/// The parameters of the strategy (see [`parse_params`]).
+struct Params {
+    /// The page cache's budget, bytes.
+    budget: usize,
+    merge_min: usize,
+    /// Check the page file's records in the background after an open.
+    check_ahead: bool,
+}
+
 /// The parameters: `page_cache_mb` (the page cache's budget, MiB) and
-/// `merge_min_keys`, both non-negative integers. Returns the budget in
-/// bytes and the merge threshold.
-fn parse_params(params: &[(String, String)]) -> Result<(usize, usize)> {
+/// `merge_min_keys`, both non-negative integers, and `check_pages`:
+/// `background` (the default: after an open, a thread checks every page
+/// record of the file, oldest page id first, as a reader's first access
+/// would, so that readers find them checked) or `on-read` (each page is
+/// checked by its first reader only).
+fn parse_params(params: &[(String, String)]) -> Result<Params> {
     let mut mb = DEFAULT_PAGE_CACHE_MB;
     let mut merge_min = DEFAULT_MERGE_MIN_KEYS;
+    let mut check_ahead = true;
     let int = |k: &str, v: &str, max: usize| {
         v.parse::<usize>()
             .ok()
@@ -137,15 +217,84 @@ fn parse_params(params: &[(String, String)]) -> Result<(usize, usize)> {
         match k.as_str() {
             "page_cache_mb" => mb = int(k, v, 1 << 20)?,
             "merge_min_keys" => merge_min = int(k, v, 1 << 40)?,
+            "check_pages" => {
+                check_ahead = match v.as_str() {
+                    "background" => true,
+                    "on-read" => false,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "check_pages must be background or on-read, not {v:?}"
+                        )))
+                    }
+                }
+            }
             _ => {
                 return Err(Error::invalid(format!(
                     "unknown parameter {k:?} for strategy perseid \
-                     (known: page_cache_mb, merge_min_keys)"
+                     (known: page_cache_mb, merge_min_keys, check_pages)"
                 )))
             }
         }
     }
-    Ok((mb << 20, merge_min))
+    Ok(Params {
+        budget: mb << 20,
+        merge_min,
+        check_ahead,
+    })
+}
+
+/// Pages [`check_pages_ahead`] checks under one hold of the read lock (a
+/// writer waits for at most this many checks).
+const CHECK_CHUNK: usize = 16;
+
+/// The thread that checks pages after an open ([`check_pages_ahead`]):
+/// told to stop and joined when the index is dropped, so that nothing of
+/// a closed database runs on (it may write the corruption marker).
+struct Checker {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Checks the records of pages `ids` in the page file on a thread of its
+/// own (`pkey::PsTree::check_ahead`), a few under each hold of the state's
+/// read lock; stops when told to, when the file system does not map, or
+/// at the end. A record that fails is left to its reader, which reports
+/// it (the marker that makes the next open rebuild is written either
+/// way). `None` if no thread could be started: readers check pages
+/// themselves then.
+fn check_pages_ahead(state: Arc<RwLock<State>>, ids: Vec<pkey::PageId>) -> Option<Checker> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let halt = stop.clone();
+    let run = move || {
+        for chunk in ids.chunks(CHECK_CHUNK) {
+            if halt.load(Relaxed) {
+                return;
+            }
+            let st = read(&state);
+            for &id in chunk {
+                if let Ok(false) = st.tree.check_ahead(id) {
+                    return;
+                }
+            }
+        }
+    };
+    let thread = std::thread::Builder::new()
+        .name("strata-perseid-check".into())
+        .spawn(run)
+        .ok()?;
+    Some(Checker {
+        stop,
+        thread: Some(thread),
+    })
 }
 
 /// Bytes of the exact geometry stored with each entry.
@@ -257,7 +406,9 @@ impl State {
 
 pub(crate) struct Perseid {
     ty: KeyType,
-    state: RwLock<State>,
+    /// Shared with the thread that checks pages after an open
+    /// ([`check_pages_ahead`]).
+    state: Arc<RwLock<State>>,
     /// The page file; held for the whole of a flush (flushes are serial).
     /// Lock order: `store` before `state`.
     store: Mutex<Store>,
@@ -274,6 +425,9 @@ pub(crate) struct Perseid {
     cache: (usize, Arc<PageReader>),
     /// Parameter `merge_min_keys`.
     merge_min: usize,
+    /// Checks the page file's records after an open (parameter
+    /// `check_pages`); dropped (stopped and joined) with the index.
+    checker: Mutex<Option<Checker>>,
 }
 
 impl Perseid {
@@ -281,7 +435,11 @@ impl Perseid {
     /// back its committed state (no page is read: the page cache reads
     /// them when needed). Parameter: `page_cache_mb`.
     pub fn open(cx: &OpenCx<'_>) -> Result<Perseid> {
-        let (budget, merge_min) = parse_params(cx.params)?;
+        let Params {
+            budget,
+            merge_min,
+            check_ahead,
+        } = parse_params(cx.params)?;
         let ty = cx.spec.key_type;
         let (store, recovered) = Store::open(cx.tree_opts.fs.clone(), cx.dir, key_code(ty))?;
         let reader = Arc::new(PageReader::new(cx.tree_opts.fs.clone(), cx.dir));
@@ -321,7 +479,7 @@ impl Perseid {
         state.tree.set_cache(budget, reader.clone());
         let p = Perseid {
             ty,
-            state: RwLock::new(state),
+            state: Arc::new(RwLock::new(state)),
             store: Mutex::new(store),
             gate: cx.gate.clone(),
             primary: cx.primary.clone(),
@@ -330,9 +488,15 @@ impl Perseid {
             collected: AtomicU64::new(0),
             cache: (budget, reader),
             merge_min,
+            checker: Mutex::new(None),
         };
         if rebuild {
             lock(&p.store).needs_full = true;
+        } else if check_ahead {
+            let ids = read(&p.state).tree.page_ids();
+            if !ids.is_empty() {
+                *lock(&p.checker) = check_pages_ahead(p.state.clone(), ids);
+            }
         }
         Ok(p)
     }
@@ -653,33 +817,22 @@ impl IndexStrategy for Perseid {
                 )));
             }
             let tree = &st.tree;
-            // One cursor per secondary key in range: one for an equality.
-            let mut cursors = Vec::with_capacity(1);
-            match cx.pred {
-                // An equality is one descent of the SKey layer (sort keys
-                // are prefix-free: the range of one key holds only it).
+            let mut chains = match cx.pred {
+                // An equality is one chain, found by hash (sort keys are
+                // prefix-free: the range of one key holds only it).
                 Predicate::Eq(v) if !v.key_type().is_spatial() => {
-                    if let Some(head) = tree.skeys.get(&sortkeys::sort_key(v)) {
-                        cursors.push(tree.cursor(head));
-                    }
+                    Chains::One(tree.head(&sortkeys::sort_key(v))?.map(|h| tree.cursor(h)))
                 }
                 _ => {
+                    let mut cursors = Vec::new();
                     for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
                         for (_, head) in tree.skeys.range(&from, to.as_deref()) {
                             cursors.push(tree.cursor(head));
                         }
                     }
+                    Chains::merge(cursors)?
                 }
-            }
-            let mut current = Vec::with_capacity(cursors.len());
-            let mut heap = BinaryHeap::with_capacity(cursors.len());
-            for (i, c) in cursors.iter_mut().enumerate() {
-                let e = c.next()?;
-                if let Some(e) = &e {
-                    heap.push((e.seq, i));
-                }
-                current.push(e);
-            }
+            };
             // Candidates are validated in small batches: their volatile
             // slots are touched first, all at once, so that the cache
             // misses of a batch overlap (one random slot per entry
@@ -690,20 +843,7 @@ impl IndexStrategy for Perseid {
                 batch.clear();
                 let want = limit.saturating_sub(n).clamp(1, MAX_BATCH);
                 while batch.len() < want {
-                    let Some((_, i)) = heap.pop() else { break };
-                    let (Some(e), Some(c)) = (
-                        current.get_mut(i).and_then(|e| e.take()),
-                        cursors.get_mut(i),
-                    ) else {
-                        continue;
-                    };
-                    let next = c.next()?;
-                    if let Some(nx) = &next {
-                        heap.push((nx.seq, i));
-                    }
-                    if let Some(slot) = current.get_mut(i) {
-                        *slot = next;
-                    }
+                    let Some(e) = chains.next()? else { break };
                     if e.seq > at || e.obsolete {
                         continue;
                     }

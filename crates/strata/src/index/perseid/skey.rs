@@ -6,9 +6,18 @@
 //! every flush (one record per secondary key changed since the last one,
 //! or every key in a full snapshot, see `file`), so a reopen rebuilds it
 //! from the file, never from the primary.
+//!
+//! Beside the ordered map, a hash table keyed by a 64-bit hash of each
+//! secondary key holds the key's head pointer: an equality lookup (every
+//! index-only lookup and every write) probes it instead of descending the
+//! ordered map, and checks the hit against the key stored in the group it
+//! points to (see [`SKeyLayer::hint`] and `pkey::PsTree::head`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher, BuildHasherDefault};
 use std::ops::Bound;
+
+use crate::index::fxhash::{map_bytes, FastMap, FxHasher};
 
 /// A group pointer of the PKey layer (`super::pkey`): page id in the
 /// upper 32 bits, byte offset in the lower.
@@ -20,7 +29,15 @@ use super::key::InlineKey as SKey;
 /// with whether it changed since the last flush.
 #[derive(Default)]
 pub(crate) struct SKeyLayer {
-    map: BTreeMap<SKey, (Ptr, bool)>,
+    map: BTreeMap<SKey, Head>,
+    /// [`key_hash`] of a key → its head pointer (page id, offset).
+    /// Invariant: every entry `h → p` is the current head of some key of
+    /// the map whose hash is `h` (a later key with the same hash replaces
+    /// the entry; removing either key removes it). So a hit is the head of
+    /// the key asked for exactly when the group at `p` is that key's, and
+    /// a miss says nothing (the ordered map answers). Twelve bytes an
+    /// entry: the hash is a hint, 32 bits are enough.
+    heads: FastMap<u32, (u32, u32)>,
     /// Keys removed since the last flush.
     removed: BTreeSet<Vec<u8>>,
     /// Keys changed since the last flush (an upper bound: 0 means none).
@@ -32,21 +49,72 @@ pub(crate) struct SKeyLayer {
 
 /// Per-key bytes of the ordered map, for [`SKeyLayer::memory_bytes`]:
 /// the key and value in a node, whose slots are about two thirds used.
-const OVERHEAD: usize = std::mem::size_of::<(SKey, (Ptr, bool))>() * 3 / 2;
+const OVERHEAD: usize = std::mem::size_of::<(SKey, Head)>() * 3 / 2;
+
+/// A key's head pointer and whether it changed since the last flush, in
+/// one word: the flag is the top bit, which no pointer uses (page ids stay
+/// below 2^31: 8 TiB of 4 KiB pages).
+#[derive(Clone, Copy)]
+struct Head(u64);
+
+impl Head {
+    const DIRTY: u64 = 1 << 63;
+
+    fn new(p: Ptr, dirty: bool) -> Head {
+        debug_assert_eq!(p & Head::DIRTY, 0, "page id beyond 2^31");
+        Head(p | if dirty { Head::DIRTY } else { 0 })
+    }
+
+    fn ptr(self) -> Ptr {
+        self.0 & !Head::DIRTY
+    }
+}
+
+/// The 64-bit hash of a secondary key's bytes that [`SKeyLayer`]'s hash
+/// table is keyed by.
+fn key_hash(skey: &[u8]) -> u32 {
+    let h = BuildHasherDefault::<FxHasher>::default().hash_one(skey) as u32;
+    #[cfg(test)]
+    let h = h & HASH_MASK.with(|m| m.get());
+    h
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests narrow the hash so that keys share it (see
+    /// `pkey::tests::heads_agree_when_every_key_shares_a_few_hashes`).
+    pub(crate) static HASH_MASK: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+}
+
+/// A pointer as (page id, offset).
+fn split(p: Ptr) -> (u32, u32) {
+    ((p >> 32) as u32, p as u32)
+}
 
 impl SKeyLayer {
+    /// The head of `skey`'s chain, by the ordered map.
     pub fn get(&self, skey: &[u8]) -> Option<Ptr> {
-        self.map.get(&SKey::new(skey)).map(|v| v.0)
+        self.map.get(&SKey::new(skey)).map(|v| v.ptr())
+    }
+
+    /// A candidate head for `skey` from the hash table: the head of
+    /// `skey` if the group it points to is `skey`'s, else of another key
+    /// with the same hash. `None` says nothing: ask [`SKeyLayer::get`].
+    pub fn hint(&self, skey: &[u8]) -> Option<Ptr> {
+        self.heads
+            .get(&key_hash(skey))
+            .map(|&(page, off)| (u64::from(page) << 32) | u64::from(off))
     }
 
     pub fn set(&mut self, skey: &[u8], p: Ptr) {
         self.changed += 1;
+        self.heads.insert(key_hash(skey), split(p));
         let k = SKey::new(skey);
         match self.map.get_mut(&k) {
-            Some(v) => *v = (p, true),
+            Some(v) => *v = Head::new(p, true),
             None => {
                 self.key_bytes += SKey::heap_bytes(skey);
-                self.map.insert(k, (p, true));
+                self.map.insert(k, Head::new(p, true));
                 if !self.removed.is_empty() {
                     self.removed.remove(skey);
                 }
@@ -55,6 +123,7 @@ impl SKeyLayer {
     }
 
     pub fn remove(&mut self, skey: &[u8]) {
+        self.heads.remove(&key_hash(skey));
         if self.map.remove(&SKey::new(skey)).is_some() {
             self.key_bytes -= SKey::heap_bytes(skey);
             self.removed.insert(skey.to_vec());
@@ -70,9 +139,10 @@ impl SKeyLayer {
     /// removed); then nothing is changed.
     pub fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<Ptr>)) {
         if self.changed > 0 {
-            for (k, (p, dirty)) in self.map.iter_mut() {
-                if std::mem::take(dirty) {
-                    f(k.bytes(), Some(*p));
+            for (k, h) in self.map.iter_mut() {
+                if h.0 & Head::DIRTY != 0 {
+                    *h = Head::new(h.ptr(), false);
+                    f(k.bytes(), Some(h.ptr()));
                 }
             }
         }
@@ -87,7 +157,7 @@ impl SKeyLayer {
         self.map
             .range((Bound::Unbounded, Bound::Excluded(SKey::new(skey))))
             .next_back()
-            .map(|(_, p)| p.0)
+            .map(|(_, h)| h.ptr())
     }
 
     /// The pointer of the least key above `skey`.
@@ -95,7 +165,7 @@ impl SKeyLayer {
         self.map
             .range((Bound::Excluded(SKey::new(skey)), Bound::Unbounded))
             .next()
-            .map(|(_, p)| p.0)
+            .map(|(_, h)| h.ptr())
     }
 
     /// Keys in `[from, to)` (`to == None`: unbounded), in order.
@@ -113,15 +183,29 @@ impl SKeyLayer {
         };
         self.map
             .range((Bound::Included(SKey::new(from)), hi))
-            .map(|(k, p)| (k.bytes(), p.0))
+            .map(|(k, h)| (k.bytes(), h.ptr()))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Ptr)> {
-        self.map.iter().map(|(k, p)| (k.bytes(), p.0))
+        self.map.iter().map(|(k, h)| (k.bytes(), h.ptr()))
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.key_bytes + self.map.len() * OVERHEAD
+        self.key_bytes
+            + self.map.len() * OVERHEAD
+            + map_bytes(
+                self.heads.capacity(),
+                std::mem::size_of::<(u32, (u32, u32))>(),
+            )
+    }
+
+    /// The hash table rebuilt from the ordered map (after a bulk load).
+    fn rebuild_heads(&mut self) {
+        self.heads.clear();
+        self.heads.reserve(self.map.len());
+        for (k, h) in &self.map {
+            self.heads.insert(key_hash(k.bytes()), split(h.ptr()));
+        }
     }
 
     /// Replaces the layer with `keys` (recovery of a full group, which
@@ -130,8 +214,9 @@ impl SKeyLayer {
         self.key_bytes = keys.iter().map(|(k, _)| SKey::heap_bytes(k)).sum();
         self.map = keys
             .into_iter()
-            .map(|(k, p)| (SKey::new(k), (p, false)))
+            .map(|(k, p)| (SKey::new(k), Head::new(p, false)))
             .collect();
+        self.rebuild_heads();
         self.removed.clear();
         self.changed = 0;
     }
@@ -153,7 +238,7 @@ impl SKeyLayer {
         // Stable: equal keys stay in record order.
         recs.sort_by(|a, b| a.0.cmp(&b.0));
         let old = std::mem::take(&mut self.map);
-        let mut out: Vec<(SKey, (Ptr, bool))> = Vec::with_capacity(old.len() + recs.len());
+        let mut out: Vec<(SKey, Head)> = Vec::with_capacity(old.len() + recs.len());
         let mut old = old.into_iter().peekable();
         let mut recs = recs.into_iter().peekable();
         while let Some((k, mut p)) = recs.next() {
@@ -165,25 +250,30 @@ impl SKeyLayer {
             }
             old.next_if(|o| o.0 == k);
             if let Some(p) = p {
-                out.push((k, (p, false)));
+                out.push((k, Head::new(p, false)));
             }
         }
         out.extend(old);
         self.key_bytes = out.iter().map(|(k, _)| SKey::heap_bytes(k.bytes())).sum();
         // Sorted and unique: `collect` builds the tree in one pass.
         self.map = out.into_iter().collect();
+        self.rebuild_heads();
     }
 
     /// Loads one key from the file (recovery): not dirty.
     pub fn load(&mut self, skey: &[u8], p: Option<Ptr>) {
         match p {
+            Some(p) => self.heads.insert(key_hash(skey), split(p)),
+            None => self.heads.remove(&key_hash(skey)),
+        };
+        match p {
             Some(p) => match self.map.entry(SKey::new(skey)) {
                 std::collections::btree_map::Entry::Occupied(mut o) => {
-                    o.insert((p, false));
+                    o.insert(Head::new(p, false));
                 }
                 std::collections::btree_map::Entry::Vacant(v) => {
                     self.key_bytes += SKey::heap_bytes(skey);
-                    v.insert((p, false));
+                    v.insert(Head::new(p, false));
                 }
             },
             None => {
