@@ -433,7 +433,7 @@ pub(crate) struct Perseid {
 impl Perseid {
     /// Opens (creating if needed) the page file in `index-<id>/` and reads
     /// back its committed state (no page is read: the page cache reads
-    /// them when needed). Parameter: `page_cache_mb`.
+    /// them when needed). Parameters: see [`parse_params`].
     pub fn open(cx: &OpenCx<'_>) -> Result<Perseid> {
         let Params {
             budget,
