@@ -348,12 +348,12 @@ impl Db {
     ///
     /// Writes are not paused (but for a moment at the start, for writes
     /// already in flight). NEXT and embedded give every existing table the
-    /// index's structures in a side file without copying its data
-    /// ([`BuildMethod::PerTable`]); meanwhile the index is listed as
+    /// index's structures in a side file without copying its data (a
+    /// per-table build); meanwhile the index is listed as
     /// `building` with its progress, and queries on it are answered,
     /// exactly, by scanning the tables not covered yet. The other
-    /// strategies scan a snapshot while writes go on
-    /// ([`BuildMethod::Scan`]); queries on them are answered too, by the
+    /// strategies scan a snapshot while writes go on (a scan build);
+    /// queries on them are answered too, by the
     /// structure for the keys applied and a scan of the snapshot for the
     /// rest.
     pub fn create_index(&self, spec: IndexSpec) -> Result<()> {
