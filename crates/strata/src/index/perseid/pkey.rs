@@ -1156,7 +1156,6 @@ impl PsTree {
         self.layout(sections)
     }
 
-    /// A cursor over the chain of `skey`, newest first.
     /// The head of `skey`'s chain: the SKey layer's hash table when the
     /// group it names is `skey`'s (one probe and a group header the chain
     /// walk reads next anyway), else its ordered map.
@@ -1169,6 +1168,8 @@ impl PsTree {
         Ok(self.skeys.get(skey))
     }
 
+    /// A cursor over the chain whose newest group is at `skey_head`,
+    /// newest first.
     pub fn cursor(&self, skey_head: Ptr) -> Cursor<'_> {
         Cursor {
             tree: self,

@@ -7,7 +7,7 @@
 //! or every key in a full snapshot, see `file`), so a reopen rebuilds it
 //! from the file, never from the primary.
 //!
-//! Beside the ordered map, a hash table keyed by a 64-bit hash of each
+//! Beside the ordered map, a hash table keyed by a 32-bit hash of each
 //! secondary key holds the key's head pointer: an equality lookup (every
 //! index-only lookup and every write) probes it instead of descending the
 //! ordered map, and checks the hit against the key stored in the group it
@@ -70,8 +70,8 @@ impl Head {
     }
 }
 
-/// The 64-bit hash of a secondary key's bytes that [`SKeyLayer`]'s hash
-/// table is keyed by.
+/// The 32-bit hash of a secondary key's bytes that [`SKeyLayer`]'s hash
+/// table is keyed by (the low half of the FxHash with its finalizer).
 fn key_hash(skey: &[u8]) -> u32 {
     let h = BuildHasherDefault::<FxHasher>::default().hash_one(skey) as u32;
     #[cfg(test)]
