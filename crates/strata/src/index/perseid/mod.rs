@@ -427,7 +427,7 @@ pub(crate) struct Perseid {
     merge_min: usize,
     /// Checks the page file's records after an open (parameter
     /// `check_pages`); dropped (stopped and joined) with the index.
-    checker: Mutex<Option<Checker>>,
+    _checker: Option<Checker>,
 }
 
 impl Perseid {
@@ -477,9 +477,20 @@ impl Perseid {
         let rebuild = reason.is_some();
         state.tree.finish_load();
         state.tree.set_cache(budget, reader.clone());
+        let ids = if check_ahead && !rebuild {
+            state.tree.page_ids()
+        } else {
+            Vec::new()
+        };
+        let state = Arc::new(RwLock::new(state));
+        let checker = if ids.is_empty() {
+            None
+        } else {
+            check_pages_ahead(state.clone(), ids)
+        };
         let p = Perseid {
             ty,
-            state: Arc::new(RwLock::new(state)),
+            state,
             store: Mutex::new(store),
             gate: cx.gate.clone(),
             primary: cx.primary.clone(),
@@ -488,15 +499,10 @@ impl Perseid {
             collected: AtomicU64::new(0),
             cache: (budget, reader),
             merge_min,
-            checker: Mutex::new(None),
+            _checker: checker,
         };
         if rebuild {
             lock(&p.store).needs_full = true;
-        } else if check_ahead {
-            let ids = read(&p.state).tree.page_ids();
-            if !ids.is_empty() {
-                *lock(&p.checker) = check_pages_ahead(p.state.clone(), ids);
-            }
         }
         Ok(p)
     }
