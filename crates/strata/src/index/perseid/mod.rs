@@ -55,9 +55,10 @@
 //! the page file's records after the open, ahead of the readers
 //! (parameter `check_pages`). The persistent
 //! validation table is a hashed table file read through a mapping
-//! (`table`) plus the keys changed since it was written (the delta),
-//! merged into a new file once the delta outgrows `merge_min_keys` plus a
-//! sixteenth of the file. The index's DRAM (`memory_bytes`) is the
+//! (`table`) plus the keys changed since it was written (the delta: a
+//! small hash map of recent keys and a sorted vector of the rest, so its
+//! RAM follows its length), merged into a new file once the delta
+//! outgrows `merge_min_keys` plus a sixteenth of the file. The index's DRAM (`memory_bytes`) is the
 //! resident pages, the page table, the SKey layer, the delta and the
 //! volatile table.
 //!

@@ -77,72 +77,208 @@ pub(crate) enum Verdict {
     Collectable,
 }
 
-/// A key's value in the delta.
+/// A key's value in the delta: 40 bytes (48 with its hash in a slot).
 struct DEntry {
     key: PkKey,
+    /// The persistent value's sequence number and count (meaningless
+    /// unless `PRESENT` is set).
+    seq: SeqNo,
+    n: u32,
+    /// `PRESENT` (the key is in the table; else it left it), `HAS_ENTRY`,
+    /// `SHARED` (the value's flags) and `DIRTY` (changed since the last
+    /// flush).
+    flags: u8,
+}
+
+const PRESENT: u8 = 1;
+const HAS_ENTRY: u8 = 2;
+const SHARED: u8 = 4;
+const DIRTY: u8 = 8;
+
+impl DEntry {
+    fn new(pk: &[u8], e: Option<PEntry>, dirty: bool) -> DEntry {
+        let mut d = DEntry {
+            key: PkKey::new(pk),
+            seq: 0,
+            n: 0,
+            flags: 0,
+        };
+        d.set(e, dirty);
+        d
+    }
+
     /// The persistent value; `None`: the key left the table.
-    e: Option<PEntry>,
-    /// Changed since the last flush.
-    dirty: bool,
+    fn e(&self) -> Option<PEntry> {
+        (self.flags & PRESENT != 0).then_some(PEntry {
+            seq: self.seq,
+            n: self.n,
+            has_entry: self.flags & HAS_ENTRY != 0,
+            shared: self.flags & SHARED != 0,
+        })
+    }
+
+    fn set(&mut self, e: Option<PEntry>, dirty: bool) {
+        let mut flags = if dirty { DIRTY } else { 0 };
+        if let Some(e) = e {
+            self.seq = e.seq;
+            self.n = e.n;
+            flags |= PRESENT;
+            if e.has_entry {
+                flags |= HAS_ENTRY;
+            }
+            if e.shared {
+                flags |= SHARED;
+            }
+        }
+        self.flags = flags;
+    }
+
+    /// Clears the dirty flag; true if it was set.
+    fn take_dirty(&mut self) -> bool {
+        let was = self.flags & DIRTY != 0;
+        self.flags &= !DIRTY;
+        was
+    }
+}
+
+/// Keys the delta's hash map holds before they move to the sorted part:
+/// the capacity of a map of 16,384 slots, so the map never grows past
+/// that (about 0.8 MB).
+const FREEZE_AT: usize = 16_384 / 8 * 7;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests freeze small maps (see `tests::the_delta_agrees_with_a_model`).
+    static TEST_FREEZE_AT: std::cell::Cell<usize> = const { std::cell::Cell::new(FREEZE_AT) };
+}
+
+fn freeze_at() -> usize {
+    #[cfg(test)]
+    return TEST_FREEZE_AT.with(|c| c.get());
+    #[cfg(not(test))]
+    FREEZE_AT
 }
 
 /// The values changed since the table file was written, by key hash (the
-/// table file's: a new key's same-hash neighbours are one probe away). A
-/// key whose hash another delta key has is in `more` (found by a scan:
-/// two keys of one hash are rare enough).
+/// table file's: a new key's same-hash neighbours are one probe away).
+///
+/// Recent keys are in a hash map (`map`; a key whose hash another key of
+/// `map` has is in `more`, found by a scan: two keys of one hash are rare
+/// enough); once the map holds [`FREEZE_AT`] keys they move to `frozen`,
+/// a vector sorted by (hash, key) and allocated to its length, searched
+/// through `dir` (the first position of each `dir_bits` hash prefix). A
+/// hash map's slots double when it fills, so the delta's RAM would jump
+/// by half its size at a point set by chance; the sorted part costs its
+/// length, and a search two cache misses. Each key is in exactly one of
+/// the three.
 #[derive(Default)]
 struct Delta {
     map: FastMap<u64, DEntry>,
     more: Vec<(u64, DEntry)>,
+    frozen: Vec<(u64, DEntry)>,
+    /// `dir[b]`: the first position of `frozen` whose hash has prefix
+    /// `b` or more (`1 << dir_bits` + 1 entries; empty while `frozen` is).
+    dir: Vec<u32>,
+    dir_bits: u32,
     key_bytes: usize,
 }
 
 impl Delta {
+    /// The positions of `frozen` whose hash is `h`.
+    fn frozen_range(&self, h: u64) -> std::ops::Range<usize> {
+        let b = if self.dir_bits == 0 {
+            0
+        } else {
+            (h >> (64 - self.dir_bits)) as usize
+        };
+        let (Some(&lo), Some(&hi)) = (self.dir.get(b), self.dir.get(b + 1)) else {
+            return 0..0;
+        };
+        let bucket = self
+            .frozen
+            .get(lo as usize..hi as usize)
+            .unwrap_or_default();
+        let start = bucket.partition_point(|e| e.0 < h);
+        let len = bucket
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|e| e.0 == h)
+            .count();
+        lo as usize + start..lo as usize + start + len
+    }
+
+    fn frozen_pos(&self, h: u64, pk: &[u8]) -> Option<usize> {
+        let r = self.frozen_range(h);
+        let start = r.start;
+        self.frozen
+            .get(r)?
+            .iter()
+            .position(|e| e.1.key.bytes() == pk)
+            .map(|i| start + i)
+    }
+
     fn get(&self, h: u64, pk: &[u8]) -> Option<&DEntry> {
-        if self.map.is_empty() {
-            return None;
-        }
         match self.map.get(&h) {
-            Some(d) if d.key.bytes() == pk => Some(d),
-            Some(_) => self
-                .more
-                .iter()
-                .find(|m| m.0 == h && m.1.key.bytes() == pk)
-                .map(|m| &m.1),
-            None => None,
+            Some(d) if d.key.bytes() == pk => return Some(d),
+            Some(_) => {
+                if let Some(m) = self.more.iter().find(|m| m.0 == h && m.1.key.bytes() == pk) {
+                    return Some(&m.1);
+                }
+            }
+            None => {}
         }
+        let i = self.frozen_pos(h, pk)?;
+        self.frozen.get(i).map(|e| &e.1)
     }
 
     fn get_mut(&mut self, h: u64, pk: &[u8]) -> Option<&mut DEntry> {
-        match self.map.get_mut(&h) {
-            Some(d) if d.key.bytes() == pk => Some(d),
+        let in_map = match self.map.get(&h) {
+            Some(d) if d.key.bytes() == pk => Some(true),
             Some(_) => self
+                .more
+                .iter()
+                .position(|m| m.0 == h && m.1.key.bytes() == pk)
+                .map(|_| false),
+            None => None,
+        };
+        match in_map {
+            Some(true) => self.map.get_mut(&h),
+            Some(false) => self
                 .more
                 .iter_mut()
                 .find(|m| m.0 == h && m.1.key.bytes() == pk)
                 .map(|m| &mut m.1),
-            None => None,
+            None => {
+                let i = self.frozen_pos(h, pk)?;
+                self.frozen.get_mut(i).map(|e| &mut e.1)
+            }
         }
     }
 
     /// True if a key with hash `h` is in the delta.
     fn has_hash(&self, h: u64) -> bool {
-        !self.map.is_empty() && self.map.contains_key(&h)
+        self.map.contains_key(&h) || !self.frozen_range(h).is_empty()
     }
 
     /// Sets `pk`'s value (hash `h`), with its dirty flag.
     fn set(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
+        self.set_unfrozen(h, pk, e, dirty);
+        if self.map.len() >= freeze_at() {
+            self.freeze();
+        }
+    }
+
+    /// [`Delta::set`] without moving a full map to the sorted part (a
+    /// recovery's load, which freezes once at its end: a freeze costs the
+    /// sorted part's length).
+    fn set_unfrozen(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
         if let Some(d) = self.get_mut(h, pk) {
-            d.e = e;
-            d.dirty = dirty;
+            d.set(e, dirty);
             return;
         }
         self.key_bytes += PkKey::heap_bytes(pk);
-        let d = DEntry {
-            key: PkKey::new(pk),
-            e,
-            dirty,
-        };
+        let d = DEntry::new(pk, e, dirty);
         match self.map.entry(h) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(d);
@@ -151,10 +287,67 @@ impl Delta {
         }
     }
 
+    /// Moves every key of the map to the sorted part (a merge into a
+    /// vector of the exact new length, then a new directory).
+    fn freeze(&mut self) {
+        if self.map.is_empty() {
+            return;
+        }
+        let mut recent: Vec<(u64, DEntry)> = if self.map.capacity() > freeze_at() {
+            // A map grown past the freeze size (a recovery's load): its
+            // slots are given back.
+            std::mem::take(&mut self.map).into_iter().collect()
+        } else {
+            self.map.drain().collect()
+        };
+        recent.append(&mut self.more);
+        recent.sort_unstable_by(|a, b| (a.0, a.1.key.bytes()).cmp(&(b.0, b.1.key.bytes())));
+        let old = std::mem::take(&mut self.frozen);
+        let mut out = Vec::with_capacity(old.len() + recent.len());
+        let mut a = old.into_iter().peekable();
+        let mut b = recent.into_iter().peekable();
+        loop {
+            let take_a = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => (x.0, x.1.key.bytes()) <= (y.0, y.1.key.bytes()),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            out.extend(if take_a { a.next() } else { b.next() });
+        }
+        self.frozen = out;
+        // About four keys a prefix.
+        let bits = (usize::BITS - (self.frozen.len() / 4).max(1).leading_zeros()).min(24);
+        self.dir_bits = bits;
+        self.dir.clear();
+        self.dir.shrink_to(0);
+        self.dir.reserve_exact((1usize << bits) + 1);
+        let mut pos = 0usize;
+        for b in 0..=(1u64 << bits) {
+            while self
+                .frozen
+                .get(pos)
+                .is_some_and(|e| bits > 0 && (e.0 >> (64 - bits)) < b)
+            {
+                pos += 1;
+            }
+            if b == 1u64 << bits {
+                pos = self.frozen.len();
+            }
+            self.dir.push(pos as u32);
+        }
+    }
+
     /// Every key with hash `h` and its value.
     fn same_hash(&self, h: u64) -> impl Iterator<Item = &DEntry> {
         let more = self.more.iter().filter(move |m| m.0 == h).map(|m| &m.1);
-        self.map.get(&h).into_iter().chain(more)
+        let frozen = self
+            .frozen
+            .get(self.frozen_range(h))
+            .unwrap_or_default()
+            .iter()
+            .map(|m| &m.1);
+        self.map.get(&h).into_iter().chain(more).chain(frozen)
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, &DEntry)> {
@@ -162,22 +355,26 @@ impl Delta {
             .iter()
             .map(|(h, d)| (*h, d))
             .chain(self.more.iter().map(|(h, d)| (*h, d)))
+            .chain(self.frozen.iter().map(|(h, d)| (*h, d)))
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut DEntry> {
         self.map
             .values_mut()
             .chain(self.more.iter_mut().map(|(_, d)| d))
+            .chain(self.frozen.iter_mut().map(|(_, d)| d))
     }
 
     fn len(&self) -> usize {
-        self.map.len() + self.more.len()
+        self.map.len() + self.more.len() + self.frozen.len()
     }
 
     fn memory_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<(u64, DEntry)>();
         self.key_bytes
-            + map_bytes(self.map.capacity(), std::mem::size_of::<(u64, DEntry)>())
-            + self.more.capacity() * std::mem::size_of::<(u64, DEntry)>()
+            + map_bytes(self.map.capacity(), slot)
+            + (self.more.capacity() + self.frozen.capacity()) * slot
+            + self.dir.capacity() * std::mem::size_of::<u32>()
     }
 }
 
@@ -205,7 +402,7 @@ impl Validation {
         others: &mut Vec<(Vec<u8>, PEntry)>,
     ) -> Result<Option<PEntry>> {
         let in_delta = self.delta.get(h, pk);
-        if let Some(e) = in_delta.and_then(|d| d.e) {
+        if let Some(e) = in_delta.and_then(DEntry::e) {
             return Ok(Some(e));
         }
         if let Some(t) = &self.base {
@@ -225,7 +422,7 @@ impl Validation {
             }
         }
         for d in self.delta.same_hash(h) {
-            if let Some(e) = d.e.filter(|_| d.key.bytes() != pk) {
+            if let Some(e) = d.e().filter(|_| d.key.bytes() != pk) {
                 others.push((d.key.bytes().to_vec(), e));
             }
         }
@@ -331,8 +528,8 @@ impl Validation {
     pub fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<PEntry>)) {
         if self.changed > 0 {
             for d in self.delta.iter_mut() {
-                if std::mem::take(&mut d.dirty) {
-                    f(d.key.bytes(), d.e);
+                if d.take_dirty() {
+                    f(d.key.bytes(), d.e());
                 }
             }
         }
@@ -409,7 +606,7 @@ impl Validation {
         let mut delta: Vec<(u64, &[u8], Option<PEntry>)> = self
             .delta
             .iter()
-            .map(|(h, d)| (h, d.key.bytes(), d.e))
+            .map(|(h, d)| (h, d.key.bytes(), d.e()))
             .collect();
         delta.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         let base_count = self.base.as_ref().map_or(0, |t| t.r.count);
@@ -460,7 +657,7 @@ impl Validation {
     /// Applies one Pk record of the log (recovery): the key's value, or
     /// its removal, on top of the table named before it.
     pub fn load(&mut self, pk: &[u8], e: Option<PEntry>) {
-        self.delta.set(key_hash(pk), pk, e, false);
+        self.delta.set_unfrozen(key_hash(pk), pk, e, false);
     }
 
     /// A Table record of the log (recovery): the table is that file, and
@@ -492,6 +689,7 @@ impl Validation {
             ..
         } = self;
         *volatile = VolatileTable::default();
+        delta.freeze();
         if let Some(r) = pending.take() {
             let vol = std::cell::RefCell::new(&mut *volatile);
             *base = Some(PkTable::open(
@@ -520,7 +718,7 @@ impl Validation {
             )?);
         }
         for (h, d) in delta.iter() {
-            if let Some(v) = d.e.and_then(ventry) {
+            if let Some(v) = d.e().and_then(ventry) {
                 volatile.insert(h, d.key.bytes(), v);
             }
         }
@@ -548,6 +746,101 @@ mod tests {
         }
         // 4096 keys into 4096 buckets: about 63% distinct if uniform.
         assert!(low.len() > 2300, "{} distinct low parts", low.len());
+    }
+
+    /// The delta against a map, with many keys per hash and hashes
+    /// spread over every prefix, across freezes (every 64 keys) and
+    /// dirty-flag drains.
+    #[test]
+    fn the_delta_agrees_with_a_model() {
+        use std::collections::BTreeMap;
+        TEST_FREEZE_AT.with(|c| c.set(64));
+        let mut d = Delta::default();
+        let mut model: BTreeMap<(u64, Vec<u8>), (Option<PEntry>, bool)> = BTreeMap::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // 400 hashes, spread over the prefixes; about 3 keys each.
+            let hi = x % 400;
+            let h = hi.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let pk = format!("k{}-{}", hi, (x >> 20) % 3).into_bytes();
+            let e = (!x.is_multiple_of(6)).then_some(PEntry {
+                seq: step,
+                n: (x >> 30) as u32 % 4 + 1,
+                has_entry: x.is_multiple_of(2),
+                shared: x.is_multiple_of(3),
+            });
+            let dirty = !x.is_multiple_of(5);
+            d.set(h, &pk, e, dirty);
+            model.insert((h, pk), (e, dirty));
+            if step % 997 == 0 {
+                let mut drained = Vec::new();
+                for e in d.iter_mut() {
+                    if e.take_dirty() {
+                        drained.push(e.key.bytes().to_vec());
+                    }
+                }
+                let mut want: Vec<Vec<u8>> = model
+                    .iter_mut()
+                    .filter_map(|(k, v)| std::mem::take(&mut v.1).then(|| k.1.clone()))
+                    .collect();
+                drained.sort();
+                want.sort();
+                assert_eq!(drained, want, "step {step}");
+            }
+            if step % 251 == 0 {
+                assert_eq!(d.len(), model.len());
+                for ((h, k), (e, _)) in &model {
+                    let got = d.get(*h, k).map(DEntry::e);
+                    assert_eq!(got, Some(*e), "step {step} key {k:?}");
+                    assert!(d.has_hash(*h));
+                }
+                assert!(d.get(7, b"absent").is_none() && !d.has_hash(7));
+                let h = model.keys().next().map(|k| k.0).unwrap_or(1);
+                let mut same: Vec<Vec<u8>> =
+                    d.same_hash(h).map(|e| e.key.bytes().to_vec()).collect();
+                same.sort();
+                let want: Vec<Vec<u8>> = model
+                    .keys()
+                    .filter(|k| k.0 == h)
+                    .map(|k| k.1.clone())
+                    .collect();
+                assert_eq!(same, want);
+                let mut all: Vec<(u64, Vec<u8>)> =
+                    d.iter().map(|(h, e)| (h, e.key.bytes().to_vec())).collect();
+                all.sort();
+                assert_eq!(all, model.keys().cloned().collect::<Vec<_>>());
+            }
+        }
+        TEST_FREEZE_AT.with(|c| c.set(FREEZE_AT));
+    }
+
+    /// The delta's RAM follows its length: no jump when a hash map's
+    /// slots would double (at 2 M records, a jump from about 7.5 to
+    /// 15 MB decided whether the index kept to 10% of `memory`'s).
+    #[test]
+    fn the_deltas_ram_grows_with_its_length() {
+        let mut d = Delta::default();
+        let mut prev = 0;
+        for i in 0..300_000u64 {
+            let pk = i.to_be_bytes();
+            d.set(key_hash(&pk), &pk, None, true);
+            if i % 10_000 == 9_999 {
+                let bytes = d.memory_bytes();
+                let per_key = bytes / d.len();
+                // 48 bytes a key, the directory, and the map of recent keys
+                // (at most 16,384 slots).
+                assert!(
+                    bytes <= d.len() * 50 + 16_384 * 57,
+                    "{} keys: {bytes} bytes ({per_key} a key)",
+                    d.len()
+                );
+                assert!(bytes >= prev / 2, "{bytes} after {prev}");
+                prev = bytes;
+            }
+        }
     }
 
     #[test]
