@@ -627,3 +627,61 @@ fn evicted_pages_are_read_back_and_a_reopen_loads_none() {
     let db = open_with(dir.path(), "0");
     check(&db, &model);
 }
+
+/// The persistent table's file is written after the index's state lock
+/// is released (writers go on meanwhile). A write of that file that
+/// fails fails the flush; the keys the merge held go back to the delta,
+/// the next flush writes everything, and the index is exact, then and
+/// after a reopen.
+#[test]
+fn a_table_file_that_fails_to_be_written_is_merged_again_by_the_next_flush() {
+    use strata::lsm::io::fault::{FaultFs, Op};
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("db");
+    let fs = FaultFs::new(root.path().join("trash"));
+    let open = || {
+        let db = Db::open(
+            &dir,
+            Options::small_for_tests()
+                .memtable_size(64 << 20)
+                .background_work(false)
+                .file_system(fs.as_fs()),
+        )
+        .unwrap();
+        if db.indexes().is_empty() {
+            db.create_index(
+                IndexSpec::field("by_u", "u", KeyType::I64)
+                    .strategy("perseid")
+                    .param("merge_min_keys", "50"),
+            )
+            .unwrap();
+        }
+        db
+    };
+    let mut rng = Rng::new(33);
+    let mut model = BTreeMap::new();
+    let db = open();
+    load(&db, &mut rng, 1500, &mut model);
+    db.flush().unwrap();
+    let first = table_files(&dir);
+    assert_eq!(first.len(), 1, "{first:?}");
+    // Updates of the merged keys and new ones: the next flush merges.
+    load(&db, &mut rng, 1500, &mut model);
+    fs.fail_on(Op::Write, 1, ".pkt");
+    assert!(
+        db.flush().is_err(),
+        "the table write's error is the flush's"
+    );
+    assert_eq!(fs.injected(), 1);
+    check(&db, &model);
+    load(&db, &mut rng, 500, &mut model);
+    db.flush().unwrap();
+    check(&db, &model);
+    let files = table_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_ne!(files, first);
+    drop(db);
+    let db = open();
+    assert_eq!(db.indexes()[0].stats.rebuilt_at_open, None);
+    check(&db, &model);
+}

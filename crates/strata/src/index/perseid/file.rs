@@ -131,6 +131,10 @@ pub(crate) struct GroupWriter {
     pages: Vec<u8>,
     dir: Vec<u8>,
     page_count: u32,
+    /// The Table record, if any: the first record after the page
+    /// directory, wherever [`GroupWriter::table`] was called (its file is
+    /// written while the others are encoded).
+    table: Vec<u8>,
     rest: Vec<u8>,
     records: u32,
 }
@@ -165,6 +169,7 @@ impl GroupWriter {
             pages: Vec::new(),
             dir: Vec::new(),
             page_count: 0,
+            table: Vec::new(),
             rest: Vec::new(),
             records: 0,
         }
@@ -215,13 +220,15 @@ impl GroupWriter {
         self.records += 1;
     }
 
+    /// Names the table file (at most once a group).
     pub fn table(&mut self, r: &TableRef) {
+        debug_assert!(self.table.is_empty(), "two Table records in a group");
         let mut p = Vec::with_capacity(28);
         p.extend_from_slice(&r.number.to_le_bytes());
         p.extend_from_slice(&r.count.to_le_bytes());
         p.extend_from_slice(&r.len.to_le_bytes());
         p.extend_from_slice(&r.crc.to_le_bytes());
-        frame(&mut self.rest, K_TABLE, &p);
+        frame(&mut self.table, K_TABLE, &p);
         self.records += 1;
     }
 
@@ -230,8 +237,9 @@ impl GroupWriter {
         let mut dir = Vec::with_capacity(self.dir.len() + 4);
         dir.extend_from_slice(&self.page_count.to_le_bytes());
         dir.extend_from_slice(&self.dir);
-        let mut tail = Vec::with_capacity(dir.len() + 16 + self.rest.len());
+        let mut tail = Vec::with_capacity(dir.len() + 16 + self.table.len() + self.rest.len());
         frame(&mut tail, K_PAGE_DIR, &dir);
+        tail.extend_from_slice(&self.table);
         tail.extend_from_slice(&self.rest);
         let mut p = Vec::with_capacity(36);
         p.extend_from_slice(&c.checkpoint.to_le_bytes());

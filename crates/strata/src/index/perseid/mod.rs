@@ -58,7 +58,9 @@
 //! (`table`) plus the keys changed since it was written (the delta: a
 //! small hash map of recent keys and a sorted vector of the rest, so its
 //! RAM follows its length), merged into a new file once the delta
-//! outgrows `merge_min_keys` plus a sixteenth of the file. The index's DRAM (`memory_bytes`) is the
+//! outgrows `merge_min_keys` plus a sixteenth of the file; the flush
+//! writes that file after releasing the state's lock, while writers fill
+//! a new delta (`validation::MergeJob`). The index's DRAM (`memory_bytes`) is the
 //! resident pages, the page table, the SKey layer, the delta and the
 //! volatile table.
 //!
@@ -526,7 +528,7 @@ impl Perseid {
         let mut pages = Vec::new();
         // The table file the group refers to.
         let table;
-        let (group, full) = {
+        let (mut g, commit, full, job) = {
             let mut st = write(&self.state);
             // A scan build runs, or is due (this open found the files
             // damaged): the state is not the index's; the files keep the
@@ -546,18 +548,6 @@ impl Perseid {
             }
             let full = store.wants_full(st.live_bytes());
             let mut g = GroupWriter::new(full);
-            // A full group, or a delta grown past its share of the table,
-            // merges the persistent table into a new file (durable before
-            // the group that names it is written).
-            if full || st.valid.wants_merge(self.merge_min) {
-                let n = store.new_table();
-                let r = st
-                    .valid
-                    .merge(store.fs(), store.dir(), n, key_code(self.ty))?;
-                store.table_written(n, r.len);
-                g.table(&r);
-            }
-            table = st.valid.table().map(|r| r.number);
             if full {
                 // Evicted pages are read back from the files this group
                 // replaces (removed only after it is written).
@@ -576,8 +566,21 @@ impl Perseid {
                     g.free(id);
                 }
                 st.tree.skeys.drain_changes(|k, p| g.skey(k, p));
-                st.valid.drain_changes(|k, e| g.pk(k, e));
             }
+            // A full group, or a delta grown past its share of the table,
+            // merges the persistent table into a new file (durable before
+            // the group that names it is written), after the state's lock
+            // is released: writers go on meanwhile. Nothing below fails
+            // before the job is finished or aborted.
+            let job = (full || st.valid.wants_merge(self.merge_min))
+                .then(|| (store.new_table(), st.valid.begin_merge()));
+            table = match &job {
+                Some((n, _)) => Some(*n),
+                None => st.valid.table().map(|r| r.number),
+            };
+            // The Pk records of the keys changed since the last group (none
+            // if a merge began: its table holds them).
+            st.valid.drain_changes(|k, e| g.pk(k, e));
             st.tree.dirty.clear();
             st.tree.freed.clear();
             st.applied = checkpoint;
@@ -587,8 +590,27 @@ impl Perseid {
                 extent: st.extent,
                 entries: st.entries,
             };
-            (g.commit(&commit), full)
+            (g, commit, full, job)
         };
+        if let Some((n, job)) = job {
+            let written = job.write(store.fs(), store.dir(), n, key_code(self.ty));
+            let mut st = write(&self.state);
+            match written {
+                Ok(t) => {
+                    store.table_written(n, t.r.len);
+                    g.table(&t.r);
+                    st.valid.finish_merge(t);
+                }
+                Err(e) => {
+                    // The state's changes since the last group were taken
+                    // for this one: the next group writes everything.
+                    st.valid.abort_merge();
+                    store.needs_full = true;
+                    return Err(e);
+                }
+            }
+        }
+        let group = g.commit(&commit);
         // The checkpoint may cover batches appended to the WAL after the
         // primary's own sync: nothing durable here may be newer than the
         // durable WAL.

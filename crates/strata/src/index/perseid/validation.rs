@@ -381,11 +381,16 @@ impl Delta {
 #[derive(Default)]
 pub(crate) struct Validation {
     /// The table file (none before the first merge).
-    base: Option<PkTable>,
+    base: Option<Arc<PkTable>>,
     /// A table named by the log, opened by [`Validation::finish_open`].
     pending: Option<TableRef>,
-    /// Values changed since `base` was written.
+    /// Values changed since `base` was written (since `merging` was
+    /// handed to a [`MergeJob`] while one runs).
     delta: Delta,
+    /// The delta a [`MergeJob`] is writing into a new table file with
+    /// `base`: consulted after `delta`, for the values it holds and
+    /// `delta` does not.
+    merging: Option<Arc<Delta>>,
     volatile: VolatileTable,
     /// Keys changed since the last flush (an upper bound: 0 means none).
     changed: usize,
@@ -401,14 +406,19 @@ impl Validation {
         pk: &[u8],
         others: &mut Vec<(Vec<u8>, PEntry)>,
     ) -> Result<Option<PEntry>> {
-        let in_delta = self.delta.get(h, pk);
+        // The newest layer holding a key has its value: the delta, then
+        // the delta being merged, then the file.
+        let layers = [Some(&self.delta), self.merging.as_deref()];
+        let layers = layers.iter().flatten();
+        let in_delta = layers.clone().find_map(|d| d.get(h, pk));
         if let Some(e) = in_delta.and_then(DEntry::e) {
             return Ok(Some(e));
         }
+        let shadowed = |k: &[u8]| layers.clone().any(|d| d.get(h, k).is_some());
         if let Some(t) = &self.base {
-            // A file key the delta has is reported from the delta.
+            // A file key a delta has is reported from that delta.
             let mut from_file = |k: &[u8], e: PEntry| {
-                if self.delta.get(h, k).is_none() {
+                if !shadowed(k) {
                     others.push((k.to_vec(), e));
                 }
             };
@@ -421,9 +431,17 @@ impl Validation {
                 t.same_hash(h, pk, &mut from_file)?;
             }
         }
-        for d in self.delta.same_hash(h) {
-            if let Some(e) = d.e().filter(|_| d.key.bytes() != pk) {
-                others.push((d.key.bytes().to_vec(), e));
+        for (i, d) in layers.clone().enumerate() {
+            for de in d.same_hash(h) {
+                let k = de.key.bytes();
+                // A key of the merging delta the newer one has is
+                // reported from the newer one.
+                if k == pk || (i > 0 && self.delta.get(h, k).is_some()) {
+                    continue;
+                }
+                if let Some(e) = de.e() {
+                    others.push((k.to_vec(), e));
+                }
             }
         }
         Ok(None)
@@ -592,10 +610,45 @@ impl Validation {
         self.delta.len() > min + self.base.as_ref().map_or(0, |t| t.r.count as usize / 16)
     }
 
-    /// Writes the table file `number`: the current file's keys with the
-    /// delta applied, in one pass in (hash, key) order. Then that file is
-    /// the table, the delta is empty and nothing is changed: the log
-    /// group that refers to the file (`Rec::Table`) records every change.
+    /// Hands the delta to a [`MergeJob`], which writes the next table
+    /// file without the caller's lock; a new, empty delta takes the
+    /// changes from now on, and nothing is changed: the log group that
+    /// will name the file (`Rec::Table`) records every change so far.
+    /// Then [`Validation::finish_merge`] with the file, or
+    /// [`Validation::abort_merge`].
+    pub fn begin_merge(&mut self) -> MergeJob {
+        let mut delta = std::mem::take(&mut self.delta);
+        delta.freeze();
+        let delta = Arc::new(delta);
+        self.merging = Some(delta.clone());
+        self.changed = 0;
+        MergeJob {
+            base: self.base.clone(),
+            delta,
+        }
+    }
+
+    /// The job's file is the table; the delta it merged is dropped.
+    pub fn finish_merge(&mut self, t: PkTable) {
+        self.base = Some(Arc::new(t));
+        self.merging = None;
+    }
+
+    /// The job failed: the keys it held return to the delta (those not
+    /// changed since), marked changed.
+    pub fn abort_merge(&mut self) {
+        if let Some(m) = self.merging.take() {
+            for (h, d) in m.iter() {
+                if self.delta.get(h, d.key.bytes()).is_none() {
+                    self.changed += 1;
+                    self.delta.set(h, d.key.bytes(), d.e(), true);
+                }
+            }
+        }
+    }
+
+    /// The whole merge under one borrow (tests).
+    #[cfg(test)]
     pub fn merge(
         &mut self,
         fs: &Arc<dyn Fs>,
@@ -603,49 +656,9 @@ impl Validation {
         number: u64,
         key_type: u8,
     ) -> Result<TableRef> {
-        let mut delta: Vec<(u64, &[u8], Option<PEntry>)> = self
-            .delta
-            .iter()
-            .map(|(h, d)| (h, d.key.bytes(), d.e()))
-            .collect();
-        delta.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        let base_count = self.base.as_ref().map_or(0, |t| t.r.count);
-        let mut w = TableWriter::new(base_count + delta.len() as u64);
-        let mut d = delta.iter().peekable();
-        if let Some(t) = &self.base {
-            t.for_each(|k, e| {
-                let h = key_hash(k);
-                // Delta keys ordered before this one.
-                while let Some(&&(dh, dk, de)) = d.peek() {
-                    if (dh, dk) >= (h, k) {
-                        break;
-                    }
-                    if let Some(de) = de {
-                        w.push(dh, dk, &de);
-                    }
-                    d.next();
-                }
-                match d.peek() {
-                    Some(&&(dh, dk, de)) if (dh, dk) == (h, k) => {
-                        if let Some(de) = de {
-                            w.push(dh, dk, &de);
-                        }
-                        d.next();
-                    }
-                    _ => w.push(h, k, &e),
-                }
-            })?;
-        }
-        for &(dh, dk, de) in d {
-            if let Some(de) = de {
-                w.push(dh, dk, &de);
-            }
-        }
-        let t = w.finish(fs, dir, number, key_type)?;
+        let t = self.begin_merge().write(fs, dir, number, key_type)?;
         let r = t.r;
-        self.base = Some(t);
-        self.delta = Delta::default();
-        self.changed = 0;
+        self.finish_merge(t);
         Ok(r)
     }
 
@@ -666,6 +679,7 @@ impl Validation {
         self.base = None;
         self.pending = Some(r);
         self.delta = Delta::default();
+        self.merging = None;
         self.changed = 0;
     }
 
@@ -692,7 +706,7 @@ impl Validation {
         delta.freeze();
         if let Some(r) = pending.take() {
             let vol = std::cell::RefCell::new(&mut *volatile);
-            *base = Some(PkTable::open(
+            *base = Some(Arc::new(PkTable::open(
                 fs,
                 dir,
                 r,
@@ -715,7 +729,7 @@ impl Validation {
                         _ => vol.borrow_mut().push_sorted(h, v),
                     }
                 },
-            )?);
+            )?));
         }
         for (h, d) in delta.iter() {
             if let Some(v) = d.e().and_then(ventry) {
@@ -727,7 +741,72 @@ impl Validation {
 
     /// Estimated RAM of the delta and of the volatile table.
     pub fn memory_bytes(&self) -> (usize, usize) {
-        (self.delta.memory_bytes(), self.volatile.memory_bytes())
+        let merging = self.merging.as_ref().map_or(0, |d| d.memory_bytes());
+        (
+            self.delta.memory_bytes() + merging,
+            self.volatile.memory_bytes(),
+        )
+    }
+}
+
+/// A merge of the persistent table's file and a frozen delta into the
+/// next file ([`Validation::begin_merge`]): it reads only what it holds,
+/// so it runs while writers go on changing the validation's new delta.
+pub(crate) struct MergeJob {
+    base: Option<Arc<PkTable>>,
+    delta: Arc<Delta>,
+}
+
+impl MergeJob {
+    /// Writes the table file `number`: the base file's keys with the
+    /// delta applied, in one pass in (hash, key) order (the frozen delta
+    /// is sorted so), durably.
+    pub fn write(
+        &self,
+        fs: &Arc<dyn Fs>,
+        dir: &Path,
+        number: u64,
+        key_type: u8,
+    ) -> Result<PkTable> {
+        debug_assert!(self.delta.map.is_empty() && self.delta.more.is_empty());
+        let base_count = self.base.as_ref().map_or(0, |t| t.r.count);
+        let mut w = TableWriter::new(base_count + self.delta.len() as u64);
+        let mut d = self
+            .delta
+            .frozen
+            .iter()
+            .map(|(h, d)| (*h, d.key.bytes(), d.e()))
+            .peekable();
+        if let Some(t) = &self.base {
+            t.for_each(|k, e| {
+                let h = key_hash(k);
+                // Delta keys ordered before this one.
+                while let Some(&(dh, dk, de)) = d.peek() {
+                    if (dh, dk) >= (h, k) {
+                        break;
+                    }
+                    if let Some(de) = de {
+                        w.push(dh, dk, &de);
+                    }
+                    d.next();
+                }
+                match d.peek() {
+                    Some(&(dh, dk, de)) if (dh, dk) == (h, k) => {
+                        if let Some(de) = de {
+                            w.push(dh, dk, &de);
+                        }
+                        d.next();
+                    }
+                    _ => w.push(h, k, &e),
+                }
+            })?;
+        }
+        for (dh, dk, de) in d {
+            if let Some(de) = de {
+                w.push(dh, dk, &de);
+            }
+        }
+        w.finish(fs, dir, number, key_type)
     }
 }
 
@@ -1034,7 +1113,8 @@ mod tests {
             let updated = model.values().filter(|e| e.1 > 1).count();
             assert_eq!(v.volatile_len(), updated, "{at}: volatile keys");
         };
-        for round in 0..8 {
+        let mut pending: Option<MergeJob> = None;
+        for round in 0..10 {
             for _ in 0..1500 {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -1067,13 +1147,32 @@ mod tests {
                 }
             }
             verify(&v, &model, &format!("round {round}"));
-            if round % 3 == 2 {
-                v.merge(&fs, dir.path(), round, 0).unwrap();
-                log.clear();
-            } else {
-                v.drain_changes(|k, e| log.push((k.to_vec(), e)));
+            // A merge begun at the last flush ran while this round wrote
+            // (as a flush writes the table file after releasing the
+            // state's lock); one is abandoned, and the next flush merges
+            // everything, as after a failed write.
+            if let Some(job) = pending.take() {
+                if round == 6 {
+                    v.abort_merge();
+                    verify(&v, &model, "after an abandoned merge");
+                    v.merge(&fs, dir.path(), 100 + round, 0).unwrap();
+                    log.clear();
+                } else {
+                    let t = job.write(&fs, dir.path(), round, 0).unwrap();
+                    v.finish_merge(t);
+                }
+                verify(&v, &model, &format!("round {round}, merge finished"));
             }
+            if round % 3 == 2 {
+                pending = Some(v.begin_merge());
+                log.clear();
+            }
+            v.drain_changes(|k, e| log.push((k.to_vec(), e)));
             verify(&v, &model, &format!("round {round}, after the flush"));
+        }
+        if let Some(job) = pending.take() {
+            let t = job.write(&fs, dir.path(), 99, 0).unwrap();
+            v.finish_merge(t);
         }
         let mut w = Validation::default();
         if let Some(r) = v.table() {
