@@ -985,12 +985,23 @@ impl PsTree {
             }
         }
         // Garbage collection.
-        let all: Vec<&Entry> = sections.iter().flat_map(|s| s.2.iter()).collect();
-        let newer = NewerVersions::of(all.into_iter(), horizon);
+        // Every entry is judged on the counts before any is collected (a
+        // collection only lowers its key's count, which changes no other
+        // verdict while the counts are exact), so the judge borrows the
+        // entries' keys instead of copying them.
+        let dead: Vec<bool> = {
+            let newer = NewerVersions::of(sections.iter().flat_map(|s| s.2.iter()), horizon);
+            sections
+                .iter()
+                .flat_map(|s| s.2.iter())
+                .map(|e| newer.collectable(e, valid, horizon))
+                .collect()
+        };
+        let mut dead = dead.into_iter();
         for (_, _, entries, _) in &mut sections {
             let before = entries.len();
             entries.retain(|e| {
-                if newer.collectable(e, valid, horizon) {
+                if dead.next().unwrap_or(false) {
                     valid.collected(&e.pk);
                     false
                 } else {
@@ -1036,17 +1047,20 @@ impl PsTree {
                 continue;
             }
             let (entries, prev) = self.group_entries(g)?;
-            let newer = NewerVersions::of(entries.iter(), horizon);
-            let n_dead = entries
-                .iter()
-                .filter(|e| newer.collectable(e, valid, horizon))
-                .count();
+            let dead: Vec<bool> = {
+                let newer = NewerVersions::of(entries.iter(), horizon);
+                entries
+                    .iter()
+                    .map(|e| newer.collectable(e, valid, horizon))
+                    .collect()
+            };
+            let n_dead = dead.iter().filter(|d| **d).count();
             if 2 * n_dead <= entries.len() {
                 continue;
             }
             let mut live = Vec::with_capacity(entries.len() - n_dead);
-            for e in entries {
-                if newer.collectable(&e, valid, horizon) {
+            for (e, dead) in entries.into_iter().zip(dead) {
+                if dead {
                     valid.collected(&e.pk);
                     collected += 1;
                 } else {
@@ -1202,22 +1216,18 @@ impl PsTree {
 /// newer than the horizon. (One number per key, not the list: "some
 /// entry of the key at or below the horizon is newer than `e`" is "the
 /// newest such entry is"; a split builds this for every entry it moves.)
-struct NewerVersions(FastMap<Vec<u8>, SeqNo>);
+struct NewerVersions<'a>(FastMap<&'a [u8], SeqNo>);
 
-impl NewerVersions {
-    fn of<'a>(entries: impl Iterator<Item = &'a Entry>, horizon: SeqNo) -> NewerVersions {
-        let mut m: FastMap<Vec<u8>, SeqNo> =
+impl<'a> NewerVersions<'a> {
+    fn of(entries: impl Iterator<Item = &'a Entry>, horizon: SeqNo) -> NewerVersions<'a> {
+        let mut m: FastMap<&'a [u8], SeqNo> =
             FastMap::with_capacity_and_hasher(entries.size_hint().0, Default::default());
         for e in entries {
             if e.seq > horizon {
                 continue;
             }
-            match m.get_mut(e.pk.as_slice()) {
-                Some(t) => *t = (*t).max(e.seq),
-                None => {
-                    m.insert(e.pk.clone(), e.seq);
-                }
-            }
+            let t = m.entry(e.pk.as_slice()).or_insert(e.seq);
+            *t = (*t).max(e.seq);
         }
         NewerVersions(m)
     }

@@ -34,6 +34,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use strata_lsm::coding::masked_crc;
@@ -180,9 +181,21 @@ pub(crate) struct PkTable {
     /// Offset of the volatile section (= bytes of the entries).
     vol_at: u64,
     file: Arc<dyn RandomRead>,
+    /// One bit a bucket: set once the bucket passed its checksum (the
+    /// file is immutable, so a bucket is checked once per open, as the
+    /// block cache holds only checked blocks). A bit lost to a race only
+    /// costs a second check.
+    checked: Box<[AtomicU64]>,
     /// Where a bucket that fails its checks leaves the marker.
     fs: Arc<dyn Fs>,
     dir: PathBuf,
+}
+
+/// The cleared bits of [`PkTable::checked`] for `2^bits` buckets.
+fn checked_bits(bits: u32) -> Box<[AtomicU64]> {
+    (0..(1usize << bits).div_ceil(64))
+        .map(|_| AtomicU64::new(0))
+        .collect()
 }
 
 fn encode_entry(buf: &mut Vec<u8>, pk: &[u8], e: &PEntry) {
@@ -367,6 +380,7 @@ impl TableWriter {
             dir_at,
             vol_at,
             file,
+            checked: checked_bits(self.bits),
             fs: fs.clone(),
             dir: dir.to_path_buf(),
         })
@@ -390,6 +404,11 @@ fn u32_at(b: &[u8], i: usize) -> Option<u32> {
 pub(crate) type VolVisitor<'a> = dyn FnMut(u64, Option<&[u8]>, PEntry) + 'a;
 
 impl PkTable {
+    /// RAM held beside the mapping (the checked-bucket bits).
+    pub fn memory_bytes(&self) -> usize {
+        self.checked.len() * 8
+    }
+
     /// Opens the file `r` names, checks it against `r` (length, footer,
     /// the checksums of the entries and of the volatile section and
     /// directory, a directory whose buckets tile the entries) and calls
@@ -475,6 +494,7 @@ impl PkTable {
             dir_at,
             vol_at,
             file,
+            checked: checked_bits(bits),
             fs: fs.clone(),
             dir: dir.to_path_buf(),
         })
@@ -496,25 +516,34 @@ impl PkTable {
             .read_with(self.dir_at + b as u64 * 8, 16, &mut |d| {
                 range = u64_at(d, 0).zip(u64_at(d, 8));
             })?;
-        let mut crc = None;
-        self.file.read_with(
-            self.dir_at + (buckets + 1) * 8 + b as u64 * 4,
-            4,
-            &mut |d| crc = u32_at(d, 0),
-        )?;
-        let (Some((start, end)), Some(crc)) = (range, crc) else {
+        let Some((start, end)) = range else {
             return Err(bad("directory cut short"));
         };
         if end < start || end > self.vol_at {
             return Err(bad("out of place"));
         }
+        let (word, bit) = (self.checked.get(b / 64), 1u64 << (b % 64));
+        let crc = if word.is_some_and(|w| w.load(Relaxed) & bit != 0) {
+            None
+        } else {
+            let mut crc = None;
+            self.file.read_with(
+                self.dir_at + (buckets + 1) * 8 + b as u64 * 4,
+                4,
+                &mut |d| crc = u32_at(d, 0),
+            )?;
+            Some(crc.ok_or_else(|| bad("directory cut short"))?)
+        };
         let mut f = Some(f);
         let mut out = Err(Error::invalid("perseid table: bucket not read"));
         self.file
             .read_with(start, (end - start) as usize, &mut |bytes| {
-                out = if masked_crc(bytes) != crc {
+                out = if crc.is_some_and(|c| masked_crc(bytes) != c) {
                     Err(bad("fails its checksum"))
                 } else {
+                    if let (Some(_), Some(w)) = (crc, word) {
+                        w.fetch_or(bit, Relaxed);
+                    }
                     match f.take() {
                         Some(f) => f(bytes),
                         None => Err(Error::invalid("perseid table: bucket read twice")),

@@ -159,6 +159,12 @@ fn freeze_at() -> usize {
     FREEZE_AT
 }
 
+/// The order of the sorted part: by hash, then (rarely needed) by key.
+fn by_hash_then_key(a: &(u64, DEntry), b: &(u64, DEntry)) -> std::cmp::Ordering {
+    a.0.cmp(&b.0)
+        .then_with(|| a.1.key.bytes().cmp(b.1.key.bytes()))
+}
+
 /// The values changed since the table file was written, by key hash (the
 /// table file's: a new key's same-hash neighbours are one probe away).
 ///
@@ -301,14 +307,14 @@ impl Delta {
             self.map.drain().collect()
         };
         recent.append(&mut self.more);
-        recent.sort_unstable_by(|a, b| (a.0, a.1.key.bytes()).cmp(&(b.0, b.1.key.bytes())));
+        recent.sort_unstable_by(by_hash_then_key);
         let old = std::mem::take(&mut self.frozen);
         let mut out = Vec::with_capacity(old.len() + recent.len());
         let mut a = old.into_iter().peekable();
         let mut b = recent.into_iter().peekable();
         loop {
             let take_a = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) => (x.0, x.1.key.bytes()) <= (y.0, y.1.key.bytes()),
+                (Some(x), Some(y)) => by_hash_then_key(x, y).is_le(),
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -742,8 +748,9 @@ impl Validation {
     /// Estimated RAM of the delta and of the volatile table.
     pub fn memory_bytes(&self) -> (usize, usize) {
         let merging = self.merging.as_ref().map_or(0, |d| d.memory_bytes());
+        let base = self.base.as_ref().map_or(0, |t| t.memory_bytes());
         (
-            self.delta.memory_bytes() + merging,
+            self.delta.memory_bytes() + merging + base,
             self.volatile.memory_bytes(),
         )
     }
