@@ -192,6 +192,9 @@ struct Delta {
 impl Delta {
     /// The positions of `frozen` whose hash is `h`.
     fn frozen_range(&self, h: u64) -> std::ops::Range<usize> {
+        if self.frozen.is_empty() {
+            return 0..0;
+        }
         let b = if self.dir_bits == 0 {
             0
         } else {
@@ -322,7 +325,33 @@ impl Delta {
             out.extend(if take_a { a.next() } else { b.next() });
         }
         self.frozen = out;
-        // About four keys a prefix.
+        self.index_frozen();
+    }
+
+    /// Makes the delta, empty, hold a recovery's Pk records in log order
+    /// (a key's last record is its value), sorted at once: no hash map
+    /// grows and no freeze copies them.
+    fn load_sorted(&mut self, mut recs: Vec<(u64, DEntry)>) {
+        debug_assert_eq!(self.len(), 0);
+        // Stable: a key's records keep their log order.
+        recs.sort_by(by_hash_then_key);
+        let mut out: Vec<(u64, DEntry)> = Vec::with_capacity(recs.len());
+        for r in recs {
+            match out.last_mut() {
+                Some(last) if last.0 == r.0 && last.1.key.bytes() == r.1.key.bytes() => *last = r,
+                _ => {
+                    self.key_bytes += PkKey::heap_bytes(r.1.key.bytes());
+                    out.push(r);
+                }
+            }
+        }
+        out.shrink_to_fit();
+        self.frozen = out;
+        self.index_frozen();
+    }
+
+    /// Rebuilds `dir` for `frozen`: about four keys a prefix.
+    fn index_frozen(&mut self) {
         let bits = (usize::BITS - (self.frozen.len() / 4).max(1).leading_zeros()).min(24);
         self.dir_bits = bits;
         self.dir.clear();
@@ -397,6 +426,9 @@ pub(crate) struct Validation {
     /// `base`: consulted after `delta`, for the values it holds and
     /// `delta` does not.
     merging: Option<Arc<Delta>>,
+    /// A recovery's Pk records, in log order, until
+    /// [`Validation::finish_open`] makes them the delta.
+    loaded: Vec<(u64, DEntry)>,
     volatile: VolatileTable,
     /// Keys changed since the last flush (an upper bound: 0 means none).
     changed: usize,
@@ -676,7 +708,7 @@ impl Validation {
     /// Applies one Pk record of the log (recovery): the key's value, or
     /// its removal, on top of the table named before it.
     pub fn load(&mut self, pk: &[u8], e: Option<PEntry>) {
-        self.delta.set_unfrozen(key_hash(pk), pk, e, false);
+        self.loaded.push((key_hash(pk), DEntry::new(pk, e, false)));
     }
 
     /// A Table record of the log (recovery): the table is that file, and
@@ -686,6 +718,7 @@ impl Validation {
         self.pending = Some(r);
         self.delta = Delta::default();
         self.merging = None;
+        self.loaded.clear();
         self.changed = 0;
     }
 
@@ -705,11 +738,20 @@ impl Validation {
             pending,
             base,
             delta,
+            loaded,
             volatile,
             ..
         } = self;
         *volatile = VolatileTable::default();
-        delta.freeze();
+        let loaded = std::mem::take(loaded);
+        if delta.len() == 0 {
+            delta.load_sorted(loaded);
+        } else {
+            for (h, d) in loaded {
+                delta.set_unfrozen(h, d.key.bytes(), d.e(), false);
+            }
+            delta.freeze();
+        }
         if let Some(r) = pending.take() {
             let vol = std::cell::RefCell::new(&mut *volatile);
             *base = Some(Arc::new(PkTable::open(
@@ -984,7 +1026,7 @@ mod tests {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         let mut seq = 0;
         let mut number = 1;
-        for round in 0..7 {
+        for round in 0..8 {
             for _ in 0..3000 {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -1024,7 +1066,9 @@ mod tests {
                     }
                 }
             }
-            if round % 2 == 1 {
+            // Merges at rounds 1 and 5: the log holds two or three drains
+            // of each key's changes since (its last record is its value).
+            if round % 4 == 1 {
                 let r = v.merge(&fs, dir.path(), number, 0).unwrap();
                 number += 1;
                 log.clear();
