@@ -195,11 +195,8 @@ impl Delta {
         if self.frozen.is_empty() {
             return 0..0;
         }
-        let b = if self.dir_bits == 0 {
-            0
-        } else {
-            (h >> (64 - self.dir_bits)) as usize
-        };
+        // A non-empty sorted part was indexed: `dir_bits` is at least 1.
+        let b = (h >> (64 - self.dir_bits)) as usize;
         let (Some(&lo), Some(&hi)) = (self.dir.get(b), self.dir.get(b + 1)) else {
             return 0..0;
         };
@@ -242,27 +239,21 @@ impl Delta {
     }
 
     fn get_mut(&mut self, h: u64, pk: &[u8]) -> Option<&mut DEntry> {
-        let in_map = match self.map.get(&h) {
-            Some(d) if d.key.bytes() == pk => Some(true),
-            Some(_) => self
-                .more
-                .iter()
-                .position(|m| m.0 == h && m.1.key.bytes() == pk)
-                .map(|_| false),
-            None => None,
-        };
-        match in_map {
-            Some(true) => self.map.get_mut(&h),
-            Some(false) => self
-                .more
-                .iter_mut()
-                .find(|m| m.0 == h && m.1.key.bytes() == pk)
-                .map(|m| &mut m.1),
-            None => {
-                let i = self.frozen_pos(h, pk)?;
-                self.frozen.get_mut(i).map(|e| &mut e.1)
+        match self.map.get(&h) {
+            Some(d) if d.key.bytes() == pk => return self.map.get_mut(&h),
+            Some(_) => {
+                if let Some(i) = self
+                    .more
+                    .iter()
+                    .position(|m| m.0 == h && m.1.key.bytes() == pk)
+                {
+                    return self.more.get_mut(i).map(|m| &mut m.1);
+                }
             }
+            None => {}
         }
+        let i = self.frozen_pos(h, pk)?;
+        self.frozen.get_mut(i).map(|e| &mut e.1)
     }
 
     /// True if a key with hash `h` is in the delta.
@@ -272,16 +263,6 @@ impl Delta {
 
     /// Sets `pk`'s value (hash `h`), with its dirty flag.
     fn set(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
-        self.set_unfrozen(h, pk, e, dirty);
-        if self.map.len() >= freeze_at() {
-            self.freeze();
-        }
-    }
-
-    /// [`Delta::set`] without moving a full map to the sorted part (a
-    /// recovery's load, which freezes once at its end: a freeze costs the
-    /// sorted part's length).
-    fn set_unfrozen(&mut self, h: u64, pk: &[u8], e: Option<PEntry>, dirty: bool) {
         if let Some(d) = self.get_mut(h, pk) {
             d.set(e, dirty);
             return;
@@ -294,6 +275,9 @@ impl Delta {
             }
             std::collections::hash_map::Entry::Occupied(_) => self.more.push((h, d)),
         }
+        if self.map.len() >= freeze_at() {
+            self.freeze();
+        }
     }
 
     /// Moves every key of the map to the sorted part (a merge into a
@@ -302,13 +286,9 @@ impl Delta {
         if self.map.is_empty() {
             return;
         }
-        let mut recent: Vec<(u64, DEntry)> = if self.map.capacity() > freeze_at() {
-            // A map grown past the freeze size (a recovery's load): its
-            // slots are given back.
-            std::mem::take(&mut self.map).into_iter().collect()
-        } else {
-            self.map.drain().collect()
-        };
+        // The map keeps its slots (it never holds more than the freeze
+        // size).
+        let mut recent: Vec<(u64, DEntry)> = self.map.drain().collect();
         recent.append(&mut self.more);
         recent.sort_unstable_by(by_hash_then_key);
         let old = std::mem::take(&mut self.frozen);
@@ -352,25 +332,22 @@ impl Delta {
 
     /// Rebuilds `dir` for `frozen`: about four keys a prefix.
     fn index_frozen(&mut self) {
+        // At least one bit: a prefix is `h >> (64 - bits)`.
         let bits = (usize::BITS - (self.frozen.len() / 4).max(1).leading_zeros()).min(24);
-        self.dir_bits = bits;
-        self.dir.clear();
-        self.dir.shrink_to(0);
-        self.dir.reserve_exact((1usize << bits) + 1);
+        let mut dir = Vec::with_capacity((1usize << bits) + 1);
         let mut pos = 0usize;
         for b in 0..=(1u64 << bits) {
             while self
                 .frozen
                 .get(pos)
-                .is_some_and(|e| bits > 0 && (e.0 >> (64 - bits)) < b)
+                .is_some_and(|e| (e.0 >> (64 - bits)) < b)
             {
                 pos += 1;
             }
-            if b == 1u64 << bits {
-                pos = self.frozen.len();
-            }
-            self.dir.push(pos as u32);
+            dir.push(pos as u32);
         }
+        self.dir = dir;
+        self.dir_bits = bits;
     }
 
     /// Every key with hash `h` and its value.
@@ -743,14 +720,14 @@ impl Validation {
             ..
         } = self;
         *volatile = VolatileTable::default();
+        // At an open the delta is empty (`load` only gathers records).
         let loaded = std::mem::take(loaded);
         if delta.len() == 0 {
             delta.load_sorted(loaded);
         } else {
             for (h, d) in loaded {
-                delta.set_unfrozen(h, d.key.bytes(), d.e(), false);
+                delta.set(h, d.key.bytes(), d.e(), false);
             }
-            delta.freeze();
         }
         if let Some(r) = pending.take() {
             let vol = std::cell::RefCell::new(&mut *volatile);
