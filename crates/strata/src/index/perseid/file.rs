@@ -447,6 +447,8 @@ impl PageReader {
 /// checksum), the record kind and the page id (u32); then come the
 /// capacity (u32), the data's length (u32) and the data.
 const PAGE_KIND_AT: usize = 8 + 1 + 4;
+/// Offset of the data in a Page record.
+const PAGE_DATA_AT: usize = PAGE_KIND_AT + 1 + 4 + 4;
 
 /// The page in `rec`, exactly one Page record. With `id`, the record is
 /// checked first: its checksum, its kind, its page id and its layout;
@@ -516,6 +518,14 @@ impl PageSource for PageReader {
         let start = usize::try_from(loc.offset).ok()?;
         let end = start.checked_add(loc.len as usize)?;
         page_in_record(mapped.get(start..end)?, None)
+    }
+
+    fn view_data<'m>(&self, mapped: &'m [u8], loc: Loc) -> Option<&'m [u8]> {
+        // A checked record's data ends it, after a fixed header (the
+        // layout `page_in_record` checked): its header is not read again.
+        let start = usize::try_from(loc.offset).ok()?;
+        let end = start.checked_add(loc.len as usize)?;
+        mapped.get(start.checked_add(PAGE_DATA_AT)?..end)
     }
 }
 

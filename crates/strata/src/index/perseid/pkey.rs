@@ -173,6 +173,11 @@ pub(crate) trait PageSource: Send + Sync {
     fn view<'m>(&self, _mapped: &'m [u8], _loc: Loc) -> Option<PageRef<'m>> {
         None
     }
+    /// The data of [`PageSource::view`]'s page, without decoding the
+    /// record's header again (readers of chains need only the bytes).
+    fn view_data<'m>(&self, mapped: &'m [u8], loc: Loc) -> Option<&'m [u8]> {
+        self.view(mapped, loc).map(|p| p.data)
+    }
 }
 
 /// One page of the layer: its capacity (known without its contents),
@@ -262,6 +267,16 @@ pub(crate) struct EntryRef<'a> {
     pub obsolete: bool,
     pub pk: &'a [u8],
     pub geom: &'a [u8],
+}
+
+impl EntryRef<'static> {
+    /// A placeholder (for arrays of entries).
+    pub const EMPTY: EntryRef<'static> = EntryRef {
+        seq: 0,
+        obsolete: false,
+        pk: &[],
+        geom: &[],
+    };
 }
 
 /// An owned entry (for regrouping).
@@ -530,6 +545,26 @@ impl PsTree {
             .get()
             .map(|p| p.view())
             .ok_or_else(|| corrupt(&format!("page {id} vanished while loading")))
+    }
+
+    /// The bytes of page `id` (as [`PsTree::page`]; a page read in place
+    /// is not decoded again: chain walks need only its bytes).
+    pub fn page_data(&self, id: PageId) -> Result<&[u8]> {
+        if let Some(Some(slot)) = self.pages.get(id as usize) {
+            if let (None, Some(m), Some(loc), Some(source)) = (
+                slot.data.get(),
+                slot.map.get(),
+                slot.loc,
+                self.source.as_ref(),
+            ) {
+                self.hits.fetch_add(1, Relaxed);
+                return m
+                    .mapped()
+                    .and_then(|bytes| source.view_data(bytes, loc))
+                    .ok_or_else(|| corrupt(&format!("page {id}'s mapped record does not parse")));
+            }
+        }
+        Ok(self.page(id)?.data)
     }
 
     /// Page `id`'s record in a mapping of the page file, checked (a miss)
@@ -1182,6 +1217,28 @@ impl PsTree {
         Ok(self.skeys.get(skey))
     }
 
+    /// A cursor over `skey`'s chain, newest first (`None`: no such key).
+    /// As [`PsTree::head`], and the page of the head, which a chain's
+    /// newer groups share, is looked up once and its lines loaded at once.
+    pub fn cursor_of(&self, skey: &[u8]) -> Result<Option<Cursor<'_>>> {
+        if let Some(p) = self.skeys.hint(skey) {
+            let page = self.page_data(ptr_page(p))?;
+            if group_at(page, ptr_off(p))?.skey == skey {
+                // A chain's older groups precede its newest in the page.
+                touch_lines(page.get(..ptr_off(p) + 64).unwrap_or(page));
+                return Ok(Some(Cursor {
+                    tree: self,
+                    next_group: p,
+                    page,
+                    page_id: Some(ptr_page(p)),
+                    left: 0,
+                    at: 0,
+                }));
+            }
+        }
+        Ok(self.skeys.get(skey).map(|h| self.cursor(h)))
+    }
+
     /// A cursor over the chain whose newest group is at `skey_head`,
     /// newest first.
     pub fn cursor(&self, skey_head: Ptr) -> Cursor<'_> {
@@ -1245,6 +1302,19 @@ impl<'a> NewerVersions<'a> {
     }
 }
 
+/// Loads every cache line of `page` by independent loads: a chain's
+/// groups are scattered over its page (the one-entry groups appended
+/// since its last split, then its regrouped entries), and walking them
+/// one pointer at a time paid a cache miss each; loaded together, the
+/// misses overlap. A hint only.
+fn touch_lines(page: &[u8]) {
+    let mut acc = 0u8;
+    for b in page.iter().step_by(64) {
+        acc = acc.wrapping_add(*b);
+    }
+    std::hint::black_box(acc);
+}
+
 /// Walks one chain's entries newest first (see [`PsTree::cursor`]): the
 /// page of each group is looked up once, its entries read in place.
 pub(crate) struct Cursor<'t> {
@@ -1271,7 +1341,7 @@ impl<'t> Cursor<'t> {
             // one-entry groups written since its last split): it is
             // looked up once for them.
             if self.page_id != Some(ptr_page(p)) {
-                self.page = self.tree.page(ptr_page(p))?.data;
+                self.page = self.tree.page_data(ptr_page(p))?;
                 self.page_id = Some(ptr_page(p));
             }
             let g = group_at(self.page, ptr_off(p))?;
@@ -1400,9 +1470,25 @@ mod tests {
     ) {
         // The hash path finds every key's head, and nothing for keys
         // without one (they may share a hash with a key that has one).
+        // So does `cursor_of`, whose cursor starts on the head's page:
+        // it walks the chain the ordered map's head starts.
+        let walk = |c: Option<Cursor<'_>>| {
+            let mut out = Vec::new();
+            if let Some(mut c) = c {
+                while let Some(e) = c.next().unwrap() {
+                    out.push((e.pk.to_vec(), e.seq, e.obsolete));
+                }
+            }
+            out
+        };
         for i in 0..64 {
             let sk = skey_of(i);
             assert_eq!(tree.head(&sk).unwrap(), tree.skeys.get(&sk), "head of {i}");
+            assert_eq!(
+                walk(tree.cursor_of(&sk).unwrap()),
+                walk(tree.skeys.get(&sk).map(|h| tree.cursor(h))),
+                "chain of {i}"
+            );
         }
         let mut got: HashMap<Vec<u8>, Vec<(Vec<u8>, SeqNo)>> = HashMap::new();
         for (sk, _) in tree.skeys.iter() {

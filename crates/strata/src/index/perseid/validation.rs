@@ -573,10 +573,15 @@ impl Validation {
     /// volatile table only; `pk` has an entry in the PKey layer, so it is
     /// a key of the persistent table).
     pub fn check(&self, pk: &[u8], seq: SeqNo, snapshot: SeqNo) -> Verdict {
+        self.check_hashed(key_hash(pk), pk, seq, snapshot)
+    }
+
+    /// [`Validation::check`] of `pk` whose [`key_hash`] is `h`.
+    pub fn check_hashed(&self, h: u64, pk: &[u8], seq: SeqNo, snapshot: SeqNo) -> Verdict {
         if self.volatile.len() == 0 {
             return Verdict::Valid;
         }
-        match self.volatile.get(key_hash(pk), pk) {
+        match self.volatile.get(h, pk) {
             None => Verdict::Valid,
             Some(v) if v.seq == seq => Verdict::Valid,
             Some(v) if v.seq <= snapshot => Verdict::Stale,
@@ -584,16 +589,17 @@ impl Validation {
         }
     }
 
-    /// Loads the volatile slots `check` will read for `pks`, all at once:
-    /// the loads are independent, so their cache misses overlap, and the
-    /// checks that follow find the lines in cache. A hint only.
-    pub fn touch<'a>(&self, pks: impl Iterator<Item = &'a [u8]>) {
+    /// Loads the volatile slots `check_hashed` will read for the keys of
+    /// hashes `hs`, all at once: the loads are independent, so their
+    /// cache misses overlap, and the checks that follow find the lines in
+    /// cache. A hint only.
+    pub fn touch(&self, hs: impl Iterator<Item = u64>) {
         if self.volatile.len() == 0 {
             return;
         }
         let mut acc = 0u64;
-        for pk in pks {
-            acc = acc.wrapping_add(self.volatile.home_word(key_hash(pk)));
+        for h in hs {
+            acc = acc.wrapping_add(self.volatile.home_words(h));
         }
         std::hint::black_box(acc);
     }
