@@ -117,8 +117,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(u64::MAX)
         .clamp(1, skey_count(n));
+    // Each lookup's latency, for the percentiles (`Instant` costs tens of
+    // nanoseconds: the mean comes from the loop's total).
+    let mut each: Vec<f64> = Vec::with_capacity(lookups as usize);
     let t = Instant::now();
     for i in 0..lookups {
+        let t1 = Instant::now();
         let sk = ((i % cycle * 7919) % skey_count(n)).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
         let pred = strata::Predicate::Eq(IndexValue::I64(sk as i64));
         let (h, p) = db.query_profiled(
@@ -126,6 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &pred,
             QueryOptions::default().limit(10).keys_only(keys_only),
         )?;
+        each.push(t1.elapsed().as_secs_f64() * 1e6);
         hits += h.len() as u64;
         comps += p.components_scanned;
         blocks += p.data_blocks_read;
@@ -138,6 +143,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let took = t.elapsed();
+    each.sort_by(f64::total_cmp);
+    let pct = |q: f64| {
+        each.get(((each.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    eprintln!(
+        "lookup latency µs: p50 {:.2}, p90 {:.2}, p99 {:.2}, max {:.2}",
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
+    );
     let io = db.engine().stats().io;
     eprintln!(
         "{lookups} top-10 lookups: {hits} records ({candidates} candidates validated, {stale} stale), {comps} components probed, {blocks} data blocks, {} Bloom probes, {:.2} µs a lookup",

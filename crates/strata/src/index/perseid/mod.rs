@@ -461,7 +461,10 @@ impl Perseid {
                     .into_iter()
                     .enumerate()
                     .try_for_each(|(i, g)| state.load(ty, g, last_table.is_some_and(|t| i < t)))
-                    .and_then(|_| state.check())
+                    .and_then(|_| {
+                        state.tree.skeys.finish_load();
+                        state.check()
+                    })
                     .and_then(|_| {
                         state
                             .valid

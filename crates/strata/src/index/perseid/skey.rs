@@ -45,6 +45,39 @@ pub(crate) struct SKeyLayer {
     /// Heap bytes of the keys too long to be inline (for the DRAM
     /// estimate).
     key_bytes: usize,
+    /// Records of the groups loaded at an open, not yet merged
+    /// ([`SKeyLayer::load_batch`]; empty once the open is done).
+    pending: Vec<(SKey, Option<Ptr>)>,
+    /// A full group's keys, sorted and unique, not yet in the map
+    /// ([`SKeyLayer::load_all`]; `None` once the open is done).
+    full: Option<Vec<(SKey, Head)>>,
+}
+
+/// `old` (sorted, unique) with `recs` applied in their order (a `None`
+/// removes the key), sorted and unique.
+fn merge_records(
+    old: impl Iterator<Item = (SKey, Head)>,
+    mut recs: Vec<(SKey, Option<Ptr>)>,
+) -> Vec<(SKey, Head)> {
+    // Stable: equal keys stay in record order.
+    recs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<(SKey, Head)> = Vec::with_capacity(old.size_hint().0 + recs.len());
+    let mut old = old.peekable();
+    let mut recs = recs.into_iter().peekable();
+    while let Some((k, mut p)) = recs.next() {
+        while let Some(next) = recs.next_if(|n| n.0 == k) {
+            p = next.1;
+        }
+        while let Some(o) = old.next_if(|o| o.0 < k) {
+            out.push(o);
+        }
+        old.next_if(|o| o.0 == k);
+        if let Some(p) = p {
+            out.push((k, Head::new(p, false)));
+        }
+    }
+    out.extend(old);
+    out
 }
 
 /// Per-key bytes of the ordered map, for [`SKeyLayer::memory_bytes`]:
@@ -209,58 +242,68 @@ impl SKeyLayer {
     }
 
     /// Replaces the layer with `keys` (recovery of a full group, which
-    /// lists its keys in order; any order is accepted): not dirty.
+    /// lists its keys in order; any order is accepted): not dirty. Like
+    /// [`SKeyLayer::load_batch`], it takes effect at
+    /// [`SKeyLayer::finish_load`], which builds the map and the hash
+    /// table once with the later groups' records.
     pub fn load_all(&mut self, keys: Vec<(&[u8], Ptr)>) {
-        self.key_bytes = keys.iter().map(|(k, _)| SKey::heap_bytes(k)).sum();
-        self.map = keys
+        let mut all: Vec<(SKey, Head)> = keys
             .into_iter()
             .map(|(k, p)| (SKey::new(k), Head::new(p, false)))
             .collect();
-        self.rebuild_heads();
+        // Stable, and the last of equal keys kept (as a map would).
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut uniq: Vec<(SKey, Head)> = Vec::with_capacity(all.len());
+        for e in all {
+            match uniq.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => uniq.push(e),
+            }
+        }
+        self.map.clear();
+        self.heads.clear();
+        self.key_bytes = 0;
+        self.full = Some(uniq);
+        self.pending.clear();
         self.removed.clear();
         self.changed = 0;
     }
 
     /// Loads a group's keys from the file (recovery), in record order (of
-    /// two records of a key the later wins): not dirty. A batch of more
-    /// than an eighth of the map's keys (a flush changes most keys under
-    /// random secondary keys) is merged with the map in one ordered pass
-    /// and the map rebuilt in bulk, instead of a search per key.
+    /// two records of a key the later wins): not dirty. The records are
+    /// only gathered; [`SKeyLayer::finish_load`] merges every group's
+    /// with the map in one ordered pass (a flush changes most keys under
+    /// random secondary keys: a merge and a rebuild of the hash table per
+    /// group made recovery quadratic in the groups since the last full
+    /// one).
     pub fn load_batch(&mut self, recs: Vec<(&[u8], Option<Ptr>)>) {
-        if recs.len() * 8 < self.map.len() {
-            for (k, p) in recs {
-                self.load(k, p);
-            }
+        self.pending
+            .extend(recs.into_iter().map(|(k, p)| (SKey::new(k), p)));
+    }
+
+    /// Builds the map from the full group's keys (or the map as it is)
+    /// and the records [`SKeyLayer::load_batch`] gathered, in record
+    /// order, and the hash table from the map. Call once the last group
+    /// is loaded, before any other use.
+    pub fn finish_load(&mut self) {
+        let full = self.full.take();
+        let recs = std::mem::take(&mut self.pending);
+        if full.is_none() && recs.is_empty() {
             return;
         }
-        let mut recs: Vec<(SKey, Option<Ptr>)> =
-            recs.into_iter().map(|(k, p)| (SKey::new(k), p)).collect();
-        // Stable: equal keys stay in record order.
-        recs.sort_by(|a, b| a.0.cmp(&b.0));
-        let old = std::mem::take(&mut self.map);
-        let mut out: Vec<(SKey, Head)> = Vec::with_capacity(old.len() + recs.len());
-        let mut old = old.into_iter().peekable();
-        let mut recs = recs.into_iter().peekable();
-        while let Some((k, mut p)) = recs.next() {
-            while let Some(next) = recs.next_if(|n| n.0 == k) {
-                p = next.1;
-            }
-            while let Some(o) = old.next_if(|o| o.0 < k) {
-                out.push(o);
-            }
-            old.next_if(|o| o.0 == k);
-            if let Some(p) = p {
-                out.push((k, Head::new(p, false)));
-            }
-        }
-        out.extend(old);
+        let out = match full {
+            Some(f) => merge_records(f.into_iter(), recs),
+            None => merge_records(std::mem::take(&mut self.map).into_iter(), recs),
+        };
         self.key_bytes = out.iter().map(|(k, _)| SKey::heap_bytes(k.bytes())).sum();
         // Sorted and unique: `collect` builds the tree in one pass.
         self.map = out.into_iter().collect();
         self.rebuild_heads();
     }
 
-    /// Loads one key from the file (recovery): not dirty.
+    /// Loads one key from the file, at once: not dirty (the reference
+    /// [`SKeyLayer::load_batch`] is tested against).
+    #[cfg(test)]
     pub fn load(&mut self, skey: &[u8], p: Option<Ptr>) {
         match p {
             Some(p) => self.heads.insert(key_hash(skey), split(p)),
@@ -364,6 +407,9 @@ mod tests {
         for batch in [3usize, 40, 400, 3000] {
             let mut one = SKeyLayer::default();
             let mut many = SKeyLayer::default();
+            // Every round's records gathered, merged once (an open), over
+            // a full group's keys.
+            let mut deferred = SKeyLayer::default();
             let key = |i: u64| {
                 if i.is_multiple_of(7) {
                     format!("a-long-secondary-sort-key-{i:06}").into_bytes()
@@ -371,6 +417,18 @@ mod tests {
                     i.to_be_bytes().to_vec()
                 }
             };
+            let full: Vec<(Vec<u8>, Ptr)> = (0..batch as u64)
+                .map(|_| {
+                    let r = rnd();
+                    (key(r % 1000), r >> 8)
+                })
+                .collect();
+            for (k, p) in &full {
+                one.load(k, Some(*p));
+            }
+            many.load_all(full.iter().map(|(k, p)| (&k[..], *p)).collect());
+            many.finish_load();
+            deferred.load_all(full.iter().map(|(k, p)| (&k[..], *p)).collect());
             for round in 0..6 {
                 let recs: Vec<(Vec<u8>, Option<Ptr>)> = (0..batch)
                     .map(|_| {
@@ -382,11 +440,23 @@ mod tests {
                     one.load(k, *p);
                 }
                 many.load_batch(recs.iter().map(|(k, p)| (&k[..], *p)).collect());
+                many.finish_load();
+                deferred.load_batch(recs.iter().map(|(k, p)| (&k[..], *p)).collect());
                 let a: Vec<(&[u8], Ptr)> = one.iter().collect();
                 let b: Vec<(&[u8], Ptr)> = many.iter().collect();
                 assert_eq!(a, b, "batch {batch}, round {round}");
-                assert_eq!(one.memory_bytes(), many.memory_bytes());
+                // (The hash table's capacity follows its history.)
+                assert_eq!(one.key_bytes, many.key_bytes);
                 assert!(many.is_clean());
+            }
+            deferred.finish_load();
+            let a: Vec<(&[u8], Ptr)> = one.iter().collect();
+            let b: Vec<(&[u8], Ptr)> = deferred.iter().collect();
+            assert_eq!(a, b, "batch {batch}, deferred");
+            assert_eq!(one.key_bytes, deferred.key_bytes);
+            // The hash table agrees with the map.
+            for (k, p) in deferred.iter() {
+                assert_eq!(deferred.hint(k), Some(p));
             }
         }
     }

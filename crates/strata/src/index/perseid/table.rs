@@ -415,7 +415,8 @@ impl PkTable {
     /// `f` for every key with `n > 1`, in file order (after `size_hint` with
     /// their number) with its hash, its bytes if it is shared (a version 3
     /// or 4 file gives every key's) and its value: the entries are checked, not
-    /// decoded.
+    /// decoded. On an error `f` may have seen part of the section: the
+    /// caller discards what it built.
     pub fn open(
         fs: &Arc<dyn Fs>,
         dir: &Path,
@@ -467,23 +468,14 @@ impl PkTable {
         };
         let mut scanned = Err(bad("not read"));
         file.read_with(vol_at, (meta_end - vol_at) as usize, &mut |meta| {
-            scanned = scan(
-                meta,
-                &r,
-                (dir_at - vol_at) as usize,
+            let layout = Layout {
+                dir_off: (dir_at - vol_at) as usize,
                 vol_at,
                 buckets,
                 vol_count,
                 version,
-            )
-            .map_err(|w| bad(&w))
-            .map(|()| {
-                let mut at = 0;
-                let vol = meta.get(..(dir_at - vol_at) as usize).unwrap_or_default();
-                while let Some((h, k, e)) = next_vol(version, vol, &mut at) {
-                    f(h, k, e);
-                }
-            });
+            };
+            scanned = scan(meta, &r, &layout, f).map_err(|w| bad(&w));
         })?;
         scanned?;
         // The entries are not read: each bucket is checked when read
@@ -643,15 +635,31 @@ fn each_same_hash(
 /// checksum against `r`, bucket offsets that tile the entries
 /// `0..vol_at`, and a volatile section of `vol_count` whole entries with
 /// `n > 1`. Returns what failed.
-fn scan(
-    meta: &[u8],
-    r: &TableRef,
+/// Where a table file's metadata (volatile section, directory) lies, as
+/// its header and footer say.
+struct Layout {
+    /// Offset of the directory in the metadata.
     dir_off: usize,
+    /// Offset of the metadata (the entries' end) in the file.
     vol_at: u64,
     buckets: usize,
     vol_count: u64,
     version: u32,
+}
+
+fn scan(
+    meta: &[u8],
+    r: &TableRef,
+    layout: &Layout,
+    f: &mut VolVisitor<'_>,
 ) -> std::result::Result<(), String> {
+    let &Layout {
+        dir_off,
+        vol_at,
+        buckets,
+        vol_count,
+        version,
+    } = layout;
     if masked_crc(meta) != r.crc {
         return Err("fails its checksum".into());
     }
@@ -669,10 +677,13 @@ fn scan(
     }
     let (mut at, mut n) = (0, 0u64);
     while at < vol.len() {
-        let (_, _, e) = next_vol(version, vol, &mut at).ok_or("volatile section cut short")?;
+        let (h, k, e) = next_vol(version, vol, &mut at).ok_or("volatile section cut short")?;
         if e.n < 2 {
             return Err("volatile section holds a key with n = 1".into());
         }
+        // One pass: the bytes passed their checksum; an error found later
+        // in the section fails the open, which discards what `f` built.
+        f(h, k, e);
         n += 1;
     }
     if n != vol_count {

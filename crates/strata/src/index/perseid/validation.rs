@@ -165,6 +165,35 @@ fn by_hash_then_key(a: &(u64, DEntry), b: &(u64, DEntry)) -> std::cmp::Ordering 
         .then_with(|| a.1.key.bytes().cmp(b.1.key.bytes()))
 }
 
+/// The sorted part of a [`Delta`] visited by non-decreasing hash: an
+/// open's pass over the table file's volatile section (in the file's hash
+/// order) asks each hash's keys by a step forward instead of a search.
+struct FrozenWalk<'a> {
+    frozen: &'a [(u64, DEntry)],
+    /// Entries before it have a hash below the last one asked for.
+    pos: usize,
+}
+
+impl<'a> FrozenWalk<'a> {
+    /// The entries of hash `h` (a search if `h` is below an earlier one).
+    fn same(&mut self, h: u64) -> &'a [(u64, DEntry)] {
+        if self
+            .pos
+            .checked_sub(1)
+            .and_then(|i| self.frozen.get(i))
+            .is_some_and(|e| e.0 >= h)
+        {
+            self.pos = self.frozen.partition_point(|e| e.0 < h);
+        }
+        while self.frozen.get(self.pos).is_some_and(|e| e.0 < h) {
+            self.pos += 1;
+        }
+        let rest = self.frozen.get(self.pos..).unwrap_or_default();
+        let n = rest.iter().take_while(|e| e.0 == h).count();
+        rest.get(..n).unwrap_or_default()
+    }
+}
+
 /// The values changed since the table file was written, by key hash (the
 /// table file's: a new key's same-hash neighbours are one probe away).
 ///
@@ -254,6 +283,16 @@ impl Delta {
         }
         let i = self.frozen_pos(h, pk)?;
         self.frozen.get_mut(i).map(|e| &mut e.1)
+    }
+
+    /// A walk of the sorted part by non-decreasing hash, or `None` if
+    /// the map holds keys too (the walk sees only the sorted part; an
+    /// open's delta is all sorted, `load_sorted`).
+    fn walk(&self) -> Option<FrozenWalk<'_>> {
+        (self.map.is_empty() && self.more.is_empty()).then_some(FrozenWalk {
+            frozen: &self.frozen,
+            pos: 0,
+        })
     }
 
     /// True if a key with hash `h` is in the delta.
@@ -737,6 +776,7 @@ impl Validation {
         }
         if let Some(r) = pending.take() {
             let vol = std::cell::RefCell::new(&mut *volatile);
+            let mut walk = delta.walk();
             *base = Some(Arc::new(PkTable::open(
                 fs,
                 dir,
@@ -750,9 +790,11 @@ impl Validation {
                     // delta (a key added since with its hash made both
                     // shared in the delta), so the hash tells.
                     let Some(v) = ventry(e) else { return };
-                    let in_delta = match k {
-                        Some(k) => delta.get(h, k).is_some(),
-                        None => delta.has_hash(h),
+                    let in_delta = match (&mut walk, k) {
+                        (Some(w), Some(k)) => w.same(h).iter().any(|d| d.1.key.bytes() == k),
+                        (Some(w), None) => !w.same(h).is_empty(),
+                        (None, Some(k)) => delta.get(h, k).is_some(),
+                        (None, None) => delta.has_hash(h),
                     };
                     match k {
                         _ if in_delta => {}
