@@ -109,6 +109,11 @@ use file::{Commit, GroupWriter, PageReader, Rec, Store};
 use pkey::{Entry, Loc, PsTree};
 use validation::{Validation, Verdict};
 
+thread_local! {
+    /// An equality lookup's sort key (no allocation a lookup).
+    static SORT_KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Most candidates validated in one batch (see `query`).
 const MAX_BATCH: usize = 16;
 
@@ -853,7 +858,11 @@ impl IndexStrategy for Perseid {
                 // An equality is one chain, found by hash (sort keys are
                 // prefix-free: the range of one key holds only it).
                 Predicate::Eq(v) if !v.key_type().is_spatial() => {
-                    Chains::One(tree.cursor_of(&sortkeys::sort_key(v))?)
+                    Chains::One(SORT_KEY.with_borrow_mut(|k| {
+                        k.clear();
+                        sortkeys::sort_key_into(v, k);
+                        tree.cursor_of(k)
+                    })?)
                 }
                 _ => {
                     let mut cursors = Vec::new();
