@@ -10,8 +10,9 @@
 //! another strategy, `TIERED=1` the tiered primary, `PAGE_CACHE_MB=n` the
 //! index's page cache budget (MiB), `MEMTABLE_MB=n` a
 //! smaller memtable (more components); after the reopen, 200 (`LOOKUPS`)
-//! top-10 lookups (records fetched; `KEYS_ONLY=1`: index-only) report
-//! their mean latency, block and Bloom counts,
+//! top-10 lookups (records fetched; `KEYS_ONLY=1`: index-only; over
+//! `LOOKUP_KEYS` secondary keys, default all) report their mean latency
+//! and percentiles, the candidates validated, block and Bloom counts,
 //! and those of the same records fetched by a plain batched lookup.
 //! `RANGE_QUERIES=q` then runs `q` full (no limit) range queries over
 //! about `RANGE_SKEYS` (default 20) consecutive secondary keys each (~25
