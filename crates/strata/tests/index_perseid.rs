@@ -22,11 +22,20 @@ fn record(u: u64, i: u64) -> Vec<u8> {
 
 fn open(dir: &Path) -> Db {
     let db = Db::open(dir, Options::default().memtable_size(256 << 10)).unwrap();
-    if db.indexes().is_empty() {
-        db.create_index(IndexSpec::field("by_u", "u", KeyType::I64).strategy("perseid"))
-            .unwrap();
-    }
+    ensure_index(&db, &[]);
     db
+}
+
+/// Creates the `perseid` index on `u` with `params`, unless the database
+/// has it already (a reopen).
+fn ensure_index(db: &Db, params: &[(&str, &str)]) {
+    if db.indexes().is_empty() {
+        let spec = params.iter().fold(
+            IndexSpec::field("by_u", "u", KeyType::I64).strategy("perseid"),
+            |spec, (k, v)| spec.param(k, v),
+        );
+        db.create_index(spec).unwrap();
+    }
 }
 
 /// Writes `n` operations (puts of new and old keys, deletes) and returns
@@ -257,14 +266,7 @@ fn the_persistent_table_is_merged_into_table_files_and_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let open_sized = |dir: &Path, merge_min: &str, memtable: usize| {
         let db = Db::open(dir, Options::default().memtable_size(memtable)).unwrap();
-        if db.indexes().is_empty() {
-            db.create_index(
-                IndexSpec::field("by_u", "u", KeyType::I64)
-                    .strategy("perseid")
-                    .param("merge_min_keys", merge_min),
-            )
-            .unwrap();
-        }
+        ensure_index(&db, &[("merge_min_keys", merge_min)]);
         db
     };
     let open_with = |dir: &Path, merge_min: &str| open_sized(dir, merge_min, 128 << 10);
@@ -341,14 +343,7 @@ fn a_table_bucket_that_fails_its_checks_when_a_write_reads_it_makes_the_next_ope
     let dir = tempfile::tempdir().unwrap();
     let open_with = |dir: &Path| {
         let db = Db::open(dir, Options::default().memtable_size(128 << 10)).unwrap();
-        if db.indexes().is_empty() {
-            db.create_index(
-                IndexSpec::field("by_u", "u", KeyType::I64)
-                    .strategy("perseid")
-                    .param("merge_min_keys", "100"),
-            )
-            .unwrap();
-        }
+        ensure_index(&db, &[("merge_min_keys", "100")]);
         db
     };
     let mut rng = Rng::new(33);
@@ -565,16 +560,8 @@ fn evicted_pages_are_read_back_and_a_reopen_loads_none() {
     let dir = tempfile::tempdir().unwrap();
     let open_with = |dir: &Path, mb: &str| {
         let db = Db::open(dir, Options::default().memtable_size(256 << 10)).unwrap();
-        if db.indexes().is_empty() {
-            db.create_index(
-                IndexSpec::field("by_u", "u", KeyType::I64)
-                    .strategy("perseid")
-                    .param("page_cache_mb", mb)
-                    // Every check below is a reader's.
-                    .param("check_pages", "on-read"),
-            )
-            .unwrap();
-        }
+        // Every check below is a reader's.
+        ensure_index(&db, &[("page_cache_mb", mb), ("check_pages", "on-read")]);
         db
     };
     assert!(Db::open(dir.path(), Options::default())
@@ -648,14 +635,7 @@ fn a_table_file_that_fails_to_be_written_is_merged_again_by_the_next_flush() {
                 .file_system(fs.as_fs()),
         )
         .unwrap();
-        if db.indexes().is_empty() {
-            db.create_index(
-                IndexSpec::field("by_u", "u", KeyType::I64)
-                    .strategy("perseid")
-                    .param("merge_min_keys", "50"),
-            )
-            .unwrap();
-        }
+        ensure_index(&db, &[("merge_min_keys", "50")]);
         db
     };
     let mut rng = Rng::new(33);

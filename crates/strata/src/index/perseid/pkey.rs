@@ -1209,34 +1209,42 @@ impl PsTree {
     /// group it names is `skey`'s (one probe and a group header the chain
     /// walk reads next anyway), else its ordered map.
     pub fn head(&self, skey: &[u8]) -> Result<Option<Ptr>> {
+        Ok(match self.hinted_head(skey)? {
+            Some((p, _)) => Some(p),
+            None => self.skeys.get(skey),
+        })
+    }
+
+    /// The hash table's head for `skey` and the bytes of its page, if the
+    /// group it names is `skey`'s (`None` says nothing: see
+    /// [`SKeyLayer::hint`]).
+    fn hinted_head(&self, skey: &[u8]) -> Result<Option<(Ptr, &[u8])>> {
         if let Some(p) = self.skeys.hint(skey) {
-            if group_at(self.page(ptr_page(p))?.data, ptr_off(p))?.skey == skey {
-                return Ok(Some(p));
+            let page = self.page_data(ptr_page(p))?;
+            if group_at(page, ptr_off(p))?.skey == skey {
+                return Ok(Some((p, page)));
             }
         }
-        Ok(self.skeys.get(skey))
+        Ok(None)
     }
 
     /// A cursor over `skey`'s chain, newest first (`None`: no such key).
     /// As [`PsTree::head`], and the page of the head, which a chain's
     /// newer groups share, is looked up once and its lines loaded at once.
     pub fn cursor_of(&self, skey: &[u8]) -> Result<Option<Cursor<'_>>> {
-        if let Some(p) = self.skeys.hint(skey) {
-            let page = self.page_data(ptr_page(p))?;
-            if group_at(page, ptr_off(p))?.skey == skey {
-                // A chain's older groups precede its newest in the page.
-                touch_lines(page.get(..ptr_off(p) + 64).unwrap_or(page));
-                return Ok(Some(Cursor {
-                    tree: self,
-                    next_group: p,
-                    page,
-                    page_id: Some(ptr_page(p)),
-                    left: 0,
-                    at: 0,
-                }));
-            }
-        }
-        Ok(self.skeys.get(skey).map(|h| self.cursor(h)))
+        let Some((p, page)) = self.hinted_head(skey)? else {
+            return Ok(self.skeys.get(skey).map(|h| self.cursor(h)));
+        };
+        // A chain's older groups precede its newest in the page.
+        touch_lines(page.get(..ptr_off(p) + 64).unwrap_or(page));
+        Ok(Some(Cursor {
+            tree: self,
+            next_group: p,
+            page,
+            page_id: Some(ptr_page(p)),
+            left: 0,
+            at: 0,
+        }))
     }
 
     /// A cursor over the chain whose newest group is at `skey_head`,

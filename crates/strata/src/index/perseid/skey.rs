@@ -247,23 +247,17 @@ impl SKeyLayer {
     /// [`SKeyLayer::finish_load`], which builds the map and the hash
     /// table once with the later groups' records.
     pub fn load_all(&mut self, keys: Vec<(&[u8], Ptr)>) {
-        let mut all: Vec<(SKey, Head)> = keys
-            .into_iter()
-            .map(|(k, p)| (SKey::new(k), Head::new(p, false)))
-            .collect();
-        // Stable, and the last of equal keys kept (as a map would).
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut uniq: Vec<(SKey, Head)> = Vec::with_capacity(all.len());
-        for e in all {
-            match uniq.last_mut() {
-                Some(last) if last.0 == e.0 => *last = e,
-                _ => uniq.push(e),
-            }
-        }
+        // Sorted, the last of equal keys kept (as a map would).
+        let all = merge_records(
+            std::iter::empty(),
+            keys.into_iter()
+                .map(|(k, p)| (SKey::new(k), Some(p)))
+                .collect(),
+        );
         self.map.clear();
         self.heads.clear();
         self.key_bytes = 0;
-        self.full = Some(uniq);
+        self.full = Some(all);
         self.pending.clear();
         self.removed.clear();
         self.changed = 0;
