@@ -336,7 +336,7 @@ pub type HostRef = Arc<std::sync::OnceLock<EngineHandle>>;
 #[derive(Clone)]
 pub struct EngineHandle {
     pub(crate) tables: Arc<TableCache>,
-    pub(crate) snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
+    pub(crate) snapshots: Arc<Mutex<crate::read::SnapshotList>>,
     pub(crate) last_sequence: Arc<AtomicU64>,
     pub(crate) log: Arc<Mutex<Option<crate::wal::LogWriter>>>,
     /// The engines this one hosts (see [`crate::host`]).

@@ -4,7 +4,6 @@
 //! (PERSEID §4.4), existence probes without data I/O, and the oldest
 //! sequence number a reader may still read at.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -127,15 +126,60 @@ pub(crate) fn bloom_may_match(
     }
 }
 
+/// The live snapshots: each registered sequence number with its count of
+/// registrations, in increasing order, no count zero.
+///
+/// A sorted vector rather than a map: snapshots are few and registered
+/// at the newest sequence number (an append), and registering one then
+/// dropping it, as every index query does, allocates nothing once the
+/// vector has grown (a map allocated and freed its leaf node each time
+/// it went from empty to one entry and back).
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotList {
+    live: Vec<(SeqNo, usize)>,
+}
+
+impl SnapshotList {
+    /// Adds one registration at `seq`.
+    pub fn register(&mut self, seq: SeqNo) {
+        match self.live.last_mut() {
+            Some((s, n)) if *s == seq => *n += 1,
+            Some((s, _)) if *s > seq => match self.live.binary_search_by_key(&seq, |e| e.0) {
+                Ok(i) => {
+                    if let Some(e) = self.live.get_mut(i) {
+                        e.1 += 1;
+                    }
+                }
+                Err(i) => self.live.insert(i, (seq, 1)),
+            },
+            _ => self.live.push((seq, 1)),
+        }
+    }
+
+    /// Removes one registration at `seq` (one [`Self::register`] made).
+    pub fn unregister(&mut self, seq: SeqNo) {
+        if let Ok(i) = self.live.binary_search_by_key(&seq, |e| e.0) {
+            if let Some(e) = self.live.get_mut(i) {
+                e.1 -= 1;
+                if e.1 == 0 {
+                    self.live.remove(i);
+                }
+            }
+        }
+    }
+
+    /// The oldest live snapshot's sequence number.
+    pub fn oldest(&self) -> Option<SeqNo> {
+        self.live.first().map(|e| e.0)
+    }
+}
+
 /// The oldest live snapshot in `snaps`, else the last published sequence
 /// number: the oldest sequence number a reader may read at. Read under the
 /// snapshot lock, which `Db::snapshot` also holds while it reads `last`.
-pub(crate) fn oldest_readable(snaps: &Mutex<BTreeMap<SeqNo, usize>>, last: &AtomicU64) -> SeqNo {
-    let snaps = lock(snaps);
-    snaps
-        .keys()
-        .next()
-        .copied()
+pub(crate) fn oldest_readable(snaps: &Mutex<SnapshotList>, last: &AtomicU64) -> SeqNo {
+    lock(snaps)
+        .oldest()
         .unwrap_or_else(|| last.load(Ordering::SeqCst))
 }
 
@@ -470,4 +514,50 @@ fn table_pass(
             (i, step)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod snapshot_list_tests {
+    use super::SnapshotList;
+
+    /// The list against a multiset model, registrations in and out of
+    /// order.
+    #[test]
+    fn the_oldest_is_the_smallest_registered_sequence() {
+        let mut list = SnapshotList::default();
+        let mut model: std::collections::BTreeMap<u64, usize> = Default::default();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut live: Vec<u64> = Vec::new();
+        for step in 0..2000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if live.is_empty() || !x.is_multiple_of(3) {
+                // Mostly the newest sequence number, sometimes an older one.
+                let seq = if x.is_multiple_of(5) {
+                    x % (step + 1)
+                } else {
+                    step / 4
+                };
+                list.register(seq);
+                *model.entry(seq).or_insert(0) += 1;
+                live.push(seq);
+            } else {
+                let seq = live.swap_remove((x as usize / 3) % live.len());
+                list.unregister(seq);
+                let c = model.get_mut(&seq).unwrap();
+                *c -= 1;
+                if *c == 0 {
+                    model.remove(&seq);
+                }
+            }
+            assert_eq!(list.oldest(), model.keys().next().copied(), "step {step}");
+            assert_eq!(list.live.len(), model.len());
+        }
+        for seq in live {
+            list.unregister(seq);
+        }
+        assert_eq!(list.oldest(), None);
+        assert!(list.live.is_empty());
+    }
 }

@@ -211,6 +211,28 @@ fn snapshot_keeps_versions_out_of_the_dropped_stream() {
 }
 
 #[test]
+fn a_snapshot_clone_keeps_versions_after_the_original_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(Mutex::new(Log::default()));
+    let db = Db::open(dir.path(), opts(&log)).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let snap = db.snapshot();
+    let clone = snap.clone();
+    // An older snapshot taken and dropped meanwhile (registered before
+    // the clone's in the list) releases nothing of the clone's.
+    let later = db.snapshot();
+    drop(snap);
+    db.put(b"a", b"2").unwrap();
+    drop(later);
+    db.compact_range(None, None).unwrap();
+    assert!(log.lock().unwrap().dropped.is_empty());
+    assert_eq!(clone.get(b"a").unwrap(), Some(b"1".to_vec()));
+    drop(clone);
+    db.compact_range(None, None).unwrap();
+    assert_eq!(log.lock().unwrap().dropped.len(), 1);
+}
+
+#[test]
 fn install_hook_payloads_and_state_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(Log::default()));

@@ -24,7 +24,7 @@ mod write;
 use crate::read::multi_get_components;
 pub use crate::read::Versioned;
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -94,7 +94,7 @@ pub(crate) struct DbInner {
     pub next_file: Arc<AtomicU64>,
     pub log: Arc<Mutex<Option<LogWriter>>>,
     /// Live snapshots: sequence number → count.
-    pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
+    pub snapshots: Arc<Mutex<crate::read::SnapshotList>>,
     /// Held by whoever runs a compaction (background or manual).
     pub compaction_lock: Mutex<()>,
     /// Flushed memtables that readers may still hold: freed here (by the
@@ -126,7 +126,15 @@ pub struct Db {
 
 /// A consistent read view: reads through it see the database as of its
 /// creation. Compaction keeps every version it can see.
+///
+/// Clones share one registration (an `Arc`): cloning costs no lock.
+#[derive(Clone)]
 pub struct Snapshot {
+    reg: Arc<Registration>,
+}
+
+/// One registration in the live-snapshot list, removed when dropped.
+struct Registration {
     inner: Arc<DbInner>,
     seq: SeqNo,
 }
@@ -199,7 +207,7 @@ impl Db {
         // Shared with extensions (`EngineHandle`), never `inner` itself: an
         // extension's thread must never hold the last reference to the
         // database.
-        let snapshots = Arc::new(Mutex::new(BTreeMap::new()));
+        let snapshots = Arc::new(Mutex::new(crate::read::SnapshotList::default()));
         let last_sequence = Arc::new(AtomicU64::new(0));
         // Empty until the new WAL exists (after recovery).
         let wal = Arc::new(Mutex::new(None));
@@ -530,12 +538,17 @@ impl Db {
     /// A read view of the latest published data; compactions keep every
     /// version it sees until it is dropped.
     pub fn snapshot(&self) -> Snapshot {
-        let mut snaps = lock(&self.inner.snapshots);
-        let seq = self.inner.last_sequence.load(Ordering::SeqCst);
-        *snaps.entry(seq).or_insert(0) += 1;
+        let seq = {
+            let mut snaps = lock(&self.inner.snapshots);
+            let seq = self.inner.last_sequence.load(Ordering::SeqCst);
+            snaps.register(seq);
+            seq
+        };
         Snapshot {
-            inner: self.inner.clone(),
-            seq,
+            reg: Arc::new(Registration {
+                inner: self.inner.clone(),
+                seq,
+            }),
         }
     }
 
@@ -901,35 +914,35 @@ impl Drop for Db {
 impl Snapshot {
     /// The sequence number the snapshot reads at.
     pub fn sequence(&self) -> SeqNo {
-        self.seq
+        self.reg.seq
     }
 
     /// [`Db::get`] as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get_at(key, self.seq)
+        self.reg.inner.get_at(key, self.reg.seq)
     }
 
     /// [`Db::multi_get`] as of the snapshot.
     pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get_at(keys, self.seq)
+        self.reg.inner.multi_get_at(keys, self.reg.seq)
     }
 
     /// [`Db::iter`] as of the snapshot.
     pub fn iter(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<DbIterator> {
-        self.inner.iter_at(from, to, self.seq)
+        self.reg.inner.iter_at(from, to, self.reg.seq)
     }
 
     /// Visits the entries of `key` visible here, newest first, component by
     /// component, merge operands uncombined; `f` returns false to stop
     /// (see `merge::for_each_version`).
     pub fn for_each_version(&self, key: &[u8], f: &mut merge::VersionVisitor<'_>) -> Result<()> {
-        self.inner.for_each_version_at(key, self.seq, f)
+        self.reg.inner.for_each_version_at(key, self.reg.seq, f)
     }
 
     /// See `merge::components_in_ranges`.
     pub fn components_in_ranges(&self, ranges: &[(Vec<u8>, Option<Vec<u8>>)]) -> usize {
-        let (mems, version) = self.inner.read_view();
-        merge::components_in_ranges(&mems, &version, ranges, self.seq)
+        let (mems, version) = self.reg.inner.read_view();
+        merge::components_in_ranges(&mems, &version, ranges, self.reg.seq)
     }
 
     /// Visits the entries visible here in the key ranges `[from, to)`,
@@ -940,13 +953,13 @@ impl Snapshot {
         ranges: &[(Vec<u8>, Option<Vec<u8>>)],
         f: &mut merge::ComponentVisitor<'_>,
     ) -> Result<()> {
-        let (mems, version) = self.inner.read_view();
+        let (mems, version) = self.reg.inner.read_view();
         merge::for_each_in_ranges_by_component(
-            &self.inner.tables,
+            &self.reg.inner.tables,
             &mems,
             &version,
             ranges,
-            self.seq,
+            self.reg.seq,
             f,
         )
     }
@@ -954,25 +967,9 @@ impl Snapshot {
 
 /// Another handle on the same snapshot: compaction keeps what it sees
 /// until every handle is dropped.
-impl Clone for Snapshot {
-    fn clone(&self) -> Snapshot {
-        *lock(&self.inner.snapshots).entry(self.seq).or_insert(0) += 1;
-        Snapshot {
-            inner: self.inner.clone(),
-            seq: self.seq,
-        }
-    }
-}
-
-impl Drop for Snapshot {
+impl Drop for Registration {
     fn drop(&mut self) {
-        let mut snaps = lock(&self.inner.snapshots);
-        if let Some(c) = snaps.get_mut(&self.seq) {
-            *c -= 1;
-            if *c == 0 {
-                snaps.remove(&self.seq);
-            }
-        }
+        lock(&self.inner.snapshots).unregister(self.seq);
     }
 }
 
