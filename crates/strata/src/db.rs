@@ -690,12 +690,10 @@ impl Db {
         opts: QueryOptions,
     ) -> Result<(Hits, QueryProfile, Snapshot)> {
         let engine = &self.engine;
-        // Pinned first, then the components: every version the snapshot
-        // sees is in them, and no compaction drops one until `pinned` goes.
-        let pinned = self.snapshot();
-        let snapshot = pinned.sequence();
-        let (mems, version) = engine.read_view();
         let pause = lock(&self.query_pause).clone();
+        // The view's own snapshot, if the strategy wants one (see
+        // `IndexManager::query`).
+        let pinned: std::sync::OnceLock<Snapshot> = std::sync::OnceLock::new();
         // A strategy with a structure of its own answers at the snapshot it
         // pins with its structure (`QueryCx::pin_with`): kept to be
         // returned as the query's.
@@ -710,23 +708,42 @@ impl Db {
             engine.get_versions(reqs, at, threads)
         };
         let data_blocks_read = || engine.data_blocks_read();
-        let view = QueryView {
-            mems,
-            version,
-            snapshot,
-            tables: engine.table_cache(),
-            pin_latest: &pin_latest,
-            fetch: &fetch,
-            fetch_versions: &fetch_versions,
-            data_blocks_read: &data_blocks_read,
-            pause: pause.as_deref(),
+        let view_of = |full: bool| {
+            let (snapshot, mems, version) = if full {
+                // Pinned first, then the components: every version the
+                // snapshot sees is in them, and no compaction drops one
+                // until `pinned` goes.
+                let seq = pinned.get_or_init(|| self.snapshot()).sequence();
+                let (mems, version) = engine.read_view();
+                (seq, mems, version)
+            } else {
+                (0, Vec::new(), engine.current_version())
+            };
+            QueryView {
+                mems,
+                version,
+                snapshot,
+                tables: engine.table_cache(),
+                pin_latest: &pin_latest,
+                fetch: &fetch,
+                fetch_versions: &fetch_versions,
+                data_blocks_read: &data_blocks_read,
+                pause: pause.as_deref(),
+            }
         };
         let mut profile = QueryProfile::default();
-        let hits = self.index.query(index, pred, opts, &view, &mut profile)?;
-        let answered_at = pinned_by_strategy
+        let hits = self
+            .index
+            .query(index, pred, opts, &view_of, &mut profile)?;
+        let answered_at = match pinned_by_strategy
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or(pinned);
+        {
+            Some(s) => s,
+            None => pinned.into_inner().ok_or_else(|| {
+                Error::invalid(format!("index {index:?} answered without a snapshot"))
+            })?,
+        };
         Ok((hits, profile, answered_at))
     }
 

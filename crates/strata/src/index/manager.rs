@@ -602,12 +602,16 @@ impl IndexManager {
     }
 
     /// Answers one query. See the module documentation for the contract.
-    pub fn query(
+    /// `view_of(true)` pins a snapshot and reads the components for the
+    /// query; `view_of(false)`, asked for a strategy that
+    /// [pins its own](IndexStrategy::pins_own_snapshot), only the
+    /// current version.
+    pub fn query<'v>(
         &self,
         name: &str,
         pred: &Predicate,
         opts: QueryOptions,
-        view: &QueryView<'_>,
+        view_of: &dyn Fn(bool) -> QueryView<'v>,
         profile: &mut QueryProfile,
     ) -> Result<Hits> {
         let def = self
@@ -620,11 +624,13 @@ impl IndexManager {
         }
         pred.check(def.spec.key_type)?;
         def.counters.queries.fetch_add(1, Relaxed);
-        let state = Self::state_of(&view.version);
         let scan = def.scan().as_ref().map(|b| (b.at, b.cursor.clone()));
         if let Some((at, cursor)) = scan {
-            return self.query_scan_building(&def, pred, opts, view, profile, at, cursor);
+            let view = view_of(true);
+            return self.query_scan_building(&def, pred, opts, &view, profile, at, cursor);
         }
+        let view = &view_of(!def.strategy.pins_own_snapshot());
+        let state = Self::state_of(&view.version);
         let cx = QueryCx {
             def: &def.meta,
             pred,

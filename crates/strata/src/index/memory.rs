@@ -309,6 +309,11 @@ impl IndexStrategy for Memory {
         Ok(())
     }
 
+    /// Reads the primary only at its own snapshot, through `fetch`.
+    fn pins_own_snapshot(&self) -> bool {
+        true
+    }
+
     /// Candidates from the structure at a snapshot pinned under the sync
     /// guard (so they are exactly the matching live records at that
     /// snapshot), newest first, then one batched fetch of the records (or

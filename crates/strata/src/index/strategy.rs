@@ -387,6 +387,16 @@ pub(crate) trait IndexStrategy: Send + Sync {
     /// Answers one query (see `index` for the result contract).
     fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits>;
 
+    /// True if [`IndexStrategy::query`] reads the primary only at the
+    /// snapshot it pins with [`QueryCx::pin_with`], through the view's
+    /// functions (`fetch`, `fetch_versions`, `data_blocks_read`): its view
+    /// then pins nothing and lists no components (`mems` empty, `version`
+    /// the current one, `snapshot` 0), which saves a query a snapshot
+    /// registration and a copy of the memtable list.
+    fn pins_own_snapshot(&self) -> bool {
+        false
+    }
+
     /// Fills the strategy's fields of `s` (entries, sizes, validations);
     /// `slot` is its state in the current version.
     fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats);

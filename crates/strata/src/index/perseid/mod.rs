@@ -80,6 +80,7 @@
 #![deny(clippy::indexing_slicing)]
 
 mod file;
+mod heads;
 mod key;
 mod pkey;
 mod skey;
@@ -825,6 +826,11 @@ impl IndexStrategy for Perseid {
         self.abandon_if_damaged(self.write_group())
     }
 
+    /// Reads the primary only at its own snapshot, through `fetch`.
+    fn pins_own_snapshot(&self) -> bool {
+        true
+    }
+
     /// Candidates from the PS-Tree at a snapshot pinned under the sync
     /// guard, newest first across the chains of every matching secondary
     /// key, validated by the volatile table (a point lookup in the primary
@@ -889,6 +895,12 @@ impl IndexStrategy for Perseid {
                 // uniform upserts); the extra ones are only touched.
                 let lack = limit.saturating_sub(n);
                 let want = lack.saturating_add(lack / 4 + 1).clamp(1, MAX_BATCH);
+                if let (Chains::One(Some(c)), false) = (&mut chains, self.ty.is_spatial()) {
+                    // An equality's one chain, walked and filtered in one
+                    // loop (the loop below then finds it exhausted).
+                    let out = batch.get_mut(..want).unwrap_or_default();
+                    len = c.fill(at, out, table::key_hash)?;
+                }
                 while len < want {
                     let Some(e) = chains.next()? else { break };
                     if e.seq > at || e.obsolete {

@@ -1339,21 +1339,59 @@ pub(crate) struct Cursor<'t> {
 }
 
 impl<'t> Cursor<'t> {
+    /// Fills `out` from the front with the next entries a reader at `at`
+    /// may see (not obsolete, sequence number at most `at`), each with
+    /// `hash` of its primary key; returns how many (fewer than `out.len()`
+    /// only at the chain's end). [`Cursor::next`] and that filter in one
+    /// loop, for an equality lookup.
+    pub fn fill(
+        &mut self,
+        at: SeqNo,
+        out: &mut [(EntryRef<'t>, u64)],
+        hash: impl Fn(&[u8]) -> u64,
+    ) -> Result<usize> {
+        let mut n = 0;
+        while let Some(slot) = out.get_mut(n) {
+            if self.left == 0 {
+                if !self.next_group()? {
+                    break;
+                }
+                continue;
+            }
+            let (e, next) = entry_at(self.page, self.at, self.tree.geom_len)?;
+            self.at = next;
+            self.left -= 1;
+            if e.seq <= at && !e.obsolete {
+                *slot = (e, hash(e.pk));
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Moves to the chain's next group (`false`: none is left).
+    fn next_group(&mut self) -> Result<bool> {
+        if self.next_group == NULL {
+            return Ok(false);
+        }
+        let p = self.next_group;
+        // Consecutive groups of a chain often share a page (the one-entry
+        // groups written since its last split): it is looked up once for
+        // them.
+        if self.page_id != Some(ptr_page(p)) {
+            self.page = self.tree.page_data(ptr_page(p))?;
+            self.page_id = Some(ptr_page(p));
+        }
+        let g = group_at(self.page, ptr_off(p))?;
+        (self.next_group, self.left, self.at) = (g.prev, g.n, g.entries);
+        Ok(true)
+    }
+
     pub fn next(&mut self) -> Result<Option<EntryRef<'t>>> {
         while self.left == 0 {
-            if self.next_group == NULL {
+            if !self.next_group()? {
                 return Ok(None);
             }
-            let p = self.next_group;
-            // Consecutive groups of a chain often share a page (the
-            // one-entry groups written since its last split): it is
-            // looked up once for them.
-            if self.page_id != Some(ptr_page(p)) {
-                self.page = self.tree.page_data(ptr_page(p))?;
-                self.page_id = Some(ptr_page(p));
-            }
-            let g = group_at(self.page, ptr_off(p))?;
-            (self.next_group, self.left, self.at) = (g.prev, g.n, g.entries);
         }
         let (e, next) = entry_at(self.page, self.at, self.tree.geom_len)?;
         self.at = next;

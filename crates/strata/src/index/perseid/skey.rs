@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, BuildHasherDefault};
 use std::ops::Bound;
 
-use crate::index::fxhash::{map_bytes, FastMap, FxHasher};
+use super::heads::HeadTable;
+use crate::index::fxhash::FxHasher;
 
 /// A group pointer of the PKey layer (`super::pkey`): page id in the
 /// upper 32 bits, byte offset in the lower.
@@ -37,7 +38,7 @@ pub(crate) struct SKeyLayer {
     /// the key asked for exactly when the group at `p` is that key's, and
     /// a miss says nothing (the ordered map answers). Twelve bytes an
     /// entry: the hash is a hint, 32 bits are enough.
-    heads: FastMap<u32, (u32, u32)>,
+    heads: HeadTable,
     /// Keys removed since the last flush.
     removed: BTreeSet<Vec<u8>>,
     /// Keys changed since the last flush (an upper bound: 0 means none).
@@ -135,8 +136,8 @@ impl SKeyLayer {
     /// with the same hash. `None` says nothing: ask [`SKeyLayer::get`].
     pub fn hint(&self, skey: &[u8]) -> Option<Ptr> {
         self.heads
-            .get(&key_hash(skey))
-            .map(|&(page, off)| (u64::from(page) << 32) | u64::from(off))
+            .get(key_hash(skey))
+            .map(|(page, off)| (u64::from(page) << 32) | u64::from(off))
     }
 
     pub fn set(&mut self, skey: &[u8], p: Ptr) {
@@ -156,7 +157,7 @@ impl SKeyLayer {
     }
 
     pub fn remove(&mut self, skey: &[u8]) {
-        self.heads.remove(&key_hash(skey));
+        self.heads.remove(key_hash(skey));
         if self.map.remove(&SKey::new(skey)).is_some() {
             self.key_bytes -= SKey::heap_bytes(skey);
             self.removed.insert(skey.to_vec());
@@ -224,12 +225,7 @@ impl SKeyLayer {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.key_bytes
-            + self.map.len() * OVERHEAD
-            + map_bytes(
-                self.heads.capacity(),
-                std::mem::size_of::<(u32, (u32, u32))>(),
-            )
+        self.key_bytes + self.map.len() * OVERHEAD + self.heads.memory_bytes()
     }
 
     /// The hash table rebuilt from the ordered map (after a bulk load).
@@ -301,7 +297,7 @@ impl SKeyLayer {
     pub fn load(&mut self, skey: &[u8], p: Option<Ptr>) {
         match p {
             Some(p) => self.heads.insert(key_hash(skey), split(p)),
-            None => self.heads.remove(&key_hash(skey)),
+            None => self.heads.remove(key_hash(skey)),
         };
         match p {
             Some(p) => match self.map.entry(SKey::new(skey)) {
