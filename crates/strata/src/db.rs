@@ -39,10 +39,15 @@ type BuildPause = Arc<dyn Fn(&str, u64) -> bool + Send + Sync>;
 pub struct Db {
     engine: strata_lsm::Db,
     index: Arc<IndexManager>,
-    /// See [`Db::set_query_pause_hook`].
+    /// See [`Db::set_query_pause_hook`] (tests only: a query takes no
+    /// lock for it otherwise).
+    #[cfg(feature = "testing")]
     query_pause: Mutex<Option<QueryPause>>,
     /// See [`Db::set_build_pause_hook`].
     build_pause: Mutex<Option<BuildPause>>,
+    /// A version with no tables: the view of a query whose strategy pins
+    /// its own snapshot (`IndexStrategy::pins_own_snapshot`) lists none.
+    no_components: Arc<strata_lsm::version::Version>,
     /// [`Db::set_build_pacing`]'s share, as `f64` bits.
     build_share: std::sync::atomic::AtomicU64,
 }
@@ -110,8 +115,10 @@ impl Db {
         let db = Db {
             engine,
             index,
+            #[cfg(feature = "testing")]
             query_pause: Mutex::new(None),
             build_pause: Mutex::new(None),
+            no_components: Arc::new(strata_lsm::version::Version::default()),
             build_share: std::sync::atomic::AtomicU64::new(DEFAULT_BUILD_SHARE.to_bits()),
         };
         // `memory` indexes live only in RAM: rebuild them from the recovered
@@ -664,7 +671,7 @@ impl Db {
         pred: &Predicate,
         opts: QueryOptions,
     ) -> Result<(Hits, QueryProfile)> {
-        let (hits, profile, _pinned) = self.query_pinned(index, pred, opts)?;
+        let (hits, profile, _pinned) = self.query_pinned(index, pred, opts, false)?;
         Ok((hits, profile))
     }
 
@@ -679,7 +686,12 @@ impl Db {
         pred: &Predicate,
         opts: QueryOptions,
     ) -> Result<(Hits, Snapshot)> {
-        let (hits, _, pinned) = self.query_pinned(index, pred, opts)?;
+        let (hits, _, pinned) = self.query_pinned(index, pred, opts, true)?;
+        let pinned = pinned.ok_or_else(|| {
+            Error::invalid(format!(
+                "index {index:?} answered without pinning a snapshot"
+            ))
+        })?;
         Ok((hits, pinned))
     }
 
@@ -688,9 +700,13 @@ impl Db {
         index: &str,
         pred: &Predicate,
         opts: QueryOptions,
-    ) -> Result<(Hits, QueryProfile, Snapshot)> {
+        must_pin: bool,
+    ) -> Result<(Hits, QueryProfile, Option<Snapshot>)> {
         let engine = &self.engine;
+        #[cfg(feature = "testing")]
         let pause = lock(&self.query_pause).clone();
+        #[cfg(not(feature = "testing"))]
+        let pause: Option<QueryPause> = None;
         // The view's own snapshot, if the strategy wants one (see
         // `IndexManager::query`).
         let pinned: std::sync::OnceLock<Snapshot> = std::sync::OnceLock::new();
@@ -708,6 +724,7 @@ impl Db {
             engine.get_versions(reqs, at, threads)
         };
         let data_blocks_read = || engine.data_blocks_read();
+        let latest = || engine.last_sequence();
         let view_of = |full: bool| {
             let (snapshot, mems, version) = if full {
                 // Pinned first, then the components: every version the
@@ -717,7 +734,7 @@ impl Db {
                 let (mems, version) = engine.read_view();
                 (seq, mems, version)
             } else {
-                (0, Vec::new(), engine.current_version())
+                (0, Vec::new(), self.no_components.clone())
             };
             QueryView {
                 mems,
@@ -725,6 +742,8 @@ impl Db {
                 snapshot,
                 tables: engine.table_cache(),
                 pin_latest: &pin_latest,
+                latest: &latest,
+                must_pin,
                 fetch: &fetch,
                 fetch_versions: &fetch_versions,
                 data_blocks_read: &data_blocks_read,
@@ -735,15 +754,12 @@ impl Db {
         let hits = self
             .index
             .query(index, pred, opts, &view_of, &mut profile)?;
-        let answered_at = match pinned_by_strategy
+        // `None`: an index-only answer read at a sequence number it did
+        // not register (see `QueryCx::peek_with`); never with `must_pin`.
+        let answered_at = pinned_by_strategy
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())
-        {
-            Some(s) => s,
-            None => pinned.into_inner().ok_or_else(|| {
-                Error::invalid(format!("index {index:?} answered without a snapshot"))
-            })?,
-        };
+            .or_else(|| pinned.into_inner());
         Ok((hits, profile, answered_at))
     }
 

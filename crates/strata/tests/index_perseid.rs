@@ -449,6 +449,66 @@ fn queries_stay_consistent_beside_writers() {
     assert!(c.missing.is_empty() && c.extra.is_empty(), "{c:?}");
 }
 
+/// Index-only lookups hold the structure from the sequence number they
+/// read on, registering no snapshot (`QueryCx::peek_with`): a token moves
+/// between keys in atomic batches, with flushes (page splits, collection
+/// of obsolete entries) beside it, and every index-only answer sees
+/// exactly one holder and every other key without it.
+#[test]
+fn index_only_lookups_see_one_snapshot_beside_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(open(dir.path()));
+    let keys = 30u64;
+    let mut b = strata::WriteBatch::new();
+    for k in 0..keys {
+        b.put(&key(k), &record(u64::from(k == 0), 0));
+    }
+    db.write(b, WriteOptions::default()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut holder, mut i) = (0u64, 1u64);
+            while !stop.load(Ordering::Relaxed) && i < 20_000 {
+                let next = (holder + 1 + i % 7) % keys;
+                let mut b = strata::WriteBatch::new();
+                b.put(&key(holder), &record(0, i));
+                b.put(&key(next), &record(1, i));
+                db.write(b, WriteOptions::default()).unwrap();
+                holder = next;
+                i += 1;
+                if i % 700 == 0 {
+                    db.flush().unwrap();
+                }
+            }
+            i
+        })
+    };
+    for round in 0..3000u64 {
+        let limit = [None, Some(1), Some(3)][(round % 3) as usize];
+        let mut opts = QueryOptions::default().keys_only(true);
+        if let Some(l) = limit {
+            opts = opts.limit(l);
+        }
+        let holders = db.lookup("by_u", IndexValue::I64(1), opts).unwrap();
+        assert_eq!(holders.len(), 1, "round {round}");
+        let rest = db
+            .lookup(
+                "by_u",
+                IndexValue::I64(0),
+                QueryOptions::default().keys_only(true),
+            )
+            .unwrap()
+            .into_vec();
+        assert_eq!(rest.len() as u64, keys - 1, "round {round}");
+        assert!(rest.windows(2).all(|w| w[0].seq > w[1].seq));
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(writer.join().unwrap() > 1);
+    let c = db.check_index("by_u").unwrap();
+    assert!(c.missing.is_empty() && c.extra.is_empty(), "{c:?}");
+}
+
 /// PERSEID §4.4: with the tiered primary (disjoint sequence ranges), each
 /// record of a non-index-only query is read from exactly one component,
 /// and fetching with several threads answers exactly as with one.

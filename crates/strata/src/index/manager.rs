@@ -604,8 +604,7 @@ impl IndexManager {
     /// Answers one query. See the module documentation for the contract.
     /// `view_of(true)` pins a snapshot and reads the components for the
     /// query; `view_of(false)`, asked for a strategy that
-    /// [pins its own](IndexStrategy::pins_own_snapshot), only the
-    /// current version.
+    /// [pins its own](IndexStrategy::pins_own_snapshot), no components.
     pub fn query<'v>(
         &self,
         name: &str,
@@ -676,6 +675,9 @@ impl IndexManager {
             snapshot: view.snapshot,
             tables: view.tables,
             pin_latest: &pin,
+            latest: view.latest,
+            // The scan below reads at the pinned snapshot.
+            must_pin: true,
             fetch: view.fetch,
             fetch_versions: view.fetch_versions,
             data_blocks_read: view.data_blocks_read,

@@ -442,6 +442,12 @@ pub(crate) struct QueryView<'a> {
     /// (compaction keeps what it sees until it is dropped). `memory`
     /// queries call it while holding the memory guard.
     pub pin_latest: &'a dyn Fn() -> strata_lsm::Snapshot,
+    /// The latest published sequence number, registering nothing (see
+    /// `QueryCx::peek_with`).
+    pub latest: &'a dyn Fn() -> SeqNo,
+    /// The caller keeps the snapshot the query answered at (`Db::query_snapshot`):
+    /// a strategy must pin one (`QueryCx::pin_with`).
+    pub must_pin: bool,
     /// Batched point lookup (sorted keys, component by component) at a
     /// snapshot: each key's value and sequence number, `None` if absent or
     /// deleted; results in the order of the keys.

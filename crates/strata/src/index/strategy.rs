@@ -391,8 +391,9 @@ pub(crate) trait IndexStrategy: Send + Sync {
     /// snapshot it pins with [`QueryCx::pin_with`], through the view's
     /// functions (`fetch`, `fetch_versions`, `data_blocks_read`): its view
     /// then pins nothing and lists no components (`mems` empty, `version`
-    /// the current one, `snapshot` 0), which saves a query a snapshot
-    /// registration and a copy of the memtable list.
+    /// without tables or extension state, `snapshot` 0), which saves a
+    /// query a snapshot registration, a copy of the memtable list and a
+    /// lock of the engine's state.
     fn pins_own_snapshot(&self) -> bool {
         false
     }
@@ -436,6 +437,24 @@ impl QueryCx<'_> {
         };
         self.view.pause();
         out
+    }
+
+    /// Runs `f` (which locks or reads the strategy's own structure) under
+    /// the sync guard's read side, with the latest published sequence
+    /// number, which it registers nothing for: `f` sees exactly the writes
+    /// up to it. For an index-only answer that reads nothing of the
+    /// primary, and only if `f` returns a guard that keeps the structure
+    /// as it is until the answer is complete (no writer applies a batch or
+    /// collects an entry meanwhile). `None` when the query must pin
+    /// instead ([`QueryView::must_pin`], or a test pause: the pause hook
+    /// writes, which such a guard would block): call
+    /// [`QueryCx::pin_with`] then.
+    pub fn peek_with<T>(&self, f: impl FnOnce() -> T) -> Option<(SeqNo, T)> {
+        if self.view.must_pin || self.view.pause.is_some() {
+            return None;
+        }
+        let _g = super::read(&self.gate.guard);
+        Some(((self.view.latest)(), f()))
     }
 
     /// The index's state in the query's version, as the strategy's type.

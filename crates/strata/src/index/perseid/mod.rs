@@ -728,6 +728,158 @@ impl Perseid {
     }
 }
 
+/// What [`Perseid::collect`] found.
+struct Collected {
+    /// The sequence number it validated at.
+    at: SeqNo,
+    /// An index-only answer's keys.
+    packed: Option<(PackBuf, Vec<crate::index::hits::Row>)>,
+    /// Otherwise the valid candidates, keys and versions.
+    found: Vec<(Vec<u8>, SeqNo)>,
+    validated: u64,
+    stale: u64,
+    exact: u64,
+    /// The page cache went over its budget.
+    evict: bool,
+}
+
+impl Perseid {
+    /// The candidates of `cx` in `st`, newest first, validated at `at`:
+    /// the first `limit` valid ones, packed for an index-only answer, else
+    /// listed. A candidate newer than `at` is looked up in the primary at
+    /// `at` if `pinned` (a snapshot registered at `at` keeps its version);
+    /// otherwise the answer is abandoned (`None`).
+    fn collect(
+        &self,
+        cx: &QueryCx<'_>,
+        st: &State,
+        at: SeqNo,
+        pinned: bool,
+    ) -> Result<Option<Collected>> {
+        let (def, view, opts) = (cx.def, cx.view, cx.opts);
+        let limit = opts.limit.unwrap_or(usize::MAX);
+        let mut found: Vec<(Vec<u8>, SeqNo)> = Vec::new();
+        // Index-only answers are packed as they are found (one buffer,
+        // no allocation per key).
+        let mut packed = opts
+            .keys_only
+            .then(|| PackBuf::with_capacity(limit.min(64) * 32));
+        let mut rows = Vec::with_capacity(if opts.keys_only { limit.min(64) } else { 0 });
+        let (mut validated, mut stale, mut exact) = (0u64, 0u64, 0u64);
+        let mut evict = false;
+        if limit > 0 {
+            if self.damaged(st) {
+                let why = lock(&self.rebuild_reason).clone().unwrap_or_default();
+                return Err(Error::corruption(format!(
+                    "index {}: {why}; the index is rebuilt when the database is next opened",
+                    def.spec.name
+                )));
+            }
+            let tree = &st.tree;
+            let mut chains = match cx.pred {
+                // An equality is one chain, found by hash (sort keys are
+                // prefix-free: the range of one key holds only it).
+                Predicate::Eq(v) if !v.key_type().is_spatial() => {
+                    Chains::One(SORT_KEY.with_borrow_mut(|k| {
+                        k.clear();
+                        sortkeys::sort_key_into(v, k);
+                        tree.cursor_of(k)
+                    })?)
+                }
+                _ => {
+                    let mut cursors = Vec::new();
+                    for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
+                        for (_, head) in tree.skeys.range(&from, to.as_deref()) {
+                            cursors.push(tree.cursor(head));
+                        }
+                    }
+                    Chains::merge(cursors)?
+                }
+            };
+            // Candidates are validated in small batches: their volatile
+            // slots are touched first, all at once, so that the cache
+            // misses of a batch overlap (one random slot per entry
+            // dominated the profile of an index-only top-K lookup).
+            // (A batch on the stack, each entry with its key's hash.)
+            let mut batch = [(pkey::EntryRef::EMPTY, 0u64); MAX_BATCH];
+            let mut n = 0usize;
+            'outer: loop {
+                let mut len = 0;
+                // A few more than the answer lacks: a stale candidate
+                // among them would otherwise cost another round of
+                // misses (about one candidate in nine is stale after
+                // uniform upserts); the extra ones are only touched.
+                let lack = limit.saturating_sub(n);
+                let want = lack.saturating_add(lack / 4 + 1).clamp(1, MAX_BATCH);
+                if let (Chains::One(Some(c)), false) = (&mut chains, self.ty.is_spatial()) {
+                    // An equality's one chain, walked and filtered in one
+                    // loop (the loop below then finds it exhausted).
+                    let out = batch.get_mut(..want).unwrap_or_default();
+                    len = c.fill(at, out, table::key_hash)?;
+                }
+                while len < want {
+                    let Some(e) = chains.next()? else { break };
+                    if e.seq > at || e.obsolete {
+                        continue;
+                    }
+                    if self.ty.is_spatial() && !sortkeys::entry_matches(self.ty, cx.pred, e.geom)? {
+                        continue;
+                    }
+                    if let Some(b) = batch.get_mut(len) {
+                        *b = (e, table::key_hash(e.pk));
+                        len += 1;
+                    }
+                }
+                let batch = batch.get(..len).unwrap_or_default();
+                if batch.is_empty() {
+                    break;
+                }
+                st.valid.touch(batch.iter().map(|&(_, h)| h));
+                for (e, h) in batch {
+                    validated += 1;
+                    let ok = match st.valid.check_hashed(*h, e.pk, e.seq, at) {
+                        Verdict::Valid => true,
+                        Verdict::Stale | Verdict::Collectable => false,
+                        Verdict::Newer if !pinned => return Ok(None),
+                        Verdict::Newer => {
+                            exact += 1;
+                            let f = (view.fetch)(&[e.pk], at)?;
+                            matches!(f.first(), Some(Some((s, _))) if *s == e.seq)
+                        }
+                    };
+                    if !ok {
+                        stale += 1;
+                        continue;
+                    }
+                    n = match &mut packed {
+                        Some(p) => {
+                            rows.push(p.push(e.pk, None, e.seq));
+                            rows.len()
+                        }
+                        None => {
+                            found.push((e.pk.to_vec(), e.seq));
+                            found.len()
+                        }
+                    };
+                    if n >= limit {
+                        break 'outer;
+                    }
+                }
+            }
+            evict = tree.over_budget();
+        }
+        Ok(Some(Collected {
+            at,
+            packed: packed.map(|p| (p, rows)),
+            found,
+            validated,
+            stale,
+            exact,
+            evict,
+        }))
+    }
+}
+
 impl IndexStrategy for Perseid {
     fn kind(&self) -> StrategyKind {
         StrategyKind::Perseid
@@ -838,138 +990,54 @@ impl IndexStrategy for Perseid {
     /// of the first `limit` valid ones fetched at that snapshot.
     fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         let (def, view, opts) = (cx.def, cx.view, cx.opts);
-        let (snap, ()) = cx.pin_with(|| ());
-        let at = snap.sequence();
-        let limit = opts.limit.unwrap_or(usize::MAX);
-        let mut found: Vec<(Vec<u8>, SeqNo)> = Vec::new();
-        // Index-only answers are packed as they are found (one buffer,
-        // no allocation per key).
-        let mut packed = opts
-            .keys_only
-            .then(|| PackBuf::with_capacity(limit.min(64) * 32));
-        let mut rows = Vec::with_capacity(if opts.keys_only { limit.min(64) } else { 0 });
-        let (mut validated, mut stale, mut exact) = (0u64, 0u64, 0u64);
-        let mut evict = false;
-        if limit > 0 {
-            let st = read(&self.state);
-            if self.damaged(&st) {
-                let why = lock(&self.rebuild_reason).clone().unwrap_or_default();
-                return Err(Error::corruption(format!(
-                    "index {}: {why}; the index is rebuilt when the database is next opened",
-                    def.spec.name
-                )));
+        // An index-only answer reads nothing of the primary (unless a
+        // candidate is newer than its snapshot, which a structure held
+        // since the snapshot was read cannot have): it holds the
+        // structure from the sequence number it reads on and registers no
+        // snapshot. Otherwise, and if that fails, at a pinned snapshot.
+        let peeked = match opts.keys_only {
+            true => match cx.peek_with(|| read(&self.state)) {
+                Some((at, st)) => self.collect(cx, &st, at, false)?,
+                None => None,
+            },
+            false => None,
+        };
+        let (snap, c) = match peeked {
+            Some(c) => (None, c),
+            None => {
+                let (snap, ()) = cx.pin_with(|| ());
+                let st = read(&self.state);
+                let c = self.collect(cx, &st, snap.sequence(), true)?;
+                let c = c.ok_or_else(|| Error::corruption("perseid: pinned lookup declined"))?;
+                (Some(snap), c)
             }
-            let tree = &st.tree;
-            let mut chains = match cx.pred {
-                // An equality is one chain, found by hash (sort keys are
-                // prefix-free: the range of one key holds only it).
-                Predicate::Eq(v) if !v.key_type().is_spatial() => {
-                    Chains::One(SORT_KEY.with_borrow_mut(|k| {
-                        k.clear();
-                        sortkeys::sort_key_into(v, k);
-                        tree.cursor_of(k)
-                    })?)
-                }
-                _ => {
-                    let mut cursors = Vec::new();
-                    for (from, to) in sortkeys::key_ranges(cx.pred, st.extent) {
-                        for (_, head) in tree.skeys.range(&from, to.as_deref()) {
-                            cursors.push(tree.cursor(head));
-                        }
-                    }
-                    Chains::merge(cursors)?
-                }
-            };
-            // Candidates are validated in small batches: their volatile
-            // slots are touched first, all at once, so that the cache
-            // misses of a batch overlap (one random slot per entry
-            // dominated the profile of an index-only top-K lookup).
-            // (A batch on the stack, each entry with its key's hash.)
-            let mut batch = [(pkey::EntryRef::EMPTY, 0u64); MAX_BATCH];
-            let mut n = 0usize;
-            'outer: loop {
-                let mut len = 0;
-                // A few more than the answer lacks: a stale candidate
-                // among them would otherwise cost another round of
-                // misses (about one candidate in nine is stale after
-                // uniform upserts); the extra ones are only touched.
-                let lack = limit.saturating_sub(n);
-                let want = lack.saturating_add(lack / 4 + 1).clamp(1, MAX_BATCH);
-                if let (Chains::One(Some(c)), false) = (&mut chains, self.ty.is_spatial()) {
-                    // An equality's one chain, walked and filtered in one
-                    // loop (the loop below then finds it exhausted).
-                    let out = batch.get_mut(..want).unwrap_or_default();
-                    len = c.fill(at, out, table::key_hash)?;
-                }
-                while len < want {
-                    let Some(e) = chains.next()? else { break };
-                    if e.seq > at || e.obsolete {
-                        continue;
-                    }
-                    if self.ty.is_spatial() && !sortkeys::entry_matches(self.ty, cx.pred, e.geom)? {
-                        continue;
-                    }
-                    if let Some(b) = batch.get_mut(len) {
-                        *b = (e, table::key_hash(e.pk));
-                        len += 1;
-                    }
-                }
-                let batch = batch.get(..len).unwrap_or_default();
-                if batch.is_empty() {
-                    break;
-                }
-                st.valid.touch(batch.iter().map(|&(_, h)| h));
-                for (e, h) in batch {
-                    validated += 1;
-                    let ok = match st.valid.check_hashed(*h, e.pk, e.seq, at) {
-                        Verdict::Valid => true,
-                        Verdict::Stale | Verdict::Collectable => false,
-                        Verdict::Newer => {
-                            exact += 1;
-                            let f = (view.fetch)(&[e.pk], at)?;
-                            matches!(f.first(), Some(Some((s, _))) if *s == e.seq)
-                        }
-                    };
-                    if !ok {
-                        stale += 1;
-                        continue;
-                    }
-                    n = match &mut packed {
-                        Some(p) => {
-                            rows.push(p.push(e.pk, None, e.seq));
-                            rows.len()
-                        }
-                        None => {
-                            found.push((e.pk.to_vec(), e.seq));
-                            found.len()
-                        }
-                    };
-                    if n >= limit {
-                        break 'outer;
-                    }
-                }
-            }
-            evict = tree.over_budget();
-        }
-        if evict {
+        };
+        if c.evict {
             // Pages this query read back left the cache over its budget:
             // evict unless a writer holds the structure (it evicts then).
             if let Ok(mut st) = self.state.try_write() {
                 st.tree.evict();
             }
         }
-        def.counters.validations.fetch_add(validated, Relaxed);
-        def.counters.failed.fetch_add(stale, Relaxed);
-        def.counters.exact.fetch_add(exact, Relaxed);
-        profile.candidates += validated;
-        profile.stale += stale;
-        if let Some(p) = packed {
+        def.counters.validations.fetch_add(c.validated, Relaxed);
+        // (Mostly zero: no locked add then.)
+        if c.stale > 0 {
+            def.counters.failed.fetch_add(c.stale, Relaxed);
+        }
+        if c.exact > 0 {
+            def.counters.exact.fetch_add(c.exact, Relaxed);
+        }
+        profile.candidates += c.validated;
+        profile.stale += c.stale;
+        if let Some((p, rows)) = c.packed {
             return Ok(p.into_hits(rows));
         }
         // Each validated entry names the version to read: the zone maps
         // send each lookup to the one component holding it (§4.4); each
         // table reads its lookups in one key-sorted pass, and workers pull
-        // the work from one queue.
+        // the work from one queue. (At the pinned snapshot: records are
+        // read only on that path.)
+        let (at, found) = (c.at, c.found);
         let reqs: Vec<(&[u8], SeqNo)> = found.iter().map(|(k, s)| (k.as_slice(), *s)).collect();
         let before = (view.data_blocks_read)();
         let (fetched, zone) = (view.fetch_versions)(&reqs, at, opts.lookup_threads(reqs.len()))?;
