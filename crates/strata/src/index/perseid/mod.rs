@@ -983,11 +983,13 @@ impl IndexStrategy for Perseid {
         true
     }
 
-    /// Candidates from the PS-Tree at a snapshot pinned under the sync
+    /// Candidates from the PS-Tree at a snapshot taken under the sync
     /// guard, newest first across the chains of every matching secondary
     /// key, validated by the volatile table (a point lookup in the primary
     /// when it reports a write newer than the snapshot), then the records
-    /// of the first `limit` valid ones fetched at that snapshot.
+    /// of the first `limit` valid ones fetched at that snapshot. An
+    /// index-only answer holds the structure instead of registering the
+    /// snapshot ([`QueryCx::peek_with`]).
     fn query(&self, cx: &QueryCx<'_>, profile: &mut QueryProfile) -> Result<Hits> {
         let (def, view, opts) = (cx.def, cx.view, cx.opts);
         // An index-only answer reads nothing of the primary (unless a
