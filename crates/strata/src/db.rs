@@ -709,7 +709,7 @@ impl Db {
         let pause: Option<QueryPause> = None;
         // The view's own snapshot, if the strategy wants one (see
         // `IndexManager::query`).
-        let pinned: std::sync::OnceLock<Snapshot> = std::sync::OnceLock::new();
+        let pinned: std::cell::OnceCell<Snapshot> = std::cell::OnceCell::new();
         // A strategy with a structure of its own answers at the snapshot it
         // pins with its structure (`QueryCx::pin_with`): kept to be
         // returned as the query's.

@@ -184,7 +184,8 @@ impl HeadTable {
         self.len = 0;
     }
 
-    /// Room for `n` entries in all (a rebuild: overflow flags cleared).
+    /// Room for `n` entries in all: rebuilt (overflow flags cleared) if
+    /// the table would pass its maximum load with them.
     pub fn reserve(&mut self, n: usize) {
         if n * 8 > self.buckets.len() * WAYS * MAX_LOAD_8THS {
             self.resize(n);

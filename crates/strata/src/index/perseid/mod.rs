@@ -997,12 +997,9 @@ impl IndexStrategy for Perseid {
         // since the snapshot was read cannot have): it holds the
         // structure from the sequence number it reads on and registers no
         // snapshot. Otherwise, and if that fails, at a pinned snapshot.
-        let peeked = match opts.keys_only {
-            true => match cx.peek_with(|| read(&self.state)) {
-                Some((at, st)) => self.collect(cx, &st, at, false)?,
-                None => None,
-            },
-            false => None,
+        let peeked = match opts.keys_only.then(|| cx.peek_with(|| read(&self.state))) {
+            Some(Some((at, st))) => self.collect(cx, &st, at, false)?,
+            _ => None,
         };
         let (snap, c) = match peeked {
             Some(c) => (None, c),
