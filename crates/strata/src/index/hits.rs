@@ -38,7 +38,11 @@ impl Default for Repr {
 /// Keys and values in a few large buffers, rows in answer order.
 #[derive(Clone, Default)]
 pub(crate) struct Packed {
+    /// Chunks `0..chunks.len()`; chunk `chunks.len()` is `last`. (The
+    /// last chunk apart: most answers fill one chunk, and then the list
+    /// allocates nothing.)
     chunks: Vec<Vec<u8>>,
+    last: Vec<u8>,
     rows: Vec<Row>,
 }
 
@@ -103,6 +107,7 @@ impl PackBuf {
     }
 
     /// Appends a result's key and value; the returned row locates them.
+    #[inline]
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>, seq: SeqNo) -> Row {
         let need = key.len() + value.map_or(0, <[u8]>::len);
         if self.cur.capacity() - self.cur.len() < need {
@@ -156,10 +161,10 @@ impl PackBuf {
         if self.cur.capacity() > 2 * self.cur.len() + 4096 {
             self.cur.shrink_to_fit();
         }
-        self.full.push(self.cur);
         Hits {
             repr: Repr::Packed(Packed {
                 chunks: self.full,
+                last: self.cur,
                 rows,
             }),
         }
@@ -191,7 +196,7 @@ impl HitRef<'_> {
 impl Packed {
     fn row(&self, row: &Row) -> HitRef<'_> {
         // Rows are made by `PackBuf::push` on these chunks: in bounds.
-        let bytes = self.chunks.get(row.chunk).map_or(&[][..], Vec::as_slice);
+        let bytes = self.chunks.get(row.chunk).unwrap_or(&self.last);
         HitRef {
             key: bytes.get(row.key()).unwrap_or_default(),
             value: row.value().map(|r| bytes.get(r).unwrap_or_default()),

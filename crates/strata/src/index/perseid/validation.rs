@@ -616,6 +616,7 @@ impl Validation {
     }
 
     /// [`Validation::check`] of `pk` whose [`key_hash`] is `h`.
+    #[inline(always)]
     pub fn check_hashed(&self, h: u64, pk: &[u8], seq: SeqNo, snapshot: SeqNo) -> Verdict {
         if self.volatile.len() == 0 {
             return Verdict::Valid;

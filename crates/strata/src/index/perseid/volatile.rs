@@ -188,6 +188,7 @@ impl VolatileTable {
 
     /// The entry of `key`, whose [`key_hash`](super::table::key_hash) is
     /// `h` (a key of the persistent table: see the module doc).
+    #[inline(always)]
     pub fn get(&self, h: u64, key: &[u8]) -> Option<VEntry> {
         match self.find(h) {
             Ok(i) => self.slots.get(i).map(|s| self.entry(s)),
