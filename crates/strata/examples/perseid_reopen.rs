@@ -17,7 +17,9 @@
 //! `RANGE_QUERIES=q` then runs `q` full (no limit) range queries over
 //! about `RANGE_SKEYS` (default 20) consecutive secondary keys each (~25
 //! records a key, fetched), with `THREADS=t` fetch workers (default 1),
-//! twice (cold, then warm block cache), and reports their counts.
+//! twice (cold, then warm block cache), and reports their counts. `WARM=1`
+//! reads every file of the database before the lookups, as the harness
+//! does before each query set.
 
 use std::time::Instant;
 
@@ -118,11 +120,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(u64::MAX)
         .clamp(1, skey_count(n));
-    // Each lookup's latency, for the percentiles (`Instant` costs tens of
-    // nanoseconds: the mean comes from the loop's total).
+    // Each lookup's latency, for the percentiles and the mean (as the
+    // harness times each query).
     let mut each: Vec<f64> = Vec::with_capacity(lookups as usize);
-    let t = Instant::now();
+    // `WARM=1`: every file of the database read once first, 1 MiB at a
+    // time, as the harness does before each query set (the page cache
+    // warm, the CPU caches cold).
+    // `WARM_EVERY=k`: again after every `k` lookups (not timed), for
+    // profiles of many lookups in that state.
+    let warm_first = std::env::var("WARM").is_ok_and(|v| v == "1");
+    let warm_every: u64 = std::env::var("WARM_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut took = std::time::Duration::ZERO;
     for i in 0..lookups {
+        if (warm_first && i == 0) || (warm_every > 0 && i > 0 && i % warm_every == 0) {
+            warm(&dir)?;
+        }
         let t1 = Instant::now();
         let sk = ((i % cycle * 7919) % skey_count(n)).wrapping_mul(0x2545_F491_4F6C_DD1D) >> 1;
         let pred = strata::Predicate::Eq(IndexValue::I64(sk as i64));
@@ -131,7 +146,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &pred,
             QueryOptions::default().limit(10).keys_only(keys_only),
         )?;
-        each.push(t1.elapsed().as_secs_f64() * 1e6);
+        let d = t1.elapsed();
+        took += d;
+        each.push(d.as_secs_f64() * 1e6);
         hits += h.len() as u64;
         comps += p.components_scanned;
         blocks += p.data_blocks_read;
@@ -143,7 +160,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             found.extend(h.into_iter().map(|h| h.key));
         }
     }
-    let took = t.elapsed();
     each.sort_by(f64::total_cmp);
     let pct = |q: f64| {
         each.get(((each.len() as f64 - 1.0) * q).round() as usize)
@@ -259,5 +275,21 @@ fn range_queries(db: &Db, r: &RangeRun, label: &str) -> Result<(), Box<dyn std::
         el,
         el / r.queries as u32
     );
+    Ok(())
+}
+
+/// Reads every file under `dir` once, contents discarded.
+fn warm(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 20];
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            warm(&e.path())?;
+        } else {
+            let mut f = std::fs::File::open(e.path())?;
+            while f.read(&mut buf)? > 0 {}
+        }
+    }
     Ok(())
 }
