@@ -801,7 +801,7 @@ impl Perseid {
             // misses of a batch overlap (one random slot per entry
             // dominated the profile of an index-only top-K lookup).
             // (A batch on the stack, each entry with its key's hash.)
-            let mut batch = [(pkey::EntryRef::EMPTY, 0u64); MAX_BATCH];
+            let mut batch = [pkey::Candidate::EMPTY; MAX_BATCH];
             let mut n = 0usize;
             'outer: loop {
                 let mut len = 0;
@@ -826,7 +826,11 @@ impl Perseid {
                         continue;
                     }
                     if let Some(b) = batch.get_mut(len) {
-                        *b = (e, table::key_hash(e.pk));
+                        *b = pkey::Candidate {
+                            pk: e.pk,
+                            seq: e.seq,
+                            hash: table::key_hash(e.pk),
+                        };
                         len += 1;
                     }
                 }
@@ -834,10 +838,10 @@ impl Perseid {
                 if batch.is_empty() {
                     break;
                 }
-                st.valid.touch(batch.iter().map(|&(_, h)| h));
-                for (e, h) in batch {
+                st.valid.touch(batch.iter().map(|c| c.hash));
+                for e in batch {
                     validated += 1;
-                    let ok = match st.valid.check_hashed(*h, e.pk, e.seq, at) {
+                    let ok = match st.valid.check_hashed(e.hash, e.pk, e.seq, at) {
                         Verdict::Valid => true,
                         Verdict::Stale | Verdict::Collectable => false,
                         Verdict::Newer if !pinned => return Ok(None),

@@ -255,13 +255,21 @@ pub(crate) struct EntryRef<'a> {
     pub geom: &'a [u8],
 }
 
-impl EntryRef<'static> {
-    /// A placeholder (for arrays of entries).
-    pub const EMPTY: EntryRef<'static> = EntryRef {
-        seq: 0,
-        obsolete: false,
+/// An entry a reader may see, to be validated: its primary key, sequence
+/// number and the key's [`key_hash`](super::table::key_hash).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Candidate<'a> {
+    pub pk: &'a [u8],
+    pub seq: SeqNo,
+    pub hash: u64,
+}
+
+impl Candidate<'static> {
+    /// A placeholder (for arrays of candidates).
+    pub const EMPTY: Candidate<'static> = Candidate {
         pk: &[],
-        geom: &[],
+        seq: 0,
+        hash: 0,
     };
 }
 
@@ -1357,7 +1365,7 @@ impl<'t> Cursor<'t> {
     pub fn fill(
         &mut self,
         at: SeqNo,
-        out: &mut [(EntryRef<'t>, u64)],
+        out: &mut [Candidate<'t>],
         hash: impl Fn(&[u8]) -> u64,
     ) -> Result<usize> {
         let mut n = 0;
@@ -1372,7 +1380,11 @@ impl<'t> Cursor<'t> {
             self.at = next;
             self.left -= 1;
             if e.seq <= at && !e.obsolete {
-                *slot = (e, hash(e.pk));
+                *slot = Candidate {
+                    pk: e.pk,
+                    seq: e.seq,
+                    hash: hash(e.pk),
+                };
                 n += 1;
             }
         }
