@@ -111,7 +111,9 @@ use pkey::{Entry, Loc, PsTree};
 use validation::{Validation, Verdict};
 
 thread_local! {
-    /// An equality lookup's sort key (no allocation a lookup).
+    /// A sort key being built: an equality lookup's, or a written
+    /// entry's (no allocation a lookup or a write). Never borrowed across
+    /// a call that could build another.
     static SORT_KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -686,10 +688,15 @@ impl Perseid {
                 let entry = Entry {
                     seq,
                     obsolete: false,
-                    pk: pk.to_vec(),
+                    pk: key::InlineKey::new(pk),
                     geom: sortkeys::geometry(&v),
                 };
-                let s = tree.insert(&sortkeys::sort_key(&v), entry, valid, horizon)?;
+                // The thread's sort key buffer (no allocation a write).
+                let s = SORT_KEY.with_borrow_mut(|k| {
+                    k.clear();
+                    sortkeys::sort_key_into(&v, k);
+                    tree.insert(k, entry, valid, horizon)
+                })?;
                 added += 1;
                 collected += s.collected;
             }

@@ -56,6 +56,7 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::io::RandomRead;
 use strata_lsm::key::SeqNo;
 
+use super::key::InlineKey;
 use super::skey::SKeyLayer;
 use super::validation::{Validation, Verdict};
 use crate::index::fxhash::FastMap;
@@ -273,12 +274,14 @@ impl Candidate<'static> {
     };
 }
 
-/// An owned entry (for regrouping).
+/// An owned entry (for regrouping). The key inline where it is short:
+/// a page split copies every entry of its page, and a heap key each was
+/// most of the index's allocations on a write (heaptrack).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Entry {
     pub seq: SeqNo,
     pub obsolete: bool,
-    pub pk: Vec<u8>,
+    pub pk: InlineKey,
     pub geom: Vec<u8>,
 }
 
@@ -947,7 +950,7 @@ impl PsTree {
             out.push(Entry {
                 seq: e.seq,
                 obsolete: e.obsolete,
-                pk: e.pk.to_vec(),
+                pk: InlineKey::new(e.pk),
                 geom: e.geom.to_vec(),
             });
             at = next;
@@ -1309,7 +1312,7 @@ impl<'a> NewerVersions<'a> {
             if e.seq > horizon {
                 continue;
             }
-            let t = m.entry(e.pk.as_slice()).or_insert(e.seq);
+            let t = m.entry(e.pk.bytes()).or_insert(e.seq);
             *t = (*t).max(e.seq);
         }
         NewerVersions(m)
@@ -1323,7 +1326,7 @@ impl<'a> NewerVersions<'a> {
         match valid.verdict(&e.pk, e.seq, horizon) {
             Verdict::Collectable => true,
             Verdict::Valid => false,
-            _ => self.0.get(e.pk.as_slice()).is_some_and(|&t| t > e.seq),
+            _ => self.0.get(e.pk.bytes()).is_some_and(|&t| t > e.seq),
         }
     }
 }
@@ -1441,7 +1444,7 @@ pub(crate) fn entries_by_pk(tree: &PsTree) -> std::collections::HashMap<Vec<u8>,
     let mut m = std::collections::HashMap::new();
     if let Ok(all) = tree.all_entries() {
         for (_, e) in all {
-            *m.entry(e.pk).or_insert(0) += 1;
+            *m.entry(e.pk.bytes().to_vec()).or_insert(0) += 1;
         }
     }
     m
@@ -1467,7 +1470,7 @@ mod tests {
         Entry {
             seq,
             obsolete: false,
-            pk,
+            pk: InlineKey::new(&pk),
             geom: Vec::new(),
         }
     }
@@ -1503,7 +1506,7 @@ mod tests {
                 let e = Entry {
                     seq,
                     obsolete: false,
-                    pk: pk.clone(),
+                    pk: InlineKey::new(&pk),
                     geom: Vec::new(),
                 };
                 collected += tree.insert(&sk, e, &mut valid, horizon).unwrap().collected;
@@ -1618,13 +1621,13 @@ mod tests {
                 Entry {
                     seq: 7,
                     obsolete: false,
-                    pk: b"k1".to_vec(),
+                    pk: InlineKey::new(b"k1"),
                     geom: vec![1; geom_len],
                 },
                 Entry {
                     seq: MAX_SEQ,
                     obsolete: true,
-                    pk: Vec::new(),
+                    pk: InlineKey::new(b""),
                     geom: vec![2; geom_len],
                 },
             ];
