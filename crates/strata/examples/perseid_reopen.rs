@@ -19,7 +19,8 @@
 //! records a key, fetched), with `THREADS=t` fetch workers (default 1),
 //! twice (cold, then warm block cache), and reports their counts. `WARM=1`
 //! reads every file of the database before the lookups, as the harness
-//! does before each query set.
+//! does before each query set; `WARM_EVERY=k` again after every `k`
+//! lookups (untimed).
 
 use std::time::Instant;
 

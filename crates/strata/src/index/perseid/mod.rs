@@ -807,7 +807,7 @@ impl Perseid {
             // slots are touched first, all at once, so that the cache
             // misses of a batch overlap (one random slot per entry
             // dominated the profile of an index-only top-K lookup).
-            // (A batch on the stack, each entry with its key's hash.)
+            // (A batch on the stack, each candidate with its key's hash.)
             let mut batch = [pkey::Candidate::EMPTY; MAX_BATCH];
             let mut n = 0usize;
             'outer: loop {

@@ -337,7 +337,7 @@ pub(crate) fn entry_at(page: &[u8], off: usize, geom_len: usize) -> Result<(Entr
     let word = u64::from_le_bytes(word);
     let Some((pk, geom)) = rest
         .get(..pk_len.saturating_add(geom_len))
-        .map(|b| b.split_at(pk_len.min(b.len())))
+        .and_then(|b| b.split_at_checked(pk_len))
     else {
         return Err(corrupt("truncated primary key"));
     };
