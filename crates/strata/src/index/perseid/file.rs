@@ -128,6 +128,9 @@ const DIR_ENTRY_LEN: usize = 20;
 /// other records, then Commit.
 pub(crate) struct GroupWriter {
     full: bool,
+    /// Room for the Begin record (`BEGIN_LEN` bytes, filled by
+    /// [`GroupWriter::commit`]), then the Page records: the group's body
+    /// is built in place, each page copied once.
     pages: Vec<u8>,
     dir: Vec<u8>,
     page_count: u32,
@@ -157,6 +160,13 @@ fn frame(buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     buf.extend_from_slice(&body);
 }
 
+/// Bytes of the Page record of a page whose used part is `data_len`
+/// bytes: frame (8), kind (1), id (4), page kind (1), capacity (4),
+/// length-prefixed data.
+pub(crate) fn page_record_len(data_len: usize) -> usize {
+    8 + 1 + 4 + 1 + 4 + 4 + data_len
+}
+
 fn put_bytes(p: &mut Vec<u8>, b: &[u8]) {
     p.extend_from_slice(&(b.len() as u32).to_le_bytes());
     p.extend_from_slice(b);
@@ -166,7 +176,7 @@ impl GroupWriter {
     pub fn new(full: bool) -> GroupWriter {
         GroupWriter {
             full,
-            pages: Vec::new(),
+            pages: vec![0; BEGIN_LEN],
             dir: Vec::new(),
             page_count: 0,
             table: Vec::new(),
@@ -175,16 +185,39 @@ impl GroupWriter {
         }
     }
 
+    /// Makes room for `pages` more Page records of `bytes` bytes in all
+    /// (a page's record takes [`page_record_len`] bytes) and for the rest
+    /// of the group as encoded so far, so that the body is not copied as
+    /// it grows ([`GroupWriter::commit`] appends the rest to it).
+    pub fn reserve_pages(&mut self, pages: usize, bytes: usize) {
+        let dir = (self.page_count as usize + pages) * 20 + 16;
+        self.pages
+            .reserve(bytes + dir + self.table.len() + self.rest.len() + 64);
+    }
+
     /// Adds a page; returns the record's offset in the group and length.
     pub fn page(&mut self, id: PageId, page: PageRef<'_>) -> (u64, u32) {
-        let at = BEGIN_LEN + self.pages.len();
-        let mut p = Vec::with_capacity(page.data.len() + 16);
-        p.extend_from_slice(&id.to_le_bytes());
-        p.push(page.kind as u8);
-        p.extend_from_slice(&(page.cap as u32).to_le_bytes());
-        put_bytes(&mut p, page.data);
-        frame(&mut self.pages, K_PAGE, &p);
-        let len = (BEGIN_LEN + self.pages.len() - at) as u32;
+        let at = self.pages.len();
+        // The frame (`frame`'s layout) written in place: length and
+        // checksum once the rest is there.
+        self.pages.extend_from_slice(&[0; 8]);
+        self.pages.push(K_PAGE);
+        self.pages.extend_from_slice(&id.to_le_bytes());
+        self.pages.push(page.kind as u8);
+        self.pages
+            .extend_from_slice(&(page.cap as u32).to_le_bytes());
+        put_bytes(&mut self.pages, page.data);
+        let (head, body) = self.pages.split_at_mut(at + 8);
+        let crc = masked_crc(body);
+        let body_len = body.len() as u32;
+        if let Some(h) = head.get_mut(at..at + 4) {
+            h.copy_from_slice(&body_len.to_le_bytes());
+        }
+        if let Some(h) = head.get_mut(at + 4..at + 8) {
+            h.copy_from_slice(&crc.to_le_bytes());
+        }
+        let len = (self.pages.len() - at) as u32;
+        debug_assert_eq!(len as usize, page_record_len(page.data.len()));
         self.dir.extend_from_slice(&id.to_le_bytes());
         self.dir.extend_from_slice(&(page.cap as u32).to_le_bytes());
         self.dir.extend_from_slice(&(at as u64).to_le_bytes());
@@ -251,12 +284,15 @@ impl GroupWriter {
         frame(&mut commit, K_COMMIT, &p);
         let mut begin = Vec::with_capacity(17);
         begin.push(self.full as u8);
-        begin.extend_from_slice(&(self.pages.len() as u64).to_le_bytes());
+        begin.extend_from_slice(&((self.pages.len() - BEGIN_LEN) as u64).to_le_bytes());
         begin.extend_from_slice(&((tail.len() + commit.len()) as u64).to_le_bytes());
-        let mut body = Vec::with_capacity(BEGIN_LEN + self.pages.len() + tail.len());
-        frame(&mut body, K_BEGIN, &begin);
-        debug_assert_eq!(body.len(), BEGIN_LEN);
-        body.extend_from_slice(&self.pages);
+        let mut head = Vec::with_capacity(BEGIN_LEN);
+        frame(&mut head, K_BEGIN, &begin);
+        debug_assert_eq!(head.len(), BEGIN_LEN);
+        let mut body = self.pages;
+        if let Some(b) = body.get_mut(..BEGIN_LEN) {
+            b.copy_from_slice(&head);
+        }
         body.extend_from_slice(&tail);
         EncodedGroup { body, commit }
     }

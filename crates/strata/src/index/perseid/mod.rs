@@ -537,6 +537,11 @@ impl Perseid {
         let mut store = lock(&self.store);
         // Pages written, with their record's offset in the group and size.
         let mut pages = Vec::new();
+        // Resident pages of the group, encoded after the state's lock is
+        // released (a writer changes a copy meanwhile): copying every
+        // changed page under the lock held writers up for 4.5 s of a 2 M
+        // upsert load (off-CPU profile).
+        let mut shared = Vec::new();
         // The table file the group refers to.
         let table;
         let (mut g, commit, full, job) = {
@@ -550,7 +555,7 @@ impl Perseid {
             }
             let checkpoint = st.applied.max(self.published());
             let st = &mut *st;
-            let clean = st.tree.dirty.is_empty()
+            let clean = st.tree.is_dirty_empty()
                 && st.tree.freed.is_empty()
                 && st.tree.skeys.is_clean()
                 && st.valid.is_clean();
@@ -563,15 +568,32 @@ impl Perseid {
                 // Evicted pages are read back from the files this group
                 // replaces (removed only after it is written).
                 for id in st.tree.page_ids() {
-                    pages.push((id, g.page(id, st.tree.page(id)?)));
+                    match st.tree.resident_page(id) {
+                        Some(p) => shared.push((id, p)),
+                        None => pages.push((id, g.page(id, st.tree.page(id)?))),
+                    }
                 }
                 for (k, p) in st.tree.skeys.iter() {
                     g.skey(k, Some(p));
                 }
                 st.tree.skeys.drain_changes(|_, _| {});
             } else {
-                for &id in &st.tree.dirty {
-                    pages.push((id, g.page(id, st.tree.page(id)?)));
+                let ids = st.tree.take_dirty();
+                for &id in &ids {
+                    if let Some(p) = st.tree.resident_page(id) {
+                        shared.push((id, p));
+                        continue;
+                    }
+                    match st.tree.page(id) {
+                        Ok(p) => pages.push((id, g.page(id, p))),
+                        Err(e) => {
+                            // Nothing is written: the pages stay changed.
+                            for &id in &ids {
+                                st.tree.mark_dirty(id);
+                            }
+                            return Err(e);
+                        }
+                    }
                 }
                 for &id in &st.tree.freed {
                     g.free(id);
@@ -592,7 +614,7 @@ impl Perseid {
             // The Pk records of the keys changed since the last group (none
             // if a merge began: its table holds them).
             st.valid.drain_changes(|k, e| g.pk(k, e));
-            st.tree.dirty.clear();
+            st.tree.take_dirty();
             st.tree.freed.clear();
             st.applied = checkpoint;
             st.flushed = checkpoint;
@@ -603,6 +625,16 @@ impl Perseid {
             };
             (g, commit, full, job)
         };
+        g.reserve_pages(
+            shared.len(),
+            shared
+                .iter()
+                .map(|(_, p)| file::page_record_len(p.data.len()))
+                .sum(),
+        );
+        for (id, p) in shared {
+            pages.push((id, g.page(id, p.view())));
+        }
         if let Some((n, job)) = job {
             let written = job.write(store.fs(), store.dir(), n, key_code(self.ty));
             let mut st = write(&self.state);

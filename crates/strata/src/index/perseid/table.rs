@@ -333,15 +333,19 @@ impl TableWriter {
                 _ => 0,
             })
             .collect();
-        self.buf.extend_from_slice(&self.vol);
-        let dir_at = self.buf.len() as u64;
+        // The volatile section and the directory follow the entries in a
+        // buffer of their own (appending them to the entries' reallocated
+        // and copied the whole table at every merge).
+        let mut meta = std::mem::take(&mut self.vol);
+        meta.reserve(self.dir.len() * 8 + crcs.len() * 4);
+        let dir_at = vol_at + meta.len() as u64;
         for off in &self.dir {
-            self.buf.extend_from_slice(&off.to_le_bytes());
+            meta.extend_from_slice(&off.to_le_bytes());
         }
         for c in &crcs {
-            self.buf.extend_from_slice(&c.to_le_bytes());
+            meta.extend_from_slice(&c.to_le_bytes());
         }
-        let crc = masked_crc(self.buf.get(vol_at as usize..).unwrap_or_default());
+        let crc = masked_crc(&meta);
         let mut footer = Vec::with_capacity(FOOTER_LEN);
         footer.extend_from_slice(MAGIC);
         footer.extend_from_slice(&VERSION.to_le_bytes());
@@ -355,12 +359,13 @@ impl TableWriter {
         footer.extend_from_slice(&crc.to_le_bytes());
         let fcrc = masked_crc(&footer);
         footer.extend_from_slice(&fcrc.to_le_bytes());
-        self.buf.extend_from_slice(&footer);
         let path = dir.join(table_name(number));
         let mut f = fs
             .create(&path, true)
             .map_err(|e| Error::io(format!("create perseid table {}", path.display()), e))?;
         f.write_all(&self.buf)
+            .and_then(|_| f.write_all(&meta))
+            .and_then(|_| f.write_all(&footer))
             .and_then(|_| f.flush())
             .and_then(|_| f.sync_all())
             .map_err(|e| Error::io(format!("write perseid table {}", path.display()), e))?;
@@ -370,7 +375,7 @@ impl TableWriter {
         let r = TableRef {
             number,
             count: self.count,
-            len: self.buf.len() as u64,
+            len: (self.buf.len() + meta.len() + footer.len()) as u64,
             crc,
         };
         let file: Arc<dyn RandomRead> = Arc::from(fs.open_mapped(&path)?);
