@@ -58,7 +58,7 @@
 //! (`table`) plus the keys changed since it was written (the delta: a
 //! small hash map of recent keys and a sorted vector of the rest, so its
 //! RAM follows its length), merged into a new file once the delta
-//! outgrows `merge_min_keys` plus a sixteenth of the file; the flush
+//! outgrows `merge_min_keys` plus 1/256 of the file; the flush
 //! writes that file after releasing the state's lock, while writers fill
 //! a new delta (`validation::MergeJob`). The index's DRAM (`memory_bytes`) is the
 //! resident pages, the page table, the SKey layer, the delta and the
@@ -194,7 +194,7 @@ pub const DEFAULT_PAGE_CACHE_MB: usize = 0;
 
 /// Default of parameter `merge_min_keys`: the persistent table's delta
 /// is merged into a new table file once it holds more than this many keys
-/// plus a sixteenth of the file's.
+/// plus 1/256 of the file's (`validation::MERGE_SHARE`).
 pub const DEFAULT_MERGE_MIN_KEYS: usize = 16_384;
 
 /// The parameters of the strategy (see [`parse_params`]).
