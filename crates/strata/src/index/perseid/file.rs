@@ -152,12 +152,27 @@ pub(crate) struct EncodedGroup {
 }
 
 fn frame(buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
-    let mut body = Vec::with_capacity(payload.len() + 1);
-    body.push(kind);
-    body.extend_from_slice(payload);
-    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&masked_crc(&body).to_le_bytes());
-    buf.extend_from_slice(&body);
+    frame_with(buf, kind, |b| b.extend_from_slice(payload));
+}
+
+/// Appends one record whose payload `payload` appends to `buf`, framed in
+/// place (length and checksum filled in once the payload is there: no
+/// copy of it). Returns the record's length, frame included.
+fn frame_with(buf: &mut Vec<u8>, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) -> usize {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 8]);
+    buf.push(kind);
+    payload(buf);
+    let (head, body) = buf.split_at_mut(at + 8);
+    let crc = masked_crc(body);
+    let body_len = body.len() as u32;
+    if let Some(h) = head.get_mut(at..at + 4) {
+        h.copy_from_slice(&body_len.to_le_bytes());
+    }
+    if let Some(h) = head.get_mut(at + 4..at + 8) {
+        h.copy_from_slice(&crc.to_le_bytes());
+    }
+    buf.len() - at
 }
 
 /// Bytes of the Page record of a page whose used part is `data_len`
@@ -198,25 +213,12 @@ impl GroupWriter {
     /// Adds a page; returns the record's offset in the group and length.
     pub fn page(&mut self, id: PageId, page: PageRef<'_>) -> (u64, u32) {
         let at = self.pages.len();
-        // The frame (`frame`'s layout) written in place: length and
-        // checksum once the rest is there.
-        self.pages.extend_from_slice(&[0; 8]);
-        self.pages.push(K_PAGE);
-        self.pages.extend_from_slice(&id.to_le_bytes());
-        self.pages.push(page.kind as u8);
-        self.pages
-            .extend_from_slice(&(page.cap as u32).to_le_bytes());
-        put_bytes(&mut self.pages, page.data);
-        let (head, body) = self.pages.split_at_mut(at + 8);
-        let crc = masked_crc(body);
-        let body_len = body.len() as u32;
-        if let Some(h) = head.get_mut(at..at + 4) {
-            h.copy_from_slice(&body_len.to_le_bytes());
-        }
-        if let Some(h) = head.get_mut(at + 4..at + 8) {
-            h.copy_from_slice(&crc.to_le_bytes());
-        }
-        let len = (self.pages.len() - at) as u32;
+        let len = frame_with(&mut self.pages, K_PAGE, |p| {
+            p.extend_from_slice(&id.to_le_bytes());
+            p.push(page.kind as u8);
+            p.extend_from_slice(&(page.cap as u32).to_le_bytes());
+            put_bytes(p, page.data);
+        }) as u32;
         debug_assert_eq!(len as usize, page_record_len(page.data.len()));
         self.dir.extend_from_slice(&id.to_le_bytes());
         self.dir.extend_from_slice(&(page.cap as u32).to_le_bytes());

@@ -119,13 +119,7 @@ pub(crate) struct Page {
 /// A copy with room for the whole page (a copy is made to be written).
 impl Clone for Page {
     fn clone(&self) -> Page {
-        let mut data = Vec::with_capacity(self.cap.max(self.data.len()));
-        data.extend_from_slice(&self.data);
-        Page {
-            kind: self.kind,
-            cap: self.cap,
-            data,
-        }
+        self.view().to_page()
     }
 }
 
@@ -148,7 +142,8 @@ pub(crate) struct PageRef<'a> {
 }
 
 impl PageRef<'_> {
-    /// An owned copy (for a page about to change, or a read-back copy).
+    /// An owned copy with room for the whole page (for a page about to
+    /// change, or a read-back copy).
     pub fn to_page(self) -> Page {
         let mut data = Vec::with_capacity(self.cap.max(self.data.len()));
         data.extend_from_slice(self.data);
