@@ -6,7 +6,7 @@
 //! which tables are live at which level; [`compaction`] merges tables in the
 //! background. Extensions (Strata's secondary-index framework) observe
 //! batches, memtables, tables, compactions and version installs through
-//! [`hooks`]. Layers depend downward only: `coding`/`key`/`error` →
+//! [`hooks`]. Layers depend downward only: `coding`/`key`/`error`/`mem` →
 //! `wal`/`memtable`/`sstable`/`cache` → `iter`/`merge` → `version` →
 //! `compaction` → `host` → `hooks` → `db`.
 
@@ -28,6 +28,7 @@ pub mod io;
 pub mod iter;
 pub mod key;
 pub mod locate;
+pub mod mem;
 pub mod memtable;
 pub mod merge;
 pub mod options;

@@ -196,7 +196,12 @@ impl HeadTable {
     /// maximum load.
     fn resize(&mut self, n: usize) {
         let count = (n * 8 * 4 / (WAYS * MAX_LOAD_8THS * 3)).max(1);
-        let old = std::mem::replace(&mut self.buckets, vec![EMPTY; count]);
+        // (On huge pages where the system allows: a lookup probes a random
+        // bucket; see `strata_lsm::mem`.)
+        let old = std::mem::replace(
+            &mut self.buckets,
+            strata_lsm::mem::filled(count, count, EMPTY),
+        );
         self.len = 0;
         for (h, page, off) in old.iter().flat_map(Bucket::entries) {
             self.place(h, page, off);

@@ -671,6 +671,15 @@ impl PsTree {
     fn slot_for(&mut self, id: PageId) -> Option<&mut Option<Slot>> {
         let i = id as usize;
         if self.pages.len() <= i {
+            if self.pages.capacity() <= i {
+                // Grown by doubling into a buffer on huge pages where the
+                // system allows (a lookup reads a random slot; see
+                // `strata_lsm::mem`).
+                let cap = (i + 1).max(self.pages.capacity().saturating_mul(2));
+                let mut grown = strata_lsm::mem::with_capacity(cap);
+                grown.append(&mut self.pages);
+                self.pages = grown;
+            }
             self.pages.resize_with(i + 1, || None);
         }
         self.pages.get_mut(i)

@@ -113,8 +113,9 @@ impl VolatileTable {
         let homes = (n + n / 4).max(16);
         // The vector's capacity is reserved exactly, with room for a few
         // tail slots: a push past a full vector would double it.
-        let mut slots = Vec::with_capacity(homes + tail_reserve(homes));
-        slots.resize(homes, EMPTY);
+        // (On huge pages where the system allows: a lookup probes random
+        // slots; see `strata_lsm::mem`.)
+        let slots = strata_lsm::mem::filled(homes, homes + tail_reserve(homes), EMPTY);
         VolatileTable {
             slots,
             homes,
