@@ -288,7 +288,10 @@ impl Table {
 
         let metaindex = Arc::new(table.load_pinned(footer.metaindex, BlockKind::Meta)?);
         table.meta = table.decode_metaindex(&metaindex)?;
-        table.index = Arc::new(table.load_pinned(footer.index, BlockKind::Index)?);
+        // Index keys are internal keys: the fences skip their 8-byte
+        // trailer (sequence number and kind).
+        let index = table.load_pinned(footer.index, BlockKind::Index)?;
+        table.index = Arc::new(index.with_fences(8).map_err(|e| table.wrap(e))?);
 
         let props_handle = table
             .meta_handle(PROPERTIES_BLOCK_NAME)
