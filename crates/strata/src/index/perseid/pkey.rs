@@ -653,7 +653,8 @@ impl PsTree {
     /// Bytes of the page table itself (one slot per page id up to the
     /// highest, resident or not, and the free list): DRAM the index takes
     /// beside the pages. The vectors' spare capacity is not counted: it is
-    /// reserved and mostly never written, so the system backs little of it.
+    /// reserved and mostly never written, so the system backs little of it
+    /// (on huge pages, at most the rest of the 2 MiB page the slots end in).
     pub fn slot_bytes(&self) -> usize {
         self.pages.len() * std::mem::size_of::<Option<Slot>>()
             + self.free.len() * std::mem::size_of::<PageId>()
