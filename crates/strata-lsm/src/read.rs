@@ -31,6 +31,17 @@ pub(crate) fn multi_get_components(
     keys: &[&[u8]],
     seq: SeqNo,
 ) -> Result<Vec<Option<Versioned>>> {
+    if let [key] = keys {
+        // One key (every single put of a strategy that reads the record it
+        // replaces): a point lookup, without the batch's sorted copies and
+        // per-level vectors (eight allocations a put).
+        let found = match mem_found(mems, key, seq) {
+            Some(f) => Some(f),
+            None => version.get(tables, key, seq)?,
+        };
+        let found = resolve_merge(found, merge_operator, tables, mems, version, key, seq)?;
+        return Ok(vec![found.and_then(into_versioned)]);
+    }
     let mut order: Vec<usize> = (0..keys.len()).collect();
     order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
     order.dedup_by(|a, b| keys[*a] == keys[*b]);
@@ -41,46 +52,16 @@ pub(crate) fn multi_get_components(
     let mut done = Vec::with_capacity(sorted.len());
     done.resize(sorted.len(), false);
     for (i, k) in sorted.iter().enumerate() {
-        for m in mems {
-            match m.get(k, seq) {
-                Some(MemGet::Value(s, v)) => {
-                    out[i] = Some(Found {
-                        seq: s,
-                        kind: ValueKind::Value,
-                        value: v,
-                    });
-                }
-                Some(MemGet::Deleted(s)) => {
-                    out[i] = Some(Found {
-                        seq: s,
-                        kind: ValueKind::Deletion,
-                        value: Vec::new(),
-                    });
-                }
-                Some(MemGet::Merge(s)) => {
-                    out[i] = Some(Found {
-                        seq: s,
-                        kind: ValueKind::Merge,
-                        value: Vec::new(),
-                    });
-                }
-                None => continue,
-            }
+        if let Some(f) = mem_found(mems, k, seq) {
+            out[i] = Some(f);
             done[i] = true;
-            break;
         }
     }
     version.multi_get(tables, &sorted, seq, &mut out, &mut done)?;
     // Keys whose newest entry is a merge operand read their older entries.
     for (i, k) in sorted.iter().enumerate() {
         if out[i].as_ref().is_some_and(|f| f.kind == ValueKind::Merge) {
-            let op = merge::require(merge_operator)?;
-            out[i] =
-                merge::resolve_at(op, tables, mems, version, k, seq)?.map(|(s, value)| Found {
-                    seq: s,
-                    kind: ValueKind::Value,
-                    value,
-                });
+            out[i] = resolve_merge(out[i].take(), merge_operator, tables, mems, version, k, seq)?;
         }
     }
     // Without duplicates each answer is moved out, not copied.
@@ -91,10 +72,62 @@ pub(crate) fn multi_get_components(
             let j = sorted.binary_search(k).ok()?;
             let slot = out.get_mut(j)?;
             let f = if unique { slot.take()? } else { slot.clone()? };
-            (f.kind == ValueKind::Value).then_some((f.seq, f.value))
+            into_versioned(f)
         })
         .collect();
     Ok(result)
+}
+
+/// The newest entry of `key` at `seq` in `mems` (newest first).
+fn mem_found(mems: &[Arc<MemTable>], key: &[u8], seq: SeqNo) -> Option<Found> {
+    mems.iter().find_map(|m| {
+        m.get(key, seq).map(|g| match g {
+            MemGet::Value(s, v) => Found {
+                seq: s,
+                kind: ValueKind::Value,
+                value: v,
+            },
+            MemGet::Deleted(s) => Found {
+                seq: s,
+                kind: ValueKind::Deletion,
+                value: Vec::new(),
+            },
+            MemGet::Merge(s) => Found {
+                seq: s,
+                kind: ValueKind::Merge,
+                value: Vec::new(),
+            },
+        })
+    })
+}
+
+/// `found` as it is, unless it is a merge operand: then the key's value
+/// at `seq` with its older entries merged in.
+fn resolve_merge(
+    found: Option<Found>,
+    merge_operator: Option<&Arc<dyn MergeOperator>>,
+    tables: &TableCache,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    key: &[u8],
+    seq: SeqNo,
+) -> Result<Option<Found>> {
+    if found.as_ref().is_some_and(|f| f.kind == ValueKind::Merge) {
+        let op = merge::require(merge_operator)?;
+        return Ok(
+            merge::resolve_at(op, tables, mems, version, key, seq)?.map(|(s, value)| Found {
+                seq: s,
+                kind: ValueKind::Value,
+                value,
+            }),
+        );
+    }
+    Ok(found)
+}
+
+/// A found value as (sequence number, value); `None` for a tombstone.
+fn into_versioned(f: Found) -> Option<Versioned> {
+    (f.kind == ValueKind::Value).then_some((f.seq, f.value))
 }
 
 /// May `key` have a version in `mems` or `version`? Exact for memtables;
