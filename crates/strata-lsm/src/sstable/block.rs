@@ -183,28 +183,28 @@ impl Block {
             // No entries: nothing to seek among.
             return Ok(self);
         }
-        let bad = |i: usize| Error::corruption(format!("block: restart point {i} is malformed"));
-        let mut keys = Vec::with_capacity(self.num_restarts);
-        for i in 0..self.num_restarts {
+        // The user key of restart point `i`.
+        let user_key = |i: usize| -> Result<&[u8]> {
             let key = match self.decode_header(self.restart_point(i)) {
                 Some((0, non_shared, _, delta)) => self.data.get(delta..delta + non_shared),
                 _ => None,
             };
-            let user = key.and_then(|k| k.get(..k.len().checked_sub(trailer)?));
-            keys.push(user.ok_or_else(|| bad(i))?);
-        }
-        let (first, last) = (keys.first().copied(), keys.last().copied());
-        let shared = match (first, last) {
-            (Some(a), Some(b)) => a.iter().zip(b).take_while(|(x, y)| x == y).count(),
-            _ => 0,
+            key.and_then(|k| k.get(..k.len().checked_sub(trailer)?))
+                .ok_or_else(|| Error::corruption(format!("block: restart point {i} is malformed")))
         };
+        // Keys are sorted: what the first and last share, all share.
+        let (first, last) = (user_key(0)?, user_key(self.num_restarts - 1)?);
+        let shared = first.iter().zip(last).take_while(|(x, y)| x == y).count();
         let mut f = RestartFences {
             trailer,
-            prefix: first.and_then(|k| k.get(..shared)).unwrap_or(&[]).to_vec(),
-            words: Vec::new(),
+            prefix: first.get(..shared).unwrap_or_default().to_vec(),
+            words: Vec::with_capacity(self.num_restarts),
             top: Vec::new(),
         };
-        f.words = keys.iter().map(|k| f.word(k)).collect();
+        for i in 0..self.num_restarts {
+            let w = f.word(user_key(i)?);
+            f.words.push(w);
+        }
         f.top = f.words.iter().step_by(FENCE_WINDOW).copied().collect();
         self.fences = Some(Box::new(f));
         Ok(self)

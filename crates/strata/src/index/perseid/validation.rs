@@ -668,12 +668,11 @@ impl Validation {
     /// True once the delta is large enough to merge into a new table
     /// file: more than `min` keys plus 1/[`MERGE_SHARE`] of the file's.
     pub fn wants_merge(&self, min: usize) -> bool {
-        self.delta.len()
-            > min
-                + self
-                    .base
-                    .as_ref()
-                    .map_or(0, |t| t.r.count as usize / MERGE_SHARE)
+        let share = self
+            .base
+            .as_ref()
+            .map_or(0, |t| t.r.count as usize / MERGE_SHARE);
+        self.delta.len() > min + share
     }
 
     /// Hands the delta to a [`MergeJob`], which writes the next table
@@ -1141,11 +1140,6 @@ mod tests {
         assert_eq!(w.volatile_len(), updated);
     }
 
-    /// A key listed in the table file's volatile section (two entries)
-    /// whose count the delta brought back to one (garbage collected since
-    /// the merge) is valid after a reopen: the rebuild skips the file's
-    /// value of every key the delta holds (`FrozenWalk`), and the delta
-    /// leaves it out of the volatile table.
     /// The delta a flush may leave in RAM is bounded by the minimum plus
     /// 1/`MERGE_SHARE` of the table's keys: the first key beyond it asks
     /// for a merge.
@@ -1173,6 +1167,11 @@ mod tests {
         assert!(v.wants_merge(min));
     }
 
+    /// A key listed in the table file's volatile section (two entries)
+    /// whose count the delta brought back to one (garbage collected since
+    /// the merge) is valid after a reopen: the rebuild skips the file's
+    /// value of every key the delta holds (`FrozenWalk`), and the delta
+    /// leaves it out of the volatile table.
     #[test]
     fn a_key_collected_since_the_merge_is_valid_after_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
