@@ -55,7 +55,7 @@ use crate::batch::WriteBatch;
 use crate::cache::TableCache;
 use crate::error::Result;
 use crate::key::SeqNo;
-use crate::memtable::{MemSide, MemTable};
+use crate::memtable::{MemSide, MemTable, Shadowed};
 use crate::merge::MergeOperator;
 use crate::version::{FileMetaData, Version, VersionExtension};
 
@@ -234,6 +234,33 @@ pub trait EngineHooks: Send + Sync {
         Ok(None)
     }
 
+    /// True if [`EngineHooks::after_insert`] has work to do (checked per
+    /// write group, among hooks that want batches; the insert then records
+    /// what each operation shadows).
+    fn wants_shadowed(&self) -> bool {
+        false
+    }
+
+    /// Sees `batch` after it entered the active memtable, before its last
+    /// sequence number is published (after [`EngineHooks::before_batch`]);
+    /// the returned guard is held as `before_batch`'s is. `shadowed[i]` is
+    /// the entry of operation `i`'s key that its new entry shadows in the
+    /// active memtable — the newest one there, an earlier operation of the
+    /// batch included — with its value in place, or `None`: then the
+    /// key's newest entry before the batch, if any, is in the older
+    /// components `cx` presents (immutable memtables newest first, the
+    /// version), where [`BatchContext::current_seqs`] finds it. The
+    /// insert's own search answers for the active memtable: no second
+    /// search of it.
+    fn after_insert<'a>(
+        &'a self,
+        _batch: &WriteBatch,
+        _shadowed: &[Option<Shadowed<'_>>],
+        _cx: &BatchContext<'_>,
+    ) -> Result<Option<BatchGuard<'a>>> {
+        Ok(None)
+    }
+
     /// Called after the WAL is durable and before a flush installs (see the
     /// module documentation).
     fn before_flush_install(&self) -> Result<()> {
@@ -289,6 +316,7 @@ pub type BatchGuard<'a> = Box<dyn Held + 'a>;
 pub use crate::read::Versioned;
 
 /// What a batch hook may read: the components the batch will shadow.
+#[derive(Clone, Copy)]
 pub struct BatchContext<'a> {
     pub(crate) tables: &'a TableCache,
     pub(crate) merge_operator: Option<&'a Arc<dyn MergeOperator>>,
@@ -308,6 +336,22 @@ impl BatchContext<'_> {
     /// deleted), in the order of `keys`: one batched lookup.
     pub fn current(&self, keys: &[&[u8]], before: SeqNo) -> Result<Vec<Option<Versioned>>> {
         crate::read::multi_get_components(
+            self.tables,
+            self.merge_operator,
+            self.mems,
+            self.version,
+            keys,
+            before,
+        )
+    }
+
+    /// The sequence number of each key's newest live version before the
+    /// batch (`None`: absent or deleted), in the order of `keys`: where
+    /// [`BatchContext::current`] finds the records, without copying them.
+    /// The sequence numbers are `current`'s, except that a key whose newest
+    /// entry is a merge operand always counts as live here.
+    pub fn current_seqs(&self, keys: &[&[u8]], before: SeqNo) -> Result<Vec<Option<SeqNo>>> {
+        crate::read::newest_seqs_components(
             self.tables,
             self.merge_operator,
             self.mems,

@@ -78,6 +78,32 @@ pub(crate) fn multi_get_components(
     Ok(result)
 }
 
+/// The sequence number of each key's newest live version at `seq` in the
+/// components (`None`: absent or deleted; a merge operand is a live
+/// version), in the order of `keys`: where [`multi_get_components`] finds
+/// the records, without copying them out of memtables or merging operands.
+pub(crate) fn newest_seqs_components(
+    tables: &TableCache,
+    merge_operator: Option<&Arc<dyn MergeOperator>>,
+    mems: &[Arc<MemTable>],
+    version: &Version,
+    keys: &[&[u8]],
+    seq: SeqNo,
+) -> Result<Vec<Option<SeqNo>>> {
+    let [key] = keys else {
+        // Several keys: the batched lookup reads each needed block once.
+        let found = multi_get_components(tables, merge_operator, mems, version, keys, seq)?;
+        return Ok(found.into_iter().map(|v| v.map(|(s, _)| s)).collect());
+    };
+    let newest = match mems.iter().find_map(|m| m.newest_version(key, seq)) {
+        Some(v) => Some(v),
+        None => version.get(tables, key, seq)?.map(|f| (f.seq, f.kind)),
+    };
+    Ok(vec![newest.and_then(|(s, kind)| {
+        (kind != ValueKind::Deletion).then_some(s)
+    })])
+}
+
 /// The newest entry of `key` at `seq` in `mems` (newest first).
 fn mem_found(mems: &[Arc<MemTable>], key: &[u8], seq: SeqNo) -> Option<Found> {
     mems.iter().find_map(|m| {

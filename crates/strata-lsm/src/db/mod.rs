@@ -299,7 +299,9 @@ impl Db {
                     continue;
                 }
                 let mem = recovered_mems.last().cloned().unwrap_or_else(|| new_mem(0));
-                if !batch_hooks.is_empty() {
+                if batch_hooks.is_empty() {
+                    write::insert_into(&mem, &batch, None)?;
+                } else {
                     let mems: Vec<Arc<MemTable>> = recovered_mems.iter().rev().cloned().collect();
                     let cx = crate::hooks::BatchContext {
                         tables: &tables,
@@ -308,11 +310,18 @@ impl Db {
                         version: &current,
                         recovering: true,
                     };
+                    let mut guards = Vec::new();
                     for h in &batch_hooks {
-                        drop(h.before_batch(&batch, &cx)?);
+                        guards.extend(h.before_batch(&batch, &cx)?);
+                    }
+                    if batch_hooks.iter().any(|h| h.wants_shadowed()) {
+                        let mut shadowed = Vec::with_capacity(batch.len());
+                        write::insert_into(&mem, &batch, Some(&mut shadowed))?;
+                        write::after_insert(&batch_hooks, &batch, &shadowed, &cx, &mut guards)?;
+                    } else {
+                        write::insert_into(&mem, &batch, None)?;
                     }
                 }
-                write::insert_into(&mem, &batch)?;
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
                 if mem.approximate_bytes() >= opts.memtable_size {
                     recovered_mems.push(new_mem(0));

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use crate::batch::{BatchOp, WriteBatch};
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::hooks::{BatchContext, EngineHooks};
+use crate::hooks::{BatchContext, BatchGuard, EngineHooks};
 use crate::key::{self, SeqNo};
-use crate::memtable::MemTable;
+use crate::memtable::{MemTable, Shadowed};
 use crate::merge;
 use crate::options::{WriteOptions, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::stats::Counters;
@@ -98,23 +98,53 @@ pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<bool> {
 }
 
 /// Inserts every operation of `batch` (sequence numbers from
-/// `batch.sequence()`) into `mem`; returns user bytes.
-pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<u64> {
+/// `batch.sequence()`) into `mem`; returns user bytes. With `shadowed`,
+/// appends for each operation, in order, the entry of its key that it
+/// shadows in `mem` (see [`MemTable::add_shadowing`]).
+pub(crate) fn insert_into<'m>(
+    mem: &'m MemTable,
+    batch: &WriteBatch,
+    mut shadowed: Option<&mut Vec<Option<Shadowed<'m>>>>,
+) -> Result<u64> {
     let mut bytes = 0u64;
     for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
         let op = op?;
-        match op {
-            BatchOp::Put { key, value } | BatchOp::Merge { key, value } => {
+        let (key, value) = match op {
+            BatchOp::Put { key, value } | BatchOp::Merge { key, value } => (key, value),
+            BatchOp::Delete { key } => (key, &[][..]),
+        };
+        bytes += (key.len() + value.len()) as u64;
+        match shadowed.as_deref_mut() {
+            Some(out) => out.push(mem.add_shadowing(seq, op.kind(), key, value).1),
+            None => {
                 mem.add(seq, op.kind(), key, value);
-                bytes += (key.len() + value.len()) as u64;
-            }
-            BatchOp::Delete { key } => {
-                mem.add(seq, op.kind(), key, &[]);
-                bytes += key.len() as u64;
             }
         }
     }
     Ok(bytes)
+}
+
+/// Hands the batch just inserted into the active memtable `mems[0]` to
+/// every hook that asked ([`EngineHooks::after_insert`]), with what each
+/// operation shadowed there and the older components; collects their
+/// guards.
+pub(crate) fn after_insert<'h>(
+    hooks: &[&'h Arc<dyn EngineHooks>],
+    batch: &WriteBatch,
+    shadowed: &[Option<Shadowed<'_>>],
+    cx: &BatchContext<'_>,
+    guards: &mut Vec<BatchGuard<'h>>,
+) -> Result<()> {
+    let older = BatchContext {
+        mems: cx.mems.get(1..).unwrap_or_default(),
+        ..*cx
+    };
+    for h in hooks {
+        if h.wants_shadowed() {
+            guards.extend(h.after_insert(batch, shadowed, &older)?);
+        }
+    }
+    Ok(())
 }
 
 impl DbInner {
@@ -213,8 +243,14 @@ impl DbInner {
                 for h in &batch_hooks {
                     guards.extend(h.before_batch(&merged, &cx)?);
                 }
+                if batch_hooks.iter().any(|h| h.wants_shadowed()) {
+                    let mut shadowed = Vec::with_capacity(merged.len());
+                    let bytes = insert_into(&mem, &merged, Some(&mut shadowed))?;
+                    Counters::add(&self.counters.user_bytes_written, bytes);
+                    return after_insert(&batch_hooks, &merged, &shadowed, &cx, &mut guards);
+                }
             }
-            let bytes = insert_into(&mem, &merged)?;
+            let bytes = insert_into(&mem, &merged, None)?;
             Counters::add(&self.counters.user_bytes_written, bytes);
             Ok(())
         });
@@ -267,7 +303,7 @@ impl DbInner {
         };
         let seq = (self.last_sequence.load(Ordering::SeqCst) + 1).max(opts.min_sequence);
         batch.set_sequence(seq);
-        match insert_into(&mem, &batch) {
+        match insert_into(&mem, &batch, None) {
             Ok(bytes) => Counters::add(&self.counters.user_bytes_written, bytes),
             Err(e) => {
                 // Part of the batch may be in the memtable.

@@ -62,6 +62,18 @@ pub trait MemSide: Send + Sync {
     fn approximate_bytes(&self) -> usize;
 }
 
+/// The entry a new entry shadows in its memtable: the newest older entry
+/// of the same user key ([`MemTable::add_shadowing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shadowed<'a> {
+    /// Its sequence number.
+    pub seq: SeqNo,
+    /// Its kind.
+    pub kind: ValueKind,
+    /// Its value (empty for a tombstone), in the memtable.
+    pub value: &'a [u8],
+}
+
 /// One entry of a memtable, named without a borrow of it (given to its
 /// side structure by [`MemSide::on_add`]): 16 bytes, no reference count.
 /// Only the memtable it came from reads it back ([`MemTable::value_of`]).
@@ -131,6 +143,31 @@ impl MemTable {
     /// Inserts one entry and returns it. `(user_key, seq)` must be new to
     /// this memtable.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) -> MemEntry {
+        self.add_inner(seq, kind, user_key, value, false).0
+    }
+
+    /// As [`MemTable::add`], also returning the entry the new one shadows:
+    /// the newest entry of `user_key` this memtable held (`None`: none),
+    /// found by the insert's own search, with its value in place.
+    pub fn add_shadowing(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        user_key: &[u8],
+        value: &[u8],
+    ) -> (MemEntry, Option<Shadowed<'_>>) {
+        self.add_inner(seq, kind, user_key, value, true)
+    }
+
+    /// [`MemTable::add`], with the shadowed entry if `shadow`.
+    fn add_inner(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        user_key: &[u8],
+        value: &[u8],
+        shadow: bool,
+    ) -> (MemEntry, Option<Shadowed<'_>>) {
         // Before the sequence number is published, like the entry itself.
         if let Some(f) = &self.filter {
             f.insert(user_key);
@@ -141,7 +178,16 @@ impl MemTable {
         );
         // Stored in the skiplist's node (no allocation).
         let trailer = key::pack_trailer(seq, kind);
-        let entry = MemEntry(self.map.insert(user_key, trailer, value));
+        let (raw, next) = self.map.insert_next(user_key, trailer, value);
+        let entry = MemEntry(raw);
+        let shadowed = next.filter(|_| shadow).and_then(|e| {
+            let p = key::parse_internal_key(e.key()).ok()?;
+            (p.user_key == user_key).then(|| Shadowed {
+                seq: p.seq,
+                kind: p.kind,
+                value: e.value(),
+            })
+        });
         // Before the entry's sequence number is published (the write path
         // publishes after the insert), so a reader that may see `seq`
         // also sees it inside the range.
@@ -150,7 +196,7 @@ impl MemTable {
         if let Some(side) = &self.side {
             side.on_add(seq, kind, user_key, value, entry);
         }
-        entry
+        (entry, shadowed)
     }
 
     /// The value of `entry` (from this memtable's [`MemSide::on_add`]);
@@ -200,6 +246,13 @@ impl MemTable {
             ValueKind::Deletion => MemGet::Deleted(seq),
             ValueKind::Merge => MemGet::Merge(seq),
         })
+    }
+
+    /// Sequence number and kind of the newest entry of `user_key` with
+    /// `seq <= snapshot`, without copying its value.
+    pub fn newest_version(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(SeqNo, ValueKind)> {
+        self.newest_entry(user_key, snapshot)
+            .map(|(_, seq, kind)| (seq, kind))
     }
 
     /// Sequence number of the newest entry of `user_key` (any kind), without

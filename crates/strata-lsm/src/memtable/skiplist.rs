@@ -349,11 +349,24 @@ impl SkipList {
     /// Inserts `user_key ‖ trailer` with `value`, and returns the new
     /// entry. The internal key must be new to the list; a duplicate is
     /// placed after the existing entry, which keeps shadowing it.
+    #[cfg(test)]
     pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> RawEntry {
+        self.insert_next(user_key, trailer, value).0
+    }
+
+    /// As [`SkipList::insert`], also returning the entry that follows the
+    /// new one: when it has the same user key, the newest entry of that
+    /// key older than the new one (what the insert's search found anyway).
+    pub(crate) fn insert_next(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+    ) -> (RawEntry, Option<Entry<'_>>) {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let target = Target::new(user_key, trailer);
         let mut prev = [self.head; MAX_HEIGHT];
-        self.search(&target, Some(&mut prev), true);
+        let next = self.search(&target, Some(&mut prev), true);
         let height = writer.random_height();
         // Levels above the old height have the head as predecessor, which
         // `prev` already holds.
@@ -373,10 +386,13 @@ impl SkipList {
             }
         }
         self.len.fetch_add(1, AtomicOrdering::Release);
-        RawEntry {
+        let raw = RawEntry {
             node,
             list: self.id,
-        }
+        };
+        // `next` is null or a published node (found by the search), and
+        // the new node's successor at level 0: the writer lock is held.
+        (raw, Entry::new(self, next))
     }
 
     /// The first node at or after `t` (`after_equal`: strictly after the

@@ -42,10 +42,10 @@
 //!   keys it writes (including versions the flush drops); a compaction
 //!   output takes the widening of every input table whose key range
 //!   overlaps its own (a superset of what its kept entries need).
-//! * `mutable-bitmap` (§5, the default): every write looks up the record
-//!   it replaces (the same batched lookup as `eager`; Strata has no
-//!   separate primary-key index, see below) and *marks* that version as
-//!   deleted. Filters then follow new values only (no widening), and a
+//! * `mutable-bitmap` (§5, the default): every write locates the version
+//!   it replaces (`NeedsCurrent::Seqs`: its sequence number only; Strata
+//!   has no separate primary-key index, see below) and *marks* that
+//!   version as deleted. Filters then follow new values only (no widening), and a
 //!   scan skips marked versions: no reconciliation, no lookups.
 //!
 //! Mutable-bitmap, as built. The paper keeps one bitmap per disk component
@@ -73,9 +73,17 @@
 //!   from every table and the WAL replay marks again what its writes
 //!   replace (the lookup the replay does plays the paper's "update bit").
 //! * *Locating the old version.* The paper searches a primary-key index
-//!   (keys only) instead of reading records. Strata's batched lookup reads
-//!   the record's data block (usually cached, and Bloom filters skip the
-//!   tables without the key); only its sequence number is used.
+//!   (keys only) instead of reading records. Strata's lookup
+//!   (`BatchContext::current_seqs`) takes the sequence number of the
+//!   key's newest entry: in a memtable without copying the record; in a
+//!   table from the record's data block (usually cached, and Bloom
+//!   filters skip the tables without the key).
+//! * *Marks not yet in a table* are kept in write order in one buffer
+//!   (`MarkLog`: keys back to back, no allocation a mark); a flush takes
+//!   those of its memtable's writes sorted by key and walks them beside
+//!   the keys it writes, as a compaction walks its inputs' marks. The map
+//!   of marks a query consults is keyed by sequence number with a
+//!   multiplicative hash.
 //! * Within a session the RAM map of marks only grows (16 bytes a mark
 //!   plus hashing overhead); a reopen loads only the marks tables still
 //!   hold.
@@ -100,6 +108,7 @@ use strata_lsm::version::{FileMetaData, Version};
 
 use super::def::Attrs;
 use super::embedded::{key_type_byte, Zone};
+use super::fxhash::FastMap;
 use super::results::Results;
 use super::side::{self, SideBounds};
 use super::strategy::{
@@ -340,19 +349,101 @@ type Widening = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, IndexValue)>>>>;
 /// of the write (put or delete) that replaced it.
 pub(crate) type Mark = (Vec<u8>, SeqNo, SeqNo);
 
-/// Mutable-bitmap: the marks made by writes not yet in a table, by key:
-/// (deleting write, deleted version).
-type PendingMarks = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, SeqNo)>>>>;
+/// Mutable-bitmap: the marks made by writes not yet in a table.
+type PendingMarks = Arc<Mutex<MarkLog>>;
 
 /// Mutable-bitmap: every deletion mark known (deleted version → deleting
 /// write), from the tables at open and from the writes since. The
 /// sequence number identifies a version in whatever table holds it, so a
 /// mark made while a flush or compaction rewrites that version applies
 /// to the new table as well (nothing to carry over, no lock).
-type MarkMap = Arc<RwLock<HashMap<SeqNo, SeqNo>>>;
+type MarkMap = Arc<RwLock<FastMap<SeqNo, SeqNo>>>;
 
-/// A compaction's input marks, by key (shared by its outputs).
-type InputMarks = HashMap<Vec<u8>, Vec<(SeqNo, SeqNo)>>;
+/// A compaction's input marks, in key order (shared by its outputs).
+type InputMarks = MarkLog;
+
+/// Deletion marks (user key, deleted version, deleting write) with their
+/// keys in one buffer: no allocation a mark. Appended in write order by
+/// writes (pending marks) or sorted by key for a flush or compaction
+/// (`sorted`), whose builders walk them beside the keys they write.
+#[derive(Default)]
+pub(crate) struct MarkLog {
+    keys: Vec<u8>,
+    /// (end of the key in `keys`, deleted version, deleting write); a key
+    /// starts where the previous one ends.
+    marks: Vec<(usize, SeqNo, SeqNo)>,
+}
+
+impl MarkLog {
+    fn push(&mut self, key: &[u8], old: SeqNo, new: SeqNo) {
+        self.keys.extend_from_slice(key);
+        self.marks.push((self.keys.len(), old, new));
+    }
+
+    fn len(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// Mark `i`: (key, deleted version, deleting write).
+    fn get(&self, i: usize) -> Option<(&[u8], SeqNo, SeqNo)> {
+        let start = match i.checked_sub(1) {
+            Some(p) => self.marks.get(p)?.0,
+            None => 0,
+        };
+        let &(end, old, new) = self.marks.get(i)?;
+        Some((self.keys.get(start..end)?, old, new))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], SeqNo, SeqNo)> {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// The marks of `self` that `keep` accepts.
+    fn filtered(&self, mut keep: impl FnMut(SeqNo, SeqNo) -> bool) -> MarkLog {
+        let mut out = MarkLog::default();
+        for (k, old, new) in self.iter() {
+            if keep(old, new) {
+                out.push(k, old, new);
+            }
+        }
+        out
+    }
+
+    /// The same marks ordered by key (stable: a key's marks keep their
+    /// order).
+    fn sorted(&self) -> MarkLog {
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        order.sort_by(|&a, &b| {
+            let ka = self.get(a).map(|m| m.0);
+            let kb = self.get(b).map(|m| m.0);
+            ka.cmp(&kb)
+        });
+        let mut out = MarkLog::default();
+        for (k, old, new) in order.into_iter().filter_map(|i| self.get(i)) {
+            out.push(k, old, new);
+        }
+        out
+    }
+
+    /// The marks of `key` at and after `*pos` in a log sorted by key,
+    /// which moves `*pos` past them; keys asked in ascending order walk
+    /// the log once.
+    fn take_key(&self, pos: &mut usize, key: &[u8], mut f: impl FnMut(SeqNo, SeqNo)) {
+        while let Some((k, old, new)) = self.get(*pos) {
+            match k.cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => f(old, new),
+                std::cmp::Ordering::Greater => return,
+            }
+            *pos += 1;
+        }
+    }
+
+    /// Heap bytes (for the index's DRAM estimate).
+    fn heap_bytes(&self) -> usize {
+        self.keys.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, SeqNo, SeqNo)>()
+    }
+}
 
 /// A zone with the user-key range of the table it belongs to (smallest,
 /// largest).
@@ -439,16 +530,16 @@ impl Filter {
 
     /// Mutable-bitmap: the marks of a compaction's inputs, by key.
     fn input_marks(&self, inputs: &[Arc<FileMetaData>]) -> Result<InputMarks> {
-        let mut out = InputMarks::new();
+        let mut out = MarkLog::default();
         for f in inputs {
             let Some(tf) = self.input_table(f)? else {
                 continue;
             };
             for (k, old, new) in &tf.marks {
-                out.entry(k.clone()).or_default().push((*old, *new));
+                out.push(k, *old, *new);
             }
         }
-        Ok(out)
+        Ok(out.sorted())
     }
 
     /// Mutable-bitmap (§5.2): each write marks the version it replaces
@@ -457,19 +548,28 @@ impl Filter {
     /// gets exactly one mark, by its immediate successor; a tombstone is
     /// never a candidate and is not marked.
     fn mark(&self, ops: &[OpRef<'_>], current: &Current<'_>) {
-        let mut latest: HashMap<&[u8], Option<SeqNo>> = HashMap::new();
+        let old_of = |key: &[u8]| match current.get(key) {
+            Some(Some((s, _))) => Some(*s),
+            _ => None,
+        };
+        if let [(seq, key, _)] = ops {
+            // One write (every `put`): no map of the batch's keys.
+            if let Some(old) = old_of(key) {
+                lock(&self.pending_marks).push(key, old, *seq);
+                write(&self.marks).insert(old, *seq);
+            }
+            return;
+        }
+        let mut latest: FastMap<&[u8], Option<SeqNo>> = FastMap::default();
         let mut pending = lock(&self.pending_marks);
         let mut marks = write(&self.marks);
         for &(seq, key, new) in ops {
             let old = match latest.remove(key) {
                 Some(earlier) => earlier,
-                None => match current.get(key) {
-                    Some(Some((s, _))) => Some(*s),
-                    _ => None,
-                },
+                None => old_of(key),
             };
             if let Some(old) = old {
-                pending.entry(key.to_vec()).or_default().push((seq, old));
+                pending.push(key, old, seq);
                 marks.insert(old, seq);
             }
             latest.insert(key, new.map(|_| seq));
@@ -496,13 +596,18 @@ struct Builder {
     /// Eager compaction: the inputs' widening zones and key ranges, or the
     /// error reading them (reported by `finish`).
     input_widening: Result<Vec<RangedZone>>,
-    /// Mutable-bitmap flush: the marks made by writes, and the smallest
-    /// sequence number of the memtable flushed (its writes' marks are those
-    /// with a deleting write from there on; `0` if unknown).
-    flush_marks: Option<(PendingMarks, SeqNo)>,
+    /// Mutable-bitmap flush: the marks made by writes since the smallest
+    /// sequence number of the memtable flushed (the floor; `0` if
+    /// unknown), sorted by key, and the floor.
+    flush_marks: Option<(MarkLog, SeqNo)>,
     /// Mutable-bitmap compaction: the inputs' marks, or the error reading
     /// them (reported by `finish`).
     input_marks: Option<Arc<std::result::Result<InputMarks, String>>>,
+    /// Where the walk of `flush_marks` or `input_marks` is (both sorted
+    /// by key; the table's keys come in ascending order).
+    marks_pos: usize,
+    /// Reused buffer of one encoded value.
+    enc: Vec<u8>,
     values: u64,
     own: Option<Zone>,
     widen: Option<Zone>,
@@ -560,20 +665,20 @@ impl TableIndexBuilder for Builder {
             }
             self.last_key.clear();
             self.last_key.extend_from_slice(user_key);
-            if let Some((m, floor)) = &self.flush_marks {
-                // As for widening: the marks of the writes this flush holds.
-                if let Some(recs) = lock(m).get(user_key) {
-                    for &(new, old) in recs {
-                        if *floor <= new && new <= seq {
-                            self.key_marks.push((old, new));
-                        }
+            let key_marks = &mut self.key_marks;
+            if let Some((m, _)) = &self.flush_marks {
+                // As for widening: the marks of the writes this flush holds
+                // (at or above the floor: `flush_marks` has no others).
+                m.take_key(&mut self.marks_pos, user_key, |old, new| {
+                    if new <= seq {
+                        key_marks.push((old, new));
                     }
-                }
+                });
             }
             if let Some(Ok(m)) = self.input_marks.as_deref() {
-                if let Some(recs) = m.get(user_key) {
-                    self.key_marks.extend_from_slice(recs);
-                }
+                m.take_key(&mut self.marks_pos, user_key, |old, new| {
+                    key_marks.push((old, new));
+                });
             }
             if let Some(w) = &self.flush_widening {
                 // Every version of the key this flush writes or drops is at
@@ -590,7 +695,19 @@ impl TableIndexBuilder for Builder {
         self.key_seqs.push(seq);
         if let Some(v) = attr {
             self.values += 1;
-            widen_into(&mut self.own, &Zone::of(&v, &v.encode()));
+            self.enc.clear();
+            v.encode_into(&mut self.enc);
+            match (&mut self.own, v.mbr()) {
+                // The common case without a zone's two copies of the value.
+                (Some(Zone::Scalar(lo, hi)), None) => {
+                    if self.enc < *lo {
+                        lo.clone_from(&self.enc);
+                    } else if self.enc > *hi {
+                        hi.clone_from(&self.enc);
+                    }
+                }
+                (own, _) => widen_into(own, &Zone::of(&v, &self.enc)),
+            }
         }
     }
 
@@ -648,7 +765,8 @@ impl IndexStrategy for Filter {
 
     fn needs_current(&self) -> NeedsCurrent {
         match self.maintain {
-            Maintain::Eager | Maintain::MutableBitmap => NeedsCurrent::All,
+            Maintain::Eager => NeedsCurrent::All,
+            Maintain::MutableBitmap => NeedsCurrent::Seqs,
             Maintain::Validation => NeedsCurrent::No,
         }
     }
@@ -712,9 +830,12 @@ impl IndexStrategy for Filter {
                     .and_then(|s| s.as_any().downcast_ref::<side::IndexSide>())
                     .and_then(|s| s.min_seq())
                     .unwrap_or(0);
-                (self.pending_marks.clone(), floor)
+                let mine = lock(&self.pending_marks).filtered(|_, new| floor <= new);
+                (mine.sorted(), floor)
             }),
             input_marks,
+            marks_pos: 0,
+            enc: Vec::new(),
             values: 0,
             own: None,
             widen: None,
@@ -752,10 +873,8 @@ impl IndexStrategy for Filter {
             });
         }
         if self.maintain == Maintain::MutableBitmap && before > 0 {
-            lock(&self.pending_marks).retain(|_, recs| {
-                recs.retain(|(new, _)| *new > before);
-                !recs.is_empty()
-            });
+            let mut pending = lock(&self.pending_marks);
+            *pending = pending.filtered(|_, new| new > before);
         }
         Ok(Some(self.global(tables, flushed_seq)))
     }
@@ -836,9 +955,10 @@ impl IndexStrategy for Filter {
     fn stats(&self, slot: Option<&VersionSlot>, s: &mut IndexStats) {
         let g = slot.and_then(|s| s.downcast_ref::<FilterGlobal>());
         s.global_entries = g.map_or(0, |g| g.tables.len() as u64);
-        // Mutable-bitmap's map of marks: two sequence numbers and about
-        // one word of hash-table overhead per mark.
-        let marks = read(&self.marks).capacity() * 24;
+        // Mutable-bitmap's map of marks (two sequence numbers a mark) and
+        // the marks of writes not yet in a table.
+        let marks = super::fxhash::map_bytes(read(&self.marks).capacity(), 16)
+            + lock(&self.pending_marks).heap_bytes();
         s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64) + marks as u64;
         s.disk_bytes = g.map_or(0, |g| g.tables.values().map(|t| t.disk_bytes).sum());
         s.components_scanned = self.scanned.load(Relaxed);
@@ -1148,6 +1268,73 @@ mod tests {
             };
             assert!(decode(&bytes, other, "test").is_err());
         }
+    }
+
+    #[test]
+    fn mark_logs_sort_walk_and_filter_by_key() {
+        let mut log = MarkLog::default();
+        for (k, old, new) in [
+            ("b", 1, 5),
+            ("a", 2, 6),
+            ("", 4, 10),
+            ("b", 5, 7),
+            ("c", 3, 8),
+        ] {
+            log.push(k.as_bytes(), old, new);
+        }
+        log.push(b"a", 6, 9);
+        let owned = |l: &MarkLog| -> Vec<(Vec<u8>, SeqNo, SeqNo)> {
+            l.iter().map(|(k, o, n)| (k.to_vec(), o, n)).collect()
+        };
+        let s = log.sorted();
+        let want: Vec<(Vec<u8>, SeqNo, SeqNo)> = [
+            ("", 4, 10),
+            ("a", 2, 6),
+            ("a", 6, 9),
+            ("b", 1, 5),
+            ("b", 5, 7),
+            ("c", 3, 8),
+        ]
+        .iter()
+        .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
+        .collect();
+        assert_eq!(owned(&s), want);
+        // Keys asked in ascending order, some without marks.
+        let mut pos = 0;
+        let mut walk = |key: &[u8]| {
+            let mut got = Vec::new();
+            s.take_key(&mut pos, key, |o, n| got.push((o, n)));
+            got
+        };
+        assert_eq!(walk(b"a"), [(2, 6), (6, 9)]);
+        assert_eq!(walk(b"aa"), []);
+        assert_eq!(walk(b"c"), [(3, 8)]);
+        assert_eq!(walk(b"d"), []);
+        let late = log.filtered(|_, new| new > 6);
+        let want: Vec<(Vec<u8>, SeqNo, SeqNo)> =
+            [("", 4, 10), ("b", 5, 7), ("c", 3, 8), ("a", 6, 9)]
+                .iter()
+                .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
+                .collect();
+        assert_eq!(owned(&late), want);
+        assert_eq!(log.get(6), None);
+    }
+
+    #[test]
+    fn lookups_needed_by_several_strategies_join() {
+        use NeedsCurrent::*;
+        let all = [No, Deletes, Seqs, All];
+        for a in all {
+            assert_eq!(a.join(No), a);
+            assert_eq!(a.join(All), All);
+            for b in all {
+                assert_eq!(a.join(b), b.join(a));
+            }
+        }
+        // Records of deleted keys and sequence numbers of every key: only
+        // every record has both.
+        assert_eq!(Deletes.join(Seqs), All);
+        assert_eq!(Seqs.join(Seqs), Seqs);
     }
 
     #[test]

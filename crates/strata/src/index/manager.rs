@@ -18,13 +18,13 @@ use strata_lsm::hooks::{
     TableObserver,
 };
 use strata_lsm::key::{SeqNo, ValueKind};
-use strata_lsm::memtable::{MemSide, MemTable};
+use strata_lsm::memtable::{MemSide, MemTable, Shadowed};
 use strata_lsm::sstable::BlockHandle;
 use strata_lsm::version::{FileMetaData, Version};
 
 use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
-use super::fxhash::FastSet;
+use super::fxhash::{FastMap, FastSet};
 use super::memo::{self, Memo};
 use super::side::{self, IndexSide};
 use super::sidefile::{self, SideFile, SideFiles};
@@ -243,6 +243,11 @@ pub(crate) struct IndexManager {
     side_pending: Mutex<Vec<(u32, u64)>>,
     /// Readings registered by loads in progress (see `index::preread`).
     pre_reads: Arc<super::preread::PreReads>,
+    /// The indexes `before_batch` left the batch being written to (their
+    /// maintenance runs in `after_insert`, which takes them); `None` when
+    /// it maintained them itself. Only the write leader (or the WAL
+    /// replay) touches it, one batch at a time.
+    deferred: Mutex<Option<Vec<Arc<IndexDef>>>>,
     /// The field set of the last index set [`IndexManager::sync_apply`]
     /// maintained: built once instead of per batch (building and dropping
     /// the trie was ~1 k instructions of every indexed put). The set is
@@ -280,6 +285,7 @@ impl IndexManager {
             live: Mutex::new(BTreeMap::new()),
             side_pending: Mutex::new(Vec::new()),
             pre_reads: Arc::default(),
+            deferred: Mutex::default(),
             sync_fields: Mutex::new(None),
         })
     }
@@ -519,12 +525,39 @@ impl IndexManager {
             .collect()
     }
 
+    /// The indexes maintained with every batch (during WAL replay, not
+    /// those rebuilt at open).
+    fn batch_defs(&self, recovering: bool) -> Vec<Arc<IndexDef>> {
+        read(&self.defs)
+            .iter()
+            .filter(|d| d.strategy.applies_batches())
+            .filter(|d| !(recovering && d.strategy.rebuilt_at_open()))
+            .cloned()
+            .collect()
+    }
+
+    /// True if the maintenance of every batch waits for the insert
+    /// (`after_insert`): every index maintained with batches (all of them,
+    /// WAL replay included: one decision for both hooks) reads the records
+    /// a batch replaces, or where they are, and nothing else of the
+    /// primary; so the insert's own search can answer for the active
+    /// memtable. Strategies that read nothing (`NeedsCurrent::No`) apply
+    /// before the insert, as they always have.
+    fn defers_to_insert(&self) -> bool {
+        let defs = read(&self.defs);
+        let mut batch_defs = defs
+            .iter()
+            .filter(|d| d.strategy.applies_batches())
+            .peekable();
+        batch_defs.peek().is_some()
+            && batch_defs.all(|d| d.strategy.needs_current() != NeedsCurrent::No)
+    }
+
     /// Which records a batch overwrites the indexes `defs` need.
     pub fn needs_current(defs: &[Arc<IndexDef>]) -> NeedsCurrent {
         defs.iter()
             .map(|d| d.strategy.needs_current())
-            .max()
-            .unwrap_or(NeedsCurrent::No)
+            .fold(NeedsCurrent::No, NeedsCurrent::join)
     }
 
     /// Synchronous maintenance of `defs` for one batch
@@ -1073,6 +1106,21 @@ impl Drop for MemoWrite<'_> {
     }
 }
 
+/// Calls `f` with the operations of `batch` (a batch of one write, every
+/// `put`, without an allocation).
+fn with_ops<R>(batch: &WriteBatch, f: impl FnOnce(&[OpRef<'_>]) -> Result<R>) -> Result<R> {
+    let mut each = (batch.sequence()..)
+        .zip(batch.iter())
+        .map(|(s, op)| op.and_then(|op| indexed_op(s, op)));
+    match (batch.len(), each.next()) {
+        (1, Some(op)) => f(&[op?]),
+        (_, first) => {
+            let many: Vec<OpRef<'_>> = first.into_iter().chain(each).collect::<Result<_>>()?;
+            f(&many)
+        }
+    }
+}
+
 /// Operation `op` at sequence number `seq` as the index framework sees
 /// it: the new record, or `None` for a deletion. Merge operands have no
 /// record to index (refused on databases with indexes).
@@ -1122,7 +1170,11 @@ impl EngineHooks for IndexManager {
     /// lookups of the records the batch overwrites, so readers wait only
     /// for the edits, and returned: the engine holds it until the batch is
     /// published. During WAL replay, indexes rebuilt at open are skipped
-    /// and no guard is needed.
+    /// and no guard is needed. When every such index reads the replaced
+    /// records or where they are ([`IndexManager::defers_to_insert`]),
+    /// their maintenance waits for [`EngineHooks::after_insert`]: the
+    /// memtable insert's own search then finds the versions the active
+    /// memtable holds.
     fn before_batch<'a>(
         &'a self,
         batch: &WriteBatch,
@@ -1134,55 +1186,139 @@ impl EngineHooks for IndexManager {
         // clears its structure under the sync guard and scans a snapshot
         // taken then, so edits made here to an index before its scan starts
         // are harmless; afterwards they are the writes since its snapshot.
-        let sync_defs: Vec<Arc<IndexDef>> = read(&self.defs)
-            .iter()
-            .filter(|d| d.strategy.applies_batches())
-            .filter(|d| !(cx.recovering() && d.strategy.rebuilt_at_open()))
-            .cloned()
-            .collect();
+        let sync_defs = self.batch_defs(cx.recovering());
         let use_memo = self.memo_in_use();
+        let defer = !sync_defs.is_empty() && self.defers_to_insert();
+        self.pre_reads.set_batch_after_side(defer);
+        *lock(&self.deferred) = None;
         if sync_defs.is_empty() && !use_memo {
             return Ok(None);
         }
-        let mut each = (batch.sequence()..)
-            .zip(batch.iter())
-            .map(|(s, op)| op.and_then(|op| indexed_op(s, op)));
-        // A batch of one write (every `put`) without an allocation.
-        let one: [OpRef<'_>; 1];
-        let many: Vec<OpRef<'_>>;
-        let ops: &[OpRef<'_>] = match (batch.len(), each.next()) {
-            (1, Some(op)) => {
-                one = [op?];
-                &one
-            }
-            (_, first) => {
-                many = first.into_iter().chain(each).collect::<Result<_>>()?;
-                &many
-            }
-        };
-        let mut guard: Option<BatchGuard<'a>> = None;
-        if !sync_defs.is_empty() {
-            let keys = Self::needs_current(&sync_defs).keys(ops);
-            let current: Current<'_> = if keys.is_empty() {
-                Current::default()
-            } else {
-                let found = cx.current(&keys, batch.sequence().saturating_sub(1))?;
-                keys.into_iter().zip(found).collect()
-            };
-            if !cx.recovering() {
-                guard = Some(Box::new(self.memory_guard()));
-            }
-            self.sync_apply(&sync_defs, ops, &current, true)?;
-            for d in &sync_defs {
-                if let Some(b) = d.scan().as_mut() {
-                    b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));
+        let guard = with_ops(batch, |ops| {
+            let mut guard: Option<BatchGuard<'a>> = None;
+            if !sync_defs.is_empty() {
+                if !defer {
+                    let needs = Self::needs_current(&sync_defs);
+                    let keys = needs.keys(ops);
+                    let current: Current<'_> = if keys.is_empty() {
+                        Current::default()
+                    } else {
+                        let found = cx.current(&keys, batch.sequence().saturating_sub(1))?;
+                        keys.into_iter().zip(found).collect()
+                    };
+                    if !cx.recovering() {
+                        guard = Some(Box::new(self.memory_guard()));
+                    }
+                    self.sync_apply(&sync_defs, ops, &current, true)?;
+                }
+                for d in &sync_defs {
+                    if let Some(b) = d.scan().as_mut() {
+                        b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));
+                    }
                 }
             }
-        }
-        if use_memo {
-            self.note_writes(ops, &|k| cx.may_exist(k));
+            if use_memo {
+                self.note_writes(ops, &|k| cx.may_exist(k));
+            }
+            Ok(guard)
+        })?;
+        if defer {
+            *lock(&self.deferred) = Some(sync_defs);
         }
         Ok(guard)
+    }
+
+    fn wants_shadowed(&self) -> bool {
+        lock(&self.deferred).is_some()
+    }
+
+    /// The maintenance `before_batch` left for after the insert: each
+    /// key's record before the batch is the entry its first operation
+    /// shadowed in the active memtable (read there, in place), or else is
+    /// looked up in the older components — the records `cx.current` would
+    /// give over all components before the insert, without searching the
+    /// active memtable a second time.
+    fn after_insert<'a>(
+        &'a self,
+        batch: &WriteBatch,
+        shadowed: &[Option<Shadowed<'_>>],
+        cx: &BatchContext<'_>,
+    ) -> Result<Option<BatchGuard<'a>>> {
+        let Some(sync_defs) = lock(&self.deferred).take() else {
+            return Ok(None);
+        };
+        with_ops(batch, |ops| {
+            if shadowed.len() != ops.len() {
+                return Err(Error::invalid(format!(
+                    "after_insert: {} shadowed entries for a batch of {}",
+                    shadowed.len(),
+                    ops.len()
+                )));
+            }
+            let needs = Self::needs_current(&sync_defs);
+            let values = needs != NeedsCurrent::Seqs;
+            // The first operation of each key (one write: the only one).
+            let firsts: FastMap<&[u8], usize> = if ops.len() > 1 {
+                let mut m = FastMap::default();
+                for (i, &(_, key, _)) in ops.iter().enumerate() {
+                    m.entry(key).or_insert(i);
+                }
+                m
+            } else {
+                FastMap::default()
+            };
+            let first = |key: &[u8]| {
+                if ops.len() > 1 {
+                    firsts.get(key).copied()
+                } else {
+                    Some(0)
+                }
+            };
+            let mut current = Current::default();
+            let mut missing: Vec<&[u8]> = Vec::new();
+            for key in needs.keys(ops) {
+                if current.contains_key(key) {
+                    continue;
+                }
+                match first(key)
+                    .and_then(|i| shadowed.get(i))
+                    .and_then(Option::as_ref)
+                {
+                    Some(sh) if sh.kind == ValueKind::Merge => {
+                        return Err(Error::invalid(MERGE_WITH_INDEXES));
+                    }
+                    Some(sh) => {
+                        let live = sh.kind == ValueKind::Value;
+                        let record = if values {
+                            sh.value.to_vec()
+                        } else {
+                            Vec::new()
+                        };
+                        current.insert(key, live.then_some((sh.seq, record)));
+                    }
+                    None => {
+                        current.insert(key, None);
+                        missing.push(key);
+                    }
+                }
+            }
+            if !missing.is_empty() {
+                let before = batch.sequence().saturating_sub(1);
+                if values {
+                    for (key, v) in missing.iter().zip(cx.current(&missing, before)?) {
+                        current.insert(key, v);
+                    }
+                } else {
+                    for (key, s) in missing.iter().zip(cx.current_seqs(&missing, before)?) {
+                        current.insert(key, s.map(|s| (s, Vec::new())));
+                    }
+                }
+            }
+            let guard: Option<BatchGuard<'a>> =
+                (!cx.recovering()).then(|| Box::new(self.memory_guard()) as BatchGuard<'a>);
+            self.sync_apply(&sync_defs, ops, &current, true)?;
+            Ok(guard)
+        })
     }
 
     fn wants_flush_notice(&self) -> bool {

@@ -11,7 +11,10 @@
 //! the synchronous maintenance before the memtable insert
 //! (`IndexManager::sync_apply`, a copy, [`PreReads::copy`]) and then the
 //! memtable side structure (`IndexSide::on_add`, the reading itself,
-//! [`PreReads::take`]), each with its own cursor.
+//! [`PreReads::take`]), each with its own cursor. When the maintenance
+//! runs after the insert (`IndexManager::after_insert`), the manager says
+//! so first ([`PreReads::set_batch_after_side`]) and the side structure
+//! takes a copy, leaving the reading for the maintenance.
 //!
 //! Contract: a reading is a pure function of the record's bytes and the
 //! `Fields` it was made with (`Fields::extract`), and it is used only for
@@ -23,7 +26,7 @@
 //! the memtable in batch order; a record of another writer's batch merged
 //! into the same group does not match and is read as before).
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use super::fields::{Fields, Read};
@@ -57,6 +60,9 @@ pub(crate) struct PreReads {
     active: AtomicUsize,
     /// Readings taken (for tests).
     hits: AtomicUsize,
+    /// True while the batch being written is maintained after its insert:
+    /// the side structure then copies readings instead of taking them.
+    batch_after_side: AtomicBool,
 }
 
 /// Removes its registration when dropped.
@@ -91,6 +97,15 @@ impl PreReads {
         Registration { reads: self, set }
     }
 
+    /// Whether the synchronous maintenance of the batch about to be
+    /// inserted runs after the insert (set by the write leader, before the
+    /// insert).
+    pub fn set_batch_after_side(&self, after: bool) {
+        if self.batch_after_side.load(Relaxed) != after {
+            self.batch_after_side.store(after, Relaxed);
+        }
+    }
+
     /// The memtable side structure's turn: the registered reading of a
     /// record with bytes `value`, if it is the next one of a registration
     /// for this consumer (whose cursor then moves past it).
@@ -121,8 +136,8 @@ impl PreReads {
             if bytes.as_slice() == value {
                 *cursor += 1;
                 let got = match who {
-                    Consumer::Batch => read.clone(),
-                    Consumer::Side => read.take(),
+                    Consumer::Side if !self.batch_after_side.load(Relaxed) => read.take(),
+                    _ => read.clone(),
                 };
                 if let Some(r) = got {
                     self.hits.fetch_add(1, Relaxed);
@@ -176,6 +191,18 @@ mod tests {
         drop(reg);
         assert!(reads.take(&a).is_none());
         assert_eq!(reads.active.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_batch_maintained_after_the_insert_still_gets_its_reading() {
+        let reads = PreReads::default();
+        let f = fields();
+        let a = br#"{"u":1}"#.to_vec();
+        let _reg = reads.register(f.clone(), vec![(a.clone(), f.extract(&a))]);
+        reads.set_batch_after_side(true);
+        assert!(reads.take(&a).is_some());
+        assert!(reads.copy(&a).is_some());
+        assert_eq!(reads.hits(), 2);
     }
 
     #[test]

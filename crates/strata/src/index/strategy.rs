@@ -464,21 +464,38 @@ impl QueryCx<'_> {
 }
 
 /// The record each key of a batch had before the batch (`None`: absent or
-/// deleted); filled for the keys [`NeedsCurrent`] asks for.
+/// deleted); filled for the keys [`NeedsCurrent`] asks for. With
+/// [`NeedsCurrent::Seqs`] only the sequence numbers are filled: every
+/// record is empty.
 pub(crate) type Current<'a> = FastMap<&'a [u8], Option<Versioned>>;
 
 /// Which keys of a batch a strategy needs the previous records of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NeedsCurrent {
     /// None: blind maintenance.
     No,
     /// The keys the batch deletes (`posting-lazy`'s delete markers).
     Deletes,
+    /// Every key, but only the sequence number of its newest version
+    /// (`filter`'s mutable bitmaps): no record is copied.
+    Seqs,
     /// Every key (synchronous maintenance).
     All,
 }
 
 impl NeedsCurrent {
+    /// What two strategies need together: the records of the keys either
+    /// needs them for, the sequence numbers of the others.
+    pub fn join(self, other: NeedsCurrent) -> NeedsCurrent {
+        use NeedsCurrent::*;
+        match (self, other) {
+            (No, x) | (x, No) => x,
+            (All, _) | (_, All) | (Deletes, Seqs) | (Seqs, Deletes) => All,
+            (Deletes, Deletes) => Deletes,
+            (Seqs, Seqs) => Seqs,
+        }
+    }
+
     /// The keys of `ops` to look up.
     pub fn keys<'a>(self, ops: &[OpRef<'a>]) -> Vec<&'a [u8]> {
         match self {
@@ -488,7 +505,7 @@ impl NeedsCurrent {
                 .filter(|(_, _, new)| new.is_none())
                 .map(|(_, k, _)| *k)
                 .collect(),
-            NeedsCurrent::All => ops.iter().map(|(_, k, _)| *k).collect(),
+            NeedsCurrent::Seqs | NeedsCurrent::All => ops.iter().map(|(_, k, _)| *k).collect(),
         }
     }
 }
