@@ -1275,8 +1275,12 @@ impl EngineHooks for IndexManager {
                 }
             };
             let mut current = Current::default();
+            // Keys the active memtable did not hold (recorded as absent
+            // until looked up); a batch of one write needs no list.
             let mut missing: Vec<&[u8]> = Vec::new();
-            for key in needs.keys(ops) {
+            let mut missing_one: Option<&[u8]> = None;
+            for op in ops.iter().filter(|op| needs.asks(op)) {
+                let key = op.1;
                 if current.contains_key(key) {
                     continue;
                 }
@@ -1296,20 +1300,29 @@ impl EngineHooks for IndexManager {
                         };
                         current.insert(key, live.then_some((sh.seq, record)));
                     }
+                    None if ops.len() == 1 => missing_one = Some(key),
                     None => {
                         current.insert(key, None);
                         missing.push(key);
                     }
                 }
             }
+            let one: [&[u8]; 1];
+            let missing: &[&[u8]] = match missing_one {
+                Some(k) => {
+                    one = [k];
+                    &one
+                }
+                None => &missing,
+            };
             if !missing.is_empty() {
                 let before = batch.sequence().saturating_sub(1);
                 if values {
-                    for (key, v) in missing.iter().zip(cx.current(&missing, before)?) {
+                    for (key, v) in missing.iter().zip(cx.current(missing, before)?) {
                         current.insert(key, v);
                     }
                 } else {
-                    for (key, s) in missing.iter().zip(cx.current_seqs(&missing, before)?) {
+                    for (key, s) in missing.iter().zip(cx.current_seqs(missing, before)?) {
                         current.insert(key, s.map(|s| (s, Vec::new())));
                     }
                 }

@@ -498,14 +498,18 @@ impl NeedsCurrent {
 
     /// The keys of `ops` to look up.
     pub fn keys<'a>(self, ops: &[OpRef<'a>]) -> Vec<&'a [u8]> {
+        ops.iter()
+            .filter(|op| self.asks(op))
+            .map(|(_, k, _)| *k)
+            .collect()
+    }
+
+    /// True if the record `op` replaces is asked for.
+    pub fn asks(self, op: &OpRef<'_>) -> bool {
         match self {
-            NeedsCurrent::No => Vec::new(),
-            NeedsCurrent::Deletes => ops
-                .iter()
-                .filter(|(_, _, new)| new.is_none())
-                .map(|(_, k, _)| *k)
-                .collect(),
-            NeedsCurrent::Seqs | NeedsCurrent::All => ops.iter().map(|(_, k, _)| *k).collect(),
+            NeedsCurrent::No => false,
+            NeedsCurrent::Deletes => op.2.is_none(),
+            NeedsCurrent::Seqs | NeedsCurrent::All => true,
         }
     }
 }
