@@ -45,8 +45,9 @@
 //! * `mutable-bitmap` (§5, the default): every write locates the version
 //!   it replaces (`NeedsCurrent::Seqs`: its sequence number only; Strata
 //!   has no separate primary-key index, see below) and *marks* that
-//!   version as deleted. Filters then follow new values only (no widening), and a
-//!   scan skips marked versions: no reconciliation, no lookups.
+//!   version as deleted. Filters then follow new values only (no
+//!   widening), and a scan skips marked versions: no reconciliation, no
+//!   lookups.
 //!
 //! Mutable-bitmap, as built. The paper keeps one bitmap per disk component
 //! indexed by entry position and mutates it in place. Here a mark is the
@@ -425,6 +426,20 @@ impl MarkLog {
         out
     }
 
+    /// The position of the first mark of a key at or after `key` in a log
+    /// sorted by key (where a table starting at `key` starts its walk).
+    fn seek(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.get(mid) {
+                Some((k, _, _)) if k < key => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        lo
+    }
+
     /// The marks of `key` at and after `*pos` in a log sorted by key,
     /// which moves `*pos` past them; keys asked in ascending order walk
     /// the log once.
@@ -660,6 +675,11 @@ impl TableIndexBuilder for Builder {
             // The key's first entry: its newest version in this table.
             if self.first_key.is_none() {
                 self.first_key = Some(user_key.to_vec());
+                // A compaction's outputs share its inputs' marks: each
+                // starts its walk at its own first key.
+                if let Some(Ok(m)) = self.input_marks.as_deref() {
+                    self.marks_pos = m.seek(user_key);
+                }
             } else {
                 self.close_key();
             }
@@ -1310,6 +1330,13 @@ mod tests {
         assert_eq!(walk(b"aa"), []);
         assert_eq!(walk(b"c"), [(3, 8)]);
         assert_eq!(walk(b"d"), []);
+        // Where a table starting at a key begins its walk.
+        assert_eq!(s.seek(b""), 0);
+        assert_eq!(s.seek(b"a"), 1);
+        assert_eq!(s.seek(b"aa"), 3);
+        assert_eq!(s.seek(b"b"), 3);
+        assert_eq!(s.seek(b"c"), 5);
+        assert_eq!(s.seek(b"z"), 6);
         let late = log.filtered(|_, new| new > 6);
         let want: Vec<(Vec<u8>, SeqNo, SeqNo)> =
             [("", 4, 10), ("b", 5, 7), ("c", 3, 8), ("a", 6, 9)]
