@@ -29,7 +29,11 @@
 //!    guard a hook returns is held until the batch's last sequence number is
 //!    published (synchronous index maintenance). At open, every batch
 //!    replayed from the WAL is handed over the same way
-//!    ([`BatchContext::recovering`]).
+//!    ([`BatchContext::recovering`]). A hook that
+//!    [wants it](EngineHooks::wants_shadowed) sees the batch again right
+//!    after the insert, still before it is published
+//!    ([`EngineHooks::after_insert`]), with the entry each operation
+//!    shadowed in the active memtable (found by the insert's own search).
 //! 5. **Memtable side structures** ([`EngineHooks::memtable_side`]): a
 //!    structure that sees every entry added to a new memtable.
 //! 6. **Flush** ([`EngineHooks::before_flush_install`]): after the WAL is
@@ -44,8 +48,8 @@
 //! leader (4); they must not call back into the `Db` (deadlock) and should
 //! be quick. An error from `finish` or `on_install` fails the
 //! flush/compaction, which the engine reports as a background error; an
-//! error from `before_batch` fails the write and makes the database
-//! read-only.
+//! error from `before_batch` or `after_insert` fails the write and makes
+//! the database read-only.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
