@@ -1174,7 +1174,8 @@ impl EngineHooks for IndexManager {
     /// records or where they are ([`IndexManager::defers_to_insert`]),
     /// their maintenance waits for [`EngineHooks::after_insert`]: the
     /// memtable insert's own search then finds the versions the active
-    /// memtable holds.
+    /// memtable holds. The guard is then taken here, before the insert,
+    /// and covers the insert, the remaining lookups and the maintenance.
     fn before_batch<'a>(
         &'a self,
         batch: &WriteBatch,
@@ -1210,6 +1211,14 @@ impl EngineHooks for IndexManager {
                         guard = Some(Box::new(self.memory_guard()));
                     }
                     self.sync_apply(&sync_defs, ops, &current, true)?;
+                } else if !cx.recovering() {
+                    // Taken before the insert, not in `after_insert`: a scan
+                    // build clears its structure and takes its snapshot
+                    // under this guard, so it must not fall between this
+                    // batch's notes (`written` below) and its maintenance
+                    // — the build would then re-add the versions the batch
+                    // replaces from a snapshot without the batch.
+                    guard = Some(Box::new(self.memory_guard()));
                 }
                 for d in &sync_defs {
                     if let Some(b) = d.scan().as_mut() {
@@ -1327,10 +1336,9 @@ impl EngineHooks for IndexManager {
                     }
                 }
             }
-            let guard: Option<BatchGuard<'a>> =
-                (!cx.recovering()).then(|| Box::new(self.memory_guard()) as BatchGuard<'a>);
+            // Under the sync guard `before_batch` took and returned.
             self.sync_apply(&sync_defs, ops, &current, true)?;
-            Ok(guard)
+            Ok(None)
         })
     }
 
