@@ -310,17 +310,9 @@ impl Db {
                         version: &current,
                         recovering: true,
                     };
+                    // The hooks return no guard during replay (nothing else runs).
                     let mut guards = Vec::new();
-                    for h in &batch_hooks {
-                        guards.extend(h.before_batch(&batch, &cx)?);
-                    }
-                    if batch_hooks.iter().any(|h| h.wants_shadowed()) {
-                        let mut shadowed = Vec::with_capacity(batch.len());
-                        write::insert_into(&mem, &batch, Some(&mut shadowed))?;
-                        write::after_insert(&batch_hooks, &batch, &shadowed, &cx, &mut guards)?;
-                    } else {
-                        write::insert_into(&mem, &batch, None)?;
-                    }
+                    write::insert_with_hooks(&batch_hooks, &mem, &batch, &cx, &mut guards)?;
                 }
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
                 if mem.approximate_bytes() >= opts.memtable_size {

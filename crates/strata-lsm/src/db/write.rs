@@ -124,27 +124,37 @@ pub(crate) fn insert_into<'m>(
     Ok(bytes)
 }
 
-/// Hands the batch just inserted into the active memtable `mems[0]` to
-/// every hook that asked ([`EngineHooks::after_insert`]), with what each
-/// operation shadowed there and the older components; collects their
-/// guards.
-pub(crate) fn after_insert<'h>(
+/// Inserts `batch` into `mem`, the active memtable `cx.mems[0]`, with the
+/// batch hooks around it: every hook's [`EngineHooks::before_batch`], the
+/// insert (recording what each operation shadows when a hook wants it),
+/// then [`EngineHooks::after_insert`] with the older components. The
+/// hooks' guards go to `guards`; returns user bytes. The write leader and
+/// the WAL replay both write through here.
+pub(crate) fn insert_with_hooks<'h>(
     hooks: &[&'h Arc<dyn EngineHooks>],
+    mem: &MemTable,
     batch: &WriteBatch,
-    shadowed: &[Option<Shadowed<'_>>],
     cx: &BatchContext<'_>,
     guards: &mut Vec<BatchGuard<'h>>,
-) -> Result<()> {
+) -> Result<u64> {
+    for h in hooks {
+        guards.extend(h.before_batch(batch, cx)?);
+    }
+    if !hooks.iter().any(|h| h.wants_shadowed()) {
+        return insert_into(mem, batch, None);
+    }
+    let mut shadowed = Vec::with_capacity(batch.len());
+    let bytes = insert_into(mem, batch, Some(&mut shadowed))?;
     let older = BatchContext {
         mems: cx.mems.get(1..).unwrap_or_default(),
         ..*cx
     };
     for h in hooks {
         if h.wants_shadowed() {
-            guards.extend(h.after_insert(batch, shadowed, &older)?);
+            guards.extend(h.after_insert(batch, &shadowed, &older)?);
         }
     }
-    Ok(())
+    Ok(bytes)
 }
 
 impl DbInner {
@@ -232,25 +242,19 @@ impl DbInner {
         // module doc).
         let mut guards = Vec::new();
         let result = result.and_then(|()| {
-            if let Some((mems, version)) = &view {
-                let cx = BatchContext {
-                    tables: &self.tables,
-                    merge_operator: self.opts.merge_operator.as_ref(),
-                    mems,
-                    version,
-                    recovering: false,
-                };
-                for h in &batch_hooks {
-                    guards.extend(h.before_batch(&merged, &cx)?);
+            let bytes = match &view {
+                Some((mems, version)) => {
+                    let cx = BatchContext {
+                        tables: &self.tables,
+                        merge_operator: self.opts.merge_operator.as_ref(),
+                        mems,
+                        version,
+                        recovering: false,
+                    };
+                    insert_with_hooks(&batch_hooks, &mem, &merged, &cx, &mut guards)?
                 }
-                if batch_hooks.iter().any(|h| h.wants_shadowed()) {
-                    let mut shadowed = Vec::with_capacity(merged.len());
-                    let bytes = insert_into(&mem, &merged, Some(&mut shadowed))?;
-                    Counters::add(&self.counters.user_bytes_written, bytes);
-                    return after_insert(&batch_hooks, &merged, &shadowed, &cx, &mut guards);
-                }
-            }
-            let bytes = insert_into(&mem, &merged, None)?;
+                None => insert_into(&mem, &merged, None)?,
+            };
             Counters::add(&self.counters.user_bytes_written, bytes);
             Ok(())
         });

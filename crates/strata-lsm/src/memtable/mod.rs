@@ -258,8 +258,8 @@ impl MemTable {
     /// Sequence number of the newest entry of `user_key` (any kind), without
     /// copying its value; `None` if the memtable holds none.
     pub fn newest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
-        self.newest_entry(user_key, key::MAX_SEQ)
-            .map(|(_, seq, _)| seq)
+        self.newest_version(user_key, key::MAX_SEQ)
+            .map(|(seq, _)| seq)
     }
 
     /// The newest entry of `user_key` with `seq <= snapshot`, with its

@@ -413,7 +413,14 @@ impl MarkLog {
     /// The same marks ordered by key (stable: a key's marks keep their
     /// order).
     fn sorted(&self) -> MarkLog {
-        let mut order: Vec<usize> = (0..self.len()).collect();
+        self.sorted_where(|_, _| true)
+    }
+
+    /// The marks `keep` accepts, ordered as by [`MarkLog::sorted`].
+    fn sorted_where(&self, mut keep: impl FnMut(SeqNo, SeqNo) -> bool) -> MarkLog {
+        let mut order: Vec<usize> = (0..self.len())
+            .filter(|&i| self.get(i).is_some_and(|(_, old, new)| keep(old, new)))
+            .collect();
         order.sort_by(|&a, &b| {
             let ka = self.get(a).map(|m| m.0);
             let kb = self.get(b).map(|m| m.0);
@@ -850,8 +857,8 @@ impl IndexStrategy for Filter {
                     .and_then(|s| s.as_any().downcast_ref::<side::IndexSide>())
                     .and_then(|s| s.min_seq())
                     .unwrap_or(0);
-                let mine = lock(&self.pending_marks).filtered(|_, new| floor <= new);
-                (mine.sorted(), floor)
+                let mine = lock(&self.pending_marks).sorted_where(|_, new| floor <= new);
+                (mine, floor)
             }),
             input_marks,
             marks_pos: 0,
@@ -1344,6 +1351,13 @@ mod tests {
                 .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
                 .collect();
         assert_eq!(owned(&late), want);
+        // What a flush takes: the marks from its floor on, by key.
+        let want: Vec<(Vec<u8>, SeqNo, SeqNo)> =
+            [("", 4, 10), ("a", 6, 9), ("b", 5, 7), ("c", 3, 8)]
+                .iter()
+                .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
+                .collect();
+        assert_eq!(owned(&log.sorted_where(|_, new| new > 6)), want);
         assert_eq!(log.get(6), None);
     }
 
