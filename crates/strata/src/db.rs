@@ -632,6 +632,24 @@ impl Db {
         *lock(&self.build_pause) = hook;
     }
 
+    /// Installs (or with `None` removes) a hook that every write whose
+    /// index maintenance follows its memtable insert (the strategies that
+    /// read the records a write replaces) runs between its notes and that
+    /// maintenance, on the writing thread, while the write holds the front
+    /// of the writer queue. Tests use it to start an online build in that
+    /// window.
+    #[cfg(feature = "testing")]
+    pub fn set_maintenance_pause_hook(&self, hook: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {
+        self.index.set_maintenance_pause(hook);
+    }
+
+    /// Runs the builds of the indexes not yet ready (those
+    /// [`Db::begin_index_for_tests`] left), as `open` does after a crash.
+    #[cfg(feature = "testing")]
+    pub fn resume_index_builds_for_tests(&self) -> Result<()> {
+        self.resume_index_builds()
+    }
+
     /// Finishes the builds a crash interrupted (called by `open`).
     pub(crate) fn resume_index_builds(&self) -> Result<()> {
         for d in self.index.defs() {

@@ -462,3 +462,71 @@ fn a_compaction_begun_before_the_index_is_covered_by_its_build() {
         assert!(db.check_index("by_n").unwrap().ok(), "{strategy}");
     }
 }
+
+/// An online scan build that starts while a write is between its notes
+/// (`before_batch`) and its index maintenance (`after_insert`, for the
+/// strategies that read the record a write replaces): the build must wait
+/// for the write. Otherwise it clears its structure and scans a snapshot
+/// taken before the write is published, and re-adds the version the write
+/// replaced after the write has removed it (regression: the sync guard was
+/// taken for the maintenance only, after the insert; found by
+/// `concurrent_writers_during_a_build` under load).
+#[test]
+fn a_scan_build_waits_for_a_write_between_its_notes_and_its_maintenance() {
+    use std::time::Duration;
+    for strategy in ["memory", "composite", "posting-eager"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
+        for i in 0..50 {
+            db.put(&key(i), &doc(1, 8)).unwrap();
+        }
+        db.flush().unwrap();
+        // Defined, maintained by writes, not built.
+        db.begin_index_for_tests(spec_for(strategy, "by_n", "n", KeyType::I64))
+            .unwrap();
+        let (paused_tx, paused_rx) = mpsc::channel::<()>();
+        let (snap_tx, snap_rx) = mpsc::channel::<()>();
+        let paused_tx = Mutex::new(Some(paused_tx));
+        let snap_rx = Mutex::new(snap_rx);
+        // The write says it is paused, then waits until the build has taken
+        // its snapshot, or 500 ms: a build that waits for the write takes
+        // none meanwhile.
+        db.set_maintenance_pause_hook(Some(Arc::new(move || {
+            if let Some(tx) = paused_tx.lock().unwrap().take() {
+                tx.send(()).unwrap();
+                let _ = snap_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_millis(500));
+            }
+        })));
+        // Runs first once the build has its snapshot.
+        let snap_tx = Mutex::new(Some(snap_tx));
+        db.set_build_pause_hook(Some(Arc::new(move |_, _| {
+            if let Some(tx) = snap_tx.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            true
+        })));
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| db.put(&key(7), &doc(2, 8)).unwrap());
+            paused_rx.recv().unwrap();
+            db.resume_index_builds_for_tests().unwrap();
+            writer.join().unwrap();
+        });
+        db.set_maintenance_pause_hook(None);
+        db.set_build_pause_hook(None);
+        let keys = |n: i64| -> Vec<Vec<u8>> {
+            let hits = db
+                .lookup("by_n", IndexValue::I64(n), QueryOptions::default())
+                .unwrap();
+            let mut k: Vec<Vec<u8>> = hits.into_iter().map(|h| h.key).collect();
+            k.sort();
+            k
+        };
+        let ones: Vec<Vec<u8>> = (0..50).filter(|&i| i != 7).map(key).collect();
+        assert_eq!(keys(1), ones, "{strategy}: n = 1");
+        assert_eq!(keys(2), vec![key(7)], "{strategy}: n = 2");
+        assert!(db.check_index("by_n").unwrap().ok(), "{strategy}");
+    }
+}

@@ -254,6 +254,9 @@ pub(crate) struct IndexManager {
     /// named by weak references: a weak reference keeps its allocation, so
     /// an equal address is the same definition.
     sync_fields: Mutex<Option<FieldsFor>>,
+    /// See [`IndexManager::set_maintenance_pause`] (tests only).
+    #[cfg(feature = "testing")]
+    maintenance_pause: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
 
 impl IndexManager {
@@ -287,7 +290,18 @@ impl IndexManager {
             pre_reads: Arc::default(),
             deferred: Mutex::default(),
             sync_fields: Mutex::new(None),
+            #[cfg(feature = "testing")]
+            maintenance_pause: Mutex::new(None),
         })
+    }
+
+    /// Installs (or with `None` removes) a hook that a write whose index
+    /// maintenance waits for its insert runs in `after_insert`, after
+    /// `before_batch` took its notes and before the maintenance, on the
+    /// write leader's thread (see [`crate::Db::set_maintenance_pause_hook`]).
+    #[cfg(feature = "testing")]
+    pub fn set_maintenance_pause(&self, hook: Option<Arc<dyn Fn() + Send + Sync>>) {
+        *lock(&self.maintenance_pause) = hook;
     }
 
     fn tables(&self) -> Result<&Arc<TableCache>> {
@@ -1256,6 +1270,13 @@ impl EngineHooks for IndexManager {
         let Some(sync_defs) = lock(&self.deferred).take() else {
             return Ok(None);
         };
+        #[cfg(feature = "testing")]
+        {
+            let hook = lock(&self.maintenance_pause).clone();
+            if let Some(h) = hook {
+                h();
+            }
+        }
         with_ops(batch, |ops| {
             if shadowed.len() != ops.len() {
                 return Err(Error::invalid(format!(
