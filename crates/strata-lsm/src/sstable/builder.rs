@@ -345,6 +345,7 @@ impl TableBuilder {
 
         if !self.observers.is_empty() {
             let pending = std::mem::take(&mut self.pending);
+            let mut entries = Vec::with_capacity(pending.lens.len());
             let mut pos = 0;
             for &(klen, vlen) in &pending.lens {
                 let ikey = &pending.bytes[pos..pos + klen];
@@ -352,14 +353,19 @@ impl TableBuilder {
                 pos += klen + vlen;
                 // Validated in `add`.
                 let p = parse_internal_key(ikey)?;
-                let entry = EntryRef {
+                entries.push(EntryRef {
                     user_key: p.user_key,
                     seq: p.seq,
                     kind: p.kind,
                     value,
-                };
+                });
+            }
+            for obs in &mut self.observers {
+                obs.before_block(&entries);
+            }
+            for entry in &entries {
                 for obs in &mut self.observers {
-                    obs.on_entry(&entry, handle);
+                    obs.on_entry(entry, handle);
                 }
             }
             for obs in &mut self.observers {

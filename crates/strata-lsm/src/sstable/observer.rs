@@ -25,6 +25,10 @@ pub trait TableObserver: Send {
     /// Called once per entry, in key order, with the final handle of the
     /// data block that holds it.
     fn on_entry(&mut self, entry: &EntryRef<'_>, block: BlockHandle);
+    /// Called with every entry of a data block, in key order, before the
+    /// block's `on_entry` calls: an observer that looks up something per
+    /// entry can start those reads for the whole block at once.
+    fn before_block(&mut self, _entries: &[EntryRef<'_>]) {}
     /// Called after the last `on_entry` of a data block.
     fn on_block_finished(&mut self, _block: BlockHandle) {}
     /// Returns named meta blocks to append to the table. Names must be

@@ -1465,6 +1465,8 @@ mod tests {
         entries: Vec<SeenEntry>,
         finished: Vec<BlockHandle>,
         finish_calls: usize,
+        /// What each `before_block` call was given: (user key, seq).
+        previews: Vec<Vec<(Vec<u8>, SeqNo)>>,
     }
 
     struct Recorder {
@@ -1475,10 +1477,19 @@ mod tests {
     impl TableObserver for Recorder {
         fn on_entry(&mut self, e: &EntryRef<'_>, block: BlockHandle) {
             let mut s = self.seen.lock().unwrap();
-            // Every entry of a block precedes that block's on_block_finished.
+            // Every entry of a block precedes that block's on_block_finished,
+            // and follows its `before_block`.
             assert!(!s.finished.contains(&block));
+            assert_eq!(s.previews.len(), s.finished.len() + 1);
             s.entries
                 .push((e.user_key.to_vec(), e.seq, e.kind, e.value.to_vec(), block));
+        }
+        fn before_block(&mut self, entries: &[EntryRef<'_>]) {
+            let preview = entries
+                .iter()
+                .map(|e| (e.user_key.to_vec(), e.seq))
+                .collect();
+            self.seen.lock().unwrap().previews.push(preview);
         }
         fn on_block_finished(&mut self, block: BlockHandle) {
             self.seen.lock().unwrap().finished.push(block);
@@ -1759,6 +1770,19 @@ mod tests {
                 );
             }
             assert_eq!(by_block.len(), s.finished.len());
+            // Each block's entries were previewed, in order, before them.
+            let mut grouped: Vec<Vec<(Vec<u8>, SeqNo)>> = Vec::new();
+            let mut last = None;
+            for (u, seq, _, _, h) in &s.entries {
+                if last != Some(*h) {
+                    grouped.push(Vec::new());
+                    last = Some(*h);
+                }
+                if let Some(g) = grouped.last_mut() {
+                    g.push((u.clone(), *seq));
+                }
+            }
+            assert_eq!(s.previews, grouped);
 
             assert_eq!(
                 t.meta_block_names(),
