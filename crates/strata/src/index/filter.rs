@@ -798,6 +798,11 @@ impl IndexStrategy for Filter {
         }
     }
 
+    /// Mutable-bitmap marks versions by sequence number only.
+    fn apply_reads_attributes(&self) -> bool {
+        self.maintain != Maintain::MutableBitmap
+    }
+
     /// Eager: records each overwritten record's attribute with the write
     /// (an earlier operation of the same batch counts as the old record).
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {

@@ -588,10 +588,16 @@ impl IndexManager {
         count: bool,
     ) -> Result<()> {
         // A batch's records may have been read by a loader (not a build's).
+        // No slots when no strategy reads attributes (mutable bitmaps).
+        let reads = defs.iter().any(|d| d.strategy.apply_reads_attributes());
         let docs = DocCache::new(
             self.sync_fields(defs),
-            ops.iter().filter_map(|(_, _, new)| *new),
-            current.values().flatten().map(|(_, raw)| raw.as_slice()),
+            ops.iter().filter_map(|(_, _, new)| *new).filter(|_| reads),
+            current
+                .values()
+                .flatten()
+                .map(|(_, raw)| raw.as_slice())
+                .filter(|_| reads),
             count.then_some(&*self.pre_reads),
         );
         for d in defs {

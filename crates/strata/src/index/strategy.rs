@@ -246,6 +246,12 @@ pub(crate) trait IndexStrategy: Send + Sync {
         NeedsCurrent::No
     }
 
+    /// Whether [`IndexStrategy::apply`] reads attributes through its
+    /// `attrs` (false: the framework reads no record for it).
+    fn apply_reads_attributes(&self) -> bool {
+        true
+    }
+
     /// Maintains the structure for one batch (see the module contract);
     /// `current` holds the records [`IndexStrategy::needs_current`] asked
     /// for, `attrs` extracts attributes.
