@@ -112,6 +112,11 @@ pub(crate) struct DbInner {
     /// Hosted engine: serializes writes and memtable freezes (there is no
     /// writer queue).
     pub hosted_write: Mutex<()>,
+    /// The write leader's list of the memtables a batch shadows (newest
+    /// first), kept between writes for its allocation: taken (after
+    /// `state`), filled and cleared by the write leader only, one at a
+    /// time, so never contended.
+    pub batch_mems: Mutex<Vec<Arc<MemTable>>>,
     /// Hosted engine: L0 pressure as of the last install.
     pub l0_now: AtomicUsize,
     _lock_file: Box<dyn FileLock>,
@@ -287,8 +292,11 @@ impl Db {
         // Extensions see every replayed batch again (`BatchContext::
         // recovering`), with the replayed memtables and the recovered
         // version as the components it shadows.
-        let batch_hooks: Vec<&Arc<dyn EngineHooks>> =
-            hooks.iter().filter(|h| h.wants_batches()).collect();
+        let batch_hooks: Vec<Arc<dyn EngineHooks>> = hooks
+            .iter()
+            .filter(|h| h.wants_batches())
+            .cloned()
+            .collect();
         for &n in &logs {
             let path = filename::log_file(&dir, n);
             let file = fs.open_sequential(&path).path_ctx("open WAL", &path)?;
@@ -311,7 +319,7 @@ impl Db {
                         recovering: true,
                     };
                     // The hooks return no guard during replay (nothing else runs).
-                    let mut guards = Vec::new();
+                    let mut guards = write::Guards::default();
                     write::insert_with_hooks(&batch_hooks, &mem, &batch, &cx, &mut guards)?;
                 }
                 last_seq = last_seq.max(batch.sequence() + batch.len() as u64 - 1);
@@ -367,6 +375,7 @@ impl Db {
             hosted,
             host,
             hosted_write: Mutex::new(()),
+            batch_mems: Mutex::new(Vec::new()),
             l0_now: AtomicUsize::new(0),
             _lock_file: lock_file,
         });

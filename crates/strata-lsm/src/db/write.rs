@@ -124,6 +124,26 @@ pub(crate) fn insert_into<'m>(
     Ok(bytes)
 }
 
+/// The guards a batch's hooks returned, held until the batch is published:
+/// usually one, kept without a list (a list was an allocation a put).
+#[derive(Default)]
+pub(crate) struct Guards<'h> {
+    first: Option<BatchGuard<'h>>,
+    more: Vec<BatchGuard<'h>>,
+}
+
+impl<'h> Extend<BatchGuard<'h>> for Guards<'h> {
+    fn extend<I: IntoIterator<Item = BatchGuard<'h>>>(&mut self, iter: I) {
+        for g in iter {
+            if self.first.is_none() {
+                self.first = Some(g);
+            } else {
+                self.more.push(g);
+            }
+        }
+    }
+}
+
 /// Inserts `batch` into `mem`, the active memtable `cx.mems[0]`, with the
 /// batch hooks around it: every hook's [`EngineHooks::before_batch`], the
 /// insert (recording what each operation shadows when a hook wants it),
@@ -131,11 +151,11 @@ pub(crate) fn insert_into<'m>(
 /// hooks' guards go to `guards`; returns user bytes. The write leader and
 /// the WAL replay both write through here.
 pub(crate) fn insert_with_hooks<'h>(
-    hooks: &[&'h Arc<dyn EngineHooks>],
+    hooks: &'h [Arc<dyn EngineHooks>],
     mem: &MemTable,
     batch: &WriteBatch,
     cx: &BatchContext<'_>,
-    guards: &mut Vec<BatchGuard<'h>>,
+    guards: &mut Guards<'h>,
 ) -> Result<u64> {
     for h in hooks {
         guards.extend(h.before_batch(batch, cx)?);
@@ -204,11 +224,10 @@ impl DbInner {
                 return Err(e);
             }
         };
-        let (group, mut merged, sync) = self.build_group(&st);
+        let (group, mut merged, sync, floor) = self.build_group(&st);
         // The group starts after the last sequence and at or after every
         // member's floor (a floor applied to the whole group only moves
         // sequence numbers forward).
-        let floor = group.iter().map(|w| w.min_seq).max().unwrap_or(0);
         let seq = (self.last_sequence.load(Ordering::SeqCst) + 1).max(floor);
         merged.set_sequence(seq);
         let count = merged.len() as u64;
@@ -216,13 +235,25 @@ impl DbInner {
         // The extensions that see batches, and the components the batch will
         // shadow (memtables newest first, and the version; only the leader
         // changes their contents).
-        let batch_hooks: Vec<&Arc<dyn EngineHooks>> =
-            self.hooks.iter().filter(|h| h.wants_batches()).collect();
-        let view = (!batch_hooks.is_empty()).then(|| {
-            let mut mems = vec![st.mem.clone()];
-            mems.extend(st.imm.iter().rev().cloned());
-            (mems, st.current.clone())
-        });
+        // (Usually all of them, or none: no list is made then.)
+        let subset: Vec<Arc<dyn EngineHooks>>;
+        let batch_hooks: &[Arc<dyn EngineHooks>] = if self.hooks.iter().all(|h| h.wants_batches()) {
+            &self.hooks
+        } else {
+            subset = self
+                .hooks
+                .iter()
+                .filter(|h| h.wants_batches())
+                .cloned()
+                .collect();
+            &subset
+        };
+        let version = (!batch_hooks.is_empty()).then(|| st.current.clone());
+        let mut mems = version.is_some().then(|| lock(&self.batch_mems));
+        if let Some(m) = mems.as_mut() {
+            m.push(st.mem.clone());
+            m.extend(st.imm.iter().rev().cloned());
+        }
         drop(st);
 
         let result = (|| -> Result<()> {
@@ -240,10 +271,10 @@ impl DbInner {
         })();
         // Held until after the batch's last sequence is published (see the
         // module doc).
-        let mut guards = Vec::new();
+        let mut guards = Guards::default();
         let result = result.and_then(|()| {
-            let bytes = match &view {
-                Some((mems, version)) => {
+            let bytes = match (&version, &mems) {
+                (Some(version), Some(mems)) => {
                     let cx = BatchContext {
                         tables: &self.tables,
                         merge_operator: self.opts.merge_operator.as_ref(),
@@ -251,14 +282,18 @@ impl DbInner {
                         version,
                         recovering: false,
                     };
-                    insert_with_hooks(&batch_hooks, &mem, &merged, &cx, &mut guards)?
+                    insert_with_hooks(batch_hooks, &mem, &merged, &cx, &mut guards)?
                 }
-                None => insert_into(&mem, &merged, None)?,
+                _ => insert_into(&mem, &merged, None)?,
             };
             Counters::add(&self.counters.user_bytes_written, bytes);
             Ok(())
         });
 
+        // No memtable outlives its use through the kept list.
+        if let Some(mut m) = mems {
+            m.clear();
+        }
         let mut st = lock(&self.state);
         if result.is_ok() {
             self.last_sequence.store(seq + count - 1, Ordering::SeqCst);
@@ -269,10 +304,13 @@ impl DbInner {
                 st.bg_error = Some(e.clone());
             }
         }
-        for g in &group {
-            let front = st.writers.pop_front();
-            debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, g)));
-            if !Arc::ptr_eq(g, &w) {
+        // The group is the queue's first `group` writers: only the leader
+        // pops, and others only push at the back.
+        for _ in 0..group {
+            let Some(g) = st.writers.pop_front() else {
+                break;
+            };
+            if !Arc::ptr_eq(&g, &w) {
                 *lock(&g.result) = Some(result.clone());
                 g.cv.notify_one();
             }
@@ -373,20 +411,24 @@ impl DbInner {
         result.map(|()| st)
     }
 
-    fn build_group(&self, st: &State) -> (Vec<Arc<Writer>>, WriteBatch, bool) {
-        let mut group = Vec::new();
+    /// The writers at the front of the queue that form the leader's group:
+    /// how many, their batches merged, whether it syncs, and the largest
+    /// sequence floor among them.
+    fn build_group(&self, st: &State) -> (usize, WriteBatch, bool, SeqNo) {
+        let mut group = 0usize;
+        let mut floor: SeqNo = 0;
         // The leader's own batch becomes the group's (no copy for a group
         // of one); followers' batches are appended to it.
         let mut merged: Option<WriteBatch> = None;
         let leader_sync = st.writers.front().is_some_and(|w| w.sync);
         let mut size = 0usize;
         for w in st.writers.iter() {
-            if !group.is_empty() && w.sync && !leader_sync {
+            if group > 0 && w.sync && !leader_sync {
                 break;
             }
             let mut b = lock(&w.batch);
             let Some(batch) = b.as_ref() else { break };
-            if !group.is_empty() && size + batch.encoded_len() > MAX_GROUP_BYTES {
+            if group > 0 && size + batch.encoded_len() > MAX_GROUP_BYTES {
                 break;
             }
             size += batch.encoded_len();
@@ -397,9 +439,10 @@ impl DbInner {
                 }
                 None => merged = b.take(),
             }
-            group.push(w.clone());
+            group += 1;
+            floor = floor.max(w.min_seq);
         }
-        (group, merged.unwrap_or_default(), leader_sync)
+        (group, merged.unwrap_or_default(), leader_sync, floor)
     }
 
     /// Ensures the memtable has room, switching to a new memtable and WAL
