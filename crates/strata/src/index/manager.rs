@@ -247,7 +247,12 @@ pub(crate) struct IndexManager {
     /// maintenance runs in `after_insert`, which takes them); `None` when
     /// it maintained them itself. Only the write leader (or the WAL
     /// replay) touches it, one batch at a time.
-    deferred: Mutex<Option<Vec<Arc<IndexDef>>>>,
+    deferred: Mutex<Option<Arc<[Arc<IndexDef>]>>>,
+    /// What every batch asks of the index set, derived from `defs`
+    /// whenever it changes (under its write lock): the indexes maintained
+    /// with batches, and [`IndexManager::defers_to_insert`]. Spares each
+    /// put a list of the indexes and a walk of them.
+    batch_plan: RwLock<(Arc<[Arc<IndexDef>]>, bool)>,
     /// The field set of the last index set [`IndexManager::sync_apply`]
     /// maintained: built once instead of per batch (building and dropping
     /// the trie was ~1 k instructions of every indexed put). The set is
@@ -289,6 +294,7 @@ impl IndexManager {
             side_pending: Mutex::new(Vec::new()),
             pre_reads: Arc::default(),
             deferred: Mutex::default(),
+            batch_plan: RwLock::new((Vec::new().into(), false)),
             sync_fields: Mutex::new(None),
             #[cfg(feature = "testing")]
             maintenance_pause: Mutex::new(None),
@@ -419,6 +425,7 @@ impl IndexManager {
             .remove_dir_all(&tree::index_dir(&self.db_dir, id));
         let def = Arc::new(self.make_def(id, spec, false)?);
         defs.push(def.clone());
+        self.set_batch_plan(&defs);
         Ok(def)
     }
 
@@ -456,6 +463,7 @@ impl IndexManager {
             .position(|d| d.spec.name == name)
             .ok_or_else(|| Error::NotFound(format!("index {name:?}")))?;
         let d = defs.remove(i);
+        self.set_batch_plan(&defs);
         d.remove_dir.armed.store(true, Relaxed);
         self.sides.index_dropped(d.id);
         Ok(serde_json::to_vec(&DefEvent::Drop { v: 1, id: d.id }).unwrap_or_default())
@@ -541,13 +549,32 @@ impl IndexManager {
 
     /// The indexes maintained with every batch (during WAL replay, not
     /// those rebuilt at open).
-    fn batch_defs(&self, recovering: bool) -> Vec<Arc<IndexDef>> {
+    fn batch_defs(&self, recovering: bool) -> Arc<[Arc<IndexDef>]> {
+        if !recovering {
+            return read(&self.batch_plan).0.clone();
+        }
+        // (Whether PERSEID rebuilds at open is known only then.)
         read(&self.defs)
             .iter()
             .filter(|d| d.strategy.applies_batches())
-            .filter(|d| !(recovering && d.strategy.rebuilt_at_open()))
+            .filter(|d| !d.strategy.rebuilt_at_open())
             .cloned()
             .collect()
+    }
+
+    /// Derives `batch_plan` from `defs` (called with `defs`' write lock
+    /// held, whenever the set changes).
+    fn set_batch_plan(&self, defs: &[Arc<IndexDef>]) {
+        let batch: Arc<[Arc<IndexDef>]> = defs
+            .iter()
+            .filter(|d| d.strategy.applies_batches())
+            .cloned()
+            .collect();
+        let defers = !batch.is_empty()
+            && batch
+                .iter()
+                .all(|d| d.strategy.needs_current() != NeedsCurrent::No);
+        *write(&self.batch_plan) = (batch, defers);
     }
 
     /// True if the maintenance of every batch waits for the insert
@@ -558,13 +585,7 @@ impl IndexManager {
     /// memtable. Strategies that read nothing (`NeedsCurrent::No`) apply
     /// before the insert, as they always have.
     fn defers_to_insert(&self) -> bool {
-        let defs = read(&self.defs);
-        let mut batch_defs = defs
-            .iter()
-            .filter(|d| d.strategy.applies_batches())
-            .peekable();
-        batch_defs.peek().is_some()
-            && batch_defs.all(|d| d.strategy.needs_current() != NeedsCurrent::No)
+        read(&self.batch_plan).1
     }
 
     /// Which records a batch overwrites the indexes `defs` need.
@@ -1268,7 +1289,7 @@ impl EngineHooks for IndexManager {
                     // replaces from a snapshot without the batch.
                     guard = Some(Box::new(self.memory_guard()));
                 }
-                for d in &sync_defs {
+                for d in sync_defs.iter() {
                     if let Some(b) = d.scan().as_mut() {
                         b.written.extend(ops.iter().map(|(_, k, _)| k.to_vec()));
                     }
@@ -1610,7 +1631,11 @@ impl EngineHooks for IndexManager {
             defs.push(Arc::new(d));
         }
         self.next_id.store(max_id + 1, Relaxed);
-        *write(&self.defs) = defs.clone();
+        {
+            let mut all = write(&self.defs);
+            *all = defs.clone();
+            self.set_batch_plan(&all);
+        }
         self.remove_orphan_dirs(&defs);
         *lock(&self.live) = files
             .iter()
