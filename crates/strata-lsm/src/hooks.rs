@@ -314,8 +314,22 @@ impl VersionExtension for AsVersionExtension {
 pub trait Held {}
 impl<T> Held for T {}
 
-/// A guard returned by [`EngineHooks::before_batch`].
-pub type BatchGuard<'a> = Box<dyn Held + 'a>;
+/// A guard returned by [`EngineHooks::before_batch`] (or
+/// [`EngineHooks::after_insert`]), dropped once the batch is published: a
+/// write lock's guard as it is (no allocation a batch), or anything boxed.
+#[non_exhaustive]
+pub enum BatchGuard<'a> {
+    /// A held write lock.
+    Write(std::sync::RwLockWriteGuard<'a, ()>),
+    /// Anything else.
+    Held(Box<dyn Held + 'a>),
+}
+
+impl<'a> From<std::sync::RwLockWriteGuard<'a, ()>> for BatchGuard<'a> {
+    fn from(g: std::sync::RwLockWriteGuard<'a, ()>) -> BatchGuard<'a> {
+        BatchGuard::Write(g)
+    }
+}
 
 pub use crate::read::Versioned;
 

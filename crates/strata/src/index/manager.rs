@@ -1277,7 +1277,7 @@ impl EngineHooks for IndexManager {
                         keys.into_iter().zip(found).collect()
                     };
                     if !cx.recovering() {
-                        guard = Some(Box::new(self.memory_guard()));
+                        guard = Some(self.memory_guard().into());
                     }
                     self.sync_apply(&sync_defs, ops, &current, true)?;
                 } else if !cx.recovering() {
@@ -1287,7 +1287,7 @@ impl EngineHooks for IndexManager {
                     // batch's notes (`written` below) and its maintenance
                     // — the build would then re-add the versions the batch
                     // replaces from a snapshot without the batch.
-                    guard = Some(Box::new(self.memory_guard()));
+                    guard = Some(self.memory_guard().into());
                 }
                 for d in sync_defs.iter() {
                     if let Some(b) = d.scan().as_mut() {
