@@ -249,10 +249,9 @@ pub(crate) struct IndexManager {
     /// replay) touches it, one batch at a time.
     deferred: Mutex<Option<Arc<[Arc<IndexDef>]>>>,
     /// What every batch asks of the index set, derived from `defs`
-    /// whenever it changes (under its write lock): the indexes maintained
-    /// with batches, and [`IndexManager::defers_to_insert`]. Spares each
-    /// put a list of the indexes and a walk of them.
-    batch_plan: RwLock<(Arc<[Arc<IndexDef>]>, bool)>,
+    /// whenever it changes (under its write lock). Spares each put a list
+    /// of the indexes and walks of them.
+    batch_plan: RwLock<BatchPlan>,
     /// The field set of the last index set [`IndexManager::sync_apply`]
     /// maintained: built once instead of per batch (building and dropping
     /// the trie was ~1 k instructions of every indexed put). The set is
@@ -262,6 +261,19 @@ pub(crate) struct IndexManager {
     /// See [`IndexManager::set_maintenance_pause`] (tests only).
     #[cfg(feature = "testing")]
     maintenance_pause: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+/// See `IndexManager::batch_plan`.
+#[derive(Default)]
+struct BatchPlan {
+    /// The indexes maintained with batches (`applies_batches`).
+    defs: Arc<[Arc<IndexDef>]>,
+    /// [`IndexManager::defers_to_insert`].
+    defers: bool,
+    /// [`IndexManager::memo_in_use`].
+    memo: bool,
+    /// Some index is maintained with batches or uses the memo.
+    wants_batches: bool,
 }
 
 impl IndexManager {
@@ -294,7 +306,7 @@ impl IndexManager {
             side_pending: Mutex::new(Vec::new()),
             pre_reads: Arc::default(),
             deferred: Mutex::default(),
-            batch_plan: RwLock::new((Vec::new().into(), false)),
+            batch_plan: RwLock::new(BatchPlan::default()),
             sync_fields: Mutex::new(None),
             #[cfg(feature = "testing")]
             maintenance_pause: Mutex::new(None),
@@ -339,7 +351,7 @@ impl IndexManager {
     /// True when writes must maintain the update memo (some index
     /// validates with it).
     pub fn memo_in_use(&self) -> bool {
-        read(&self.defs).iter().any(|d| d.strategy.uses_memo())
+        read(&self.batch_plan).memo
     }
 
     fn make_def(&self, id: u32, spec: IndexSpec, ready: bool) -> Result<IndexDef> {
@@ -551,7 +563,7 @@ impl IndexManager {
     /// those rebuilt at open).
     fn batch_defs(&self, recovering: bool) -> Arc<[Arc<IndexDef>]> {
         if !recovering {
-            return read(&self.batch_plan).0.clone();
+            return read(&self.batch_plan).defs.clone();
         }
         // (Whether PERSEID rebuilds at open is known only then.)
         read(&self.defs)
@@ -574,7 +586,13 @@ impl IndexManager {
             && batch
                 .iter()
                 .all(|d| d.strategy.needs_current() != NeedsCurrent::No);
-        *write(&self.batch_plan) = (batch, defers);
+        let memo = defs.iter().any(|d| d.strategy.uses_memo());
+        *write(&self.batch_plan) = BatchPlan {
+            wants_batches: memo || !batch.is_empty(),
+            defs: batch,
+            defers,
+            memo,
+        };
     }
 
     /// True if the maintenance of every batch waits for the insert
@@ -585,7 +603,7 @@ impl IndexManager {
     /// memtable. Strategies that read nothing (`NeedsCurrent::No`) apply
     /// before the insert, as they always have.
     fn defers_to_insert(&self) -> bool {
-        read(&self.batch_plan).1
+        read(&self.batch_plan).defers
     }
 
     /// Which records a batch overwrites the indexes `defs` need.
@@ -1229,9 +1247,7 @@ impl EngineHooks for IndexManager {
     }
 
     fn wants_batches(&self) -> bool {
-        read(&self.defs)
-            .iter()
-            .any(|d| d.strategy.uses_memo() || d.strategy.applies_batches())
+        read(&self.batch_plan).wants_batches
     }
 
     /// Synchronous maintenance and the update memo for one batch (see
