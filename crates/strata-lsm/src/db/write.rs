@@ -251,6 +251,8 @@ impl DbInner {
         let version = (!batch_hooks.is_empty()).then(|| st.current.clone());
         let mut mems = version.is_some().then(|| lock(&self.batch_mems));
         if let Some(m) = mems.as_mut() {
+            // Empty unless a hook panicked in the last write.
+            m.clear();
             m.push(st.mem.clone());
             m.extend(st.imm.iter().rev().cloned());
         }
