@@ -473,7 +473,54 @@ impl QueryCx<'_> {
 /// deleted); filled for the keys [`NeedsCurrent`] asks for. With
 /// [`NeedsCurrent::Seqs`] only the sequence numbers are filled: every
 /// record is empty.
-pub(crate) type Current<'a> = FastMap<&'a [u8], Option<Versioned>>;
+///
+/// A map whose first key is held inline: most batches write one key, and a
+/// map of one was an allocation a put.
+#[derive(Default)]
+pub(crate) struct Current<'a> {
+    one: Option<(&'a [u8], Option<Versioned>)>,
+    many: FastMap<&'a [u8], Option<Versioned>>,
+}
+
+impl<'a> Current<'a> {
+    /// `key`'s record before the batch, if filled.
+    pub fn get(&self, key: &[u8]) -> Option<&Option<Versioned>> {
+        match &self.one {
+            Some((k, v)) if *k == key => Some(v),
+            _ => self.many.get(key),
+        }
+    }
+
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets `key`'s record (replacing one set before).
+    pub fn insert(&mut self, key: &'a [u8], v: Option<Versioned>) {
+        match &mut self.one {
+            Some((k, old)) if *k == key => *old = v,
+            None if self.many.is_empty() => self.one = Some((key, v)),
+            _ => {
+                self.many.insert(key, v);
+            }
+        }
+    }
+
+    /// Every record filled, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &Option<Versioned>> {
+        self.one.iter().map(|(_, v)| v).chain(self.many.values())
+    }
+}
+
+impl<'a> FromIterator<(&'a [u8], Option<Versioned>)> for Current<'a> {
+    fn from_iter<I: IntoIterator<Item = (&'a [u8], Option<Versioned>)>>(iter: I) -> Self {
+        let mut c = Current::default();
+        for (k, v) in iter {
+            c.insert(k, v);
+        }
+        c
+    }
+}
 
 /// Which keys of a batch a strategy needs the previous records of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -832,5 +879,46 @@ pub(crate) fn no_params(strategy: &str, params: &[(String, String)]) -> Result<(
             "unknown parameter {k:?} for strategy {strategy} (it takes none)"
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::Current;
+    use std::collections::HashMap;
+
+    /// `Current` (first key inline) against a map, on random inserts
+    /// repeating keys, with lookups of present and absent keys.
+    #[test]
+    fn current_behaves_as_a_map() {
+        let keys: Vec<Vec<u8>> = (0..6u8).map(|i| vec![b'k', i]).collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..300 {
+            let mut c = Current::default();
+            let mut model: HashMap<&[u8], Option<(u64, Vec<u8>)>> = HashMap::new();
+            for step in 0..(round % 9) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = keys[(x % 6) as usize].as_slice();
+                let v = (!x.is_multiple_of(3)).then(|| (step as u64, vec![step as u8]));
+                c.insert(k, v.clone());
+                model.insert(k, v);
+            }
+            for k in &keys {
+                assert_eq!(c.get(k), model.get(k.as_slice()), "round {round}");
+                assert_eq!(c.contains_key(k), model.contains_key(k.as_slice()));
+            }
+            let mut got: Vec<_> = c.values().cloned().collect();
+            let mut want: Vec<_> = model.values().cloned().collect();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want);
+            let back: Current<'_> = model.iter().map(|(k, v)| (*k, v.clone())).collect();
+            for k in &keys {
+                assert_eq!(back.get(k), model.get(k.as_slice()));
+            }
+        }
     }
 }
