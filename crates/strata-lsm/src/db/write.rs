@@ -109,10 +109,7 @@ pub(crate) fn insert_into<'m>(
     let mut bytes = 0u64;
     for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
         let op = op?;
-        let (key, value) = match op {
-            BatchOp::Put { key, value } | BatchOp::Merge { key, value } => (key, value),
-            BatchOp::Delete { key } => (key, &[][..]),
-        };
+        let (key, value) = key_value(&op);
         bytes += (key.len() + value.len()) as u64;
         match shadowed.as_deref_mut() {
             Some(out) => out.push(mem.add_shadowing(seq, op.kind(), key, value).1),
@@ -122,6 +119,26 @@ pub(crate) fn insert_into<'m>(
         }
     }
     Ok(bytes)
+}
+
+/// An operation's key and value (empty for a deletion).
+fn key_value<'b>(op: &BatchOp<'b>) -> (&'b [u8], &'b [u8]) {
+    match *op {
+        BatchOp::Put { key, value } | BatchOp::Merge { key, value } => (key, value),
+        BatchOp::Delete { key } => (key, &[][..]),
+    }
+}
+
+/// [`insert_into`] with `shadowed` for a batch of exactly one operation:
+/// its user bytes and the entry it shadows, without a list.
+fn insert_one<'m>(mem: &'m MemTable, batch: &WriteBatch) -> Result<(u64, Option<Shadowed<'m>>)> {
+    let op = batch
+        .iter()
+        .next()
+        .ok_or_else(|| Error::invalid("insert_one: an empty batch"))??;
+    let (key, value) = key_value(&op);
+    let (_, sh) = mem.add_shadowing(batch.sequence(), op.kind(), key, value);
+    Ok(((key.len() + value.len()) as u64, sh))
 }
 
 /// The guards a batch's hooks returned, held until the batch is published:
@@ -163,15 +180,25 @@ pub(crate) fn insert_with_hooks<'h>(
     if !hooks.iter().any(|h| h.wants_shadowed()) {
         return insert_into(mem, batch, None);
     }
-    let mut shadowed = Vec::with_capacity(batch.len());
-    let bytes = insert_into(mem, batch, Some(&mut shadowed))?;
+    // A batch of one (most puts) records its one entry on the stack.
+    let one: [Option<Shadowed<'_>>; 1];
+    let mut many = Vec::new();
+    let (bytes, shadowed): (u64, &[Option<Shadowed<'_>>]) = if batch.len() == 1 {
+        let (bytes, sh) = insert_one(mem, batch)?;
+        one = [sh];
+        (bytes, &one)
+    } else {
+        many.reserve(batch.len());
+        let bytes = insert_into(mem, batch, Some(&mut many))?;
+        (bytes, &many)
+    };
     let older = BatchContext {
         mems: cx.mems.get(1..).unwrap_or_default(),
         ..*cx
     };
     for h in hooks {
         if h.wants_shadowed() {
-            guards.extend(h.after_insert(batch, &shadowed, &older)?);
+            guards.extend(h.after_insert(batch, shadowed, &older)?);
         }
     }
     Ok(bytes)
