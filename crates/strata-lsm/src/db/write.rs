@@ -98,47 +98,35 @@ pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<bool> {
 }
 
 /// Inserts every operation of `batch` (sequence numbers from
-/// `batch.sequence()`) into `mem`; returns user bytes. With `shadowed`,
-/// appends for each operation, in order, the entry of its key that it
-/// shadows in `mem` (see [`MemTable::add_shadowing`]).
+/// `batch.sequence()`) into `mem`; returns user bytes. With `shadowed`
+/// (one slot per operation), sets each operation's slot to the entry of
+/// its key that it shadows in `mem` (see [`MemTable::add_shadowing`]).
 pub(crate) fn insert_into<'m>(
     mem: &'m MemTable,
     batch: &WriteBatch,
-    mut shadowed: Option<&mut Vec<Option<Shadowed<'m>>>>,
+    mut shadowed: Option<&mut [Option<Shadowed<'m>>]>,
 ) -> Result<u64> {
     let mut bytes = 0u64;
-    for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
+    for (i, (seq, op)) in (batch.sequence()..).zip(batch.iter()).enumerate() {
         let op = op?;
-        let (key, value) = key_value(&op);
+        let (key, value) = match op {
+            BatchOp::Put { key, value } | BatchOp::Merge { key, value } => (key, value),
+            BatchOp::Delete { key } => (key, &[][..]),
+        };
         bytes += (key.len() + value.len()) as u64;
         match shadowed.as_deref_mut() {
-            Some(out) => out.push(mem.add_shadowing(seq, op.kind(), key, value).1),
+            Some(out) => {
+                let sh = mem.add_shadowing(seq, op.kind(), key, value).1;
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = sh;
+                }
+            }
             None => {
                 mem.add(seq, op.kind(), key, value);
             }
         }
     }
     Ok(bytes)
-}
-
-/// An operation's key and value (empty for a deletion).
-fn key_value<'b>(op: &BatchOp<'b>) -> (&'b [u8], &'b [u8]) {
-    match *op {
-        BatchOp::Put { key, value } | BatchOp::Merge { key, value } => (key, value),
-        BatchOp::Delete { key } => (key, &[][..]),
-    }
-}
-
-/// [`insert_into`] with `shadowed` for a batch of exactly one operation:
-/// its user bytes and the entry it shadows, without a list.
-fn insert_one<'m>(mem: &'m MemTable, batch: &WriteBatch) -> Result<(u64, Option<Shadowed<'m>>)> {
-    let op = batch
-        .iter()
-        .next()
-        .ok_or_else(|| Error::invalid("insert_one: an empty batch"))??;
-    let (key, value) = key_value(&op);
-    let (_, sh) = mem.add_shadowing(batch.sequence(), op.kind(), key, value);
-    Ok(((key.len() + value.len()) as u64, sh))
 }
 
 /// The guards a batch's hooks returned, held until the batch is published:
@@ -180,18 +168,17 @@ pub(crate) fn insert_with_hooks<'h>(
     if !hooks.iter().any(|h| h.wants_shadowed()) {
         return insert_into(mem, batch, None);
     }
-    // A batch of one (most puts) records its one entry on the stack.
-    let one: [Option<Shadowed<'_>>; 1];
+    // A batch of one (most puts) records its entry on the stack.
+    let mut one: [Option<Shadowed<'_>>; 1] = [None];
     let mut many = Vec::new();
-    let (bytes, shadowed): (u64, &[Option<Shadowed<'_>>]) = if batch.len() == 1 {
-        let (bytes, sh) = insert_one(mem, batch)?;
-        one = [sh];
-        (bytes, &one)
+    let shadowed: &mut [Option<Shadowed<'_>>] = if batch.len() == 1 {
+        &mut one
     } else {
-        many.reserve(batch.len());
-        let bytes = insert_into(mem, batch, Some(&mut many))?;
-        (bytes, &many)
+        many.resize_with(batch.len(), || None);
+        &mut many
     };
+    let bytes = insert_into(mem, batch, Some(&mut *shadowed))?;
+    let shadowed: &[Option<Shadowed<'_>>] = shadowed;
     let older = BatchContext {
         mems: cx.mems.get(1..).unwrap_or_default(),
         ..*cx
