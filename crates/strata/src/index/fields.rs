@@ -4,13 +4,13 @@
 //! as a full parse into `serde_json::Value` would (same parser, same
 //! number, string, UTF-8 and depth rules) but builds nothing except the
 //! values at the wanted field paths. Building the full tree cost 1.1–1.3 µs
-//! per tweet; this pass costs about 2,600 instructions per tweet (~400
-//! bytes, ten members, one long text) for one wanted integer, and about
-//! 3,600 with a wanted two-float array too (each float goes through
-//! `serde_json`), measured with callgrind (NEXT paper §4's "no significant
-//! overhead" needs index maintenance to stay this cheap). Most of it is
-//! per-member scanning (key, separators, value dispatch, ~100 each) and
-//! the string scan (~1.5 per byte).
+//! per tweet; this pass costs about 2,770 instructions per tweet (~400
+//! bytes, ten members, one long text) with a wanted integer and a wanted
+//! two-float array, measured with callgrind (NEXT paper §4's "no
+//! significant overhead" needs index maintenance to stay this cheap). Most
+//! of it is per-member scanning (key, separators, value dispatch, ~100
+//! each); strings are scanned sixteen bytes at a time (SSE2 on x86_64,
+//! about half an instruction a byte).
 //!
 //! Contract: for every document and every path,
 //! `Fields::extract(raw)` then [`Extracted::value`] returns exactly what
@@ -420,6 +420,47 @@ fn is_special<const ASCII: bool>(c: u8) -> bool {
     c == b'"' || c == b'\\' || c < 0x20 || (ASCII && c >= 0x80)
 }
 
+/// The bits of the bytes of `c` that [`special_mask`] looks for, bit `k`
+/// for byte `k` (exact: every such byte, no other).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn special_bits<const ASCII: bool>(c: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8,
+    };
+    // SAFETY: SSE2 is part of the x86_64 baseline (every x86_64 CPU has
+    // it), so the intrinsics' target feature is always present; the
+    // unaligned load reads exactly the 16 bytes `c` borrows.
+    unsafe {
+        let x = _mm_loadu_si128(c.as_ptr().cast());
+        let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+        let slash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+        let low = if ASCII {
+            // Signed: below 0x20, or 0x80 and above (negative).
+            _mm_cmplt_epi8(x, _mm_set1_epi8(0x20))
+        } else {
+            // Unsigned `x <= 0x1f`.
+            _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x)
+        };
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, slash), low)) as u32
+    }
+}
+
+/// [`special_bits`] without SSE2: the lowest set bit is exact, bits above
+/// it may be set too.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn special_bits<const ASCII: bool>(c: &[u8; 16]) -> u32 {
+    let x = u128::from_le_bytes(*c);
+    let lo = special_mask::<ASCII>(x as u64);
+    let hi = special_mask::<ASCII>((x >> 64) as u64);
+    // One bit a byte: the high bit of each byte of the masks.
+    let pack = |m: u64| ((m >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32;
+    pack(lo) | (pack(hi) << 8)
+}
+
 /// Offset in `b` of the first byte at or after `i` that [`special_mask`]
 /// looks for (`None` if there is none). The first sixteen bytes are looked
 /// at inline (most keys and many values end there), the rest by
@@ -429,14 +470,9 @@ fn special_from<const ASCII: bool>(b: &[u8], i: usize) -> Option<usize> {
     let Some(c) = b.get(i..).and_then(|r| r.first_chunk::<16>()) else {
         return special_long::<ASCII>(b, i);
     };
-    let x = u128::from_le_bytes(*c);
-    let lo = special_mask::<ASCII>(x as u64);
-    if lo != 0 {
-        return Some(i + (lo.trailing_zeros() / 8) as usize);
-    }
-    let hi = special_mask::<ASCII>((x >> 64) as u64);
-    if hi != 0 {
-        return Some(i + 8 + (hi.trailing_zeros() / 8) as usize);
+    let m = special_bits::<ASCII>(c);
+    if m != 0 {
+        return Some(i + m.trailing_zeros() as usize);
     }
     special_long::<ASCII>(b, i + 16)
 }
@@ -447,16 +483,9 @@ fn special_long<const ASCII: bool>(b: &[u8], i: usize) -> Option<usize> {
     let mut at = i;
     let mut chunks = b.get(i..)?.chunks_exact(16);
     for c in &mut chunks {
-        let x = u128::from_le_bytes(c.try_into().ok()?);
-        let lo = special_mask::<ASCII>(x as u64);
-        let hi = special_mask::<ASCII>((x >> 64) as u64);
-        if lo | hi != 0 {
-            let bit = if lo != 0 {
-                lo.trailing_zeros()
-            } else {
-                64 + hi.trailing_zeros()
-            };
-            return Some(at + (bit / 8) as usize);
+        let m = special_bits::<ASCII>(c.try_into().ok()?);
+        if m != 0 {
+            return Some(at + m.trailing_zeros() as usize);
         }
         at += 16;
     }
@@ -482,9 +511,13 @@ fn special_at(b: &[u8]) -> Option<usize> {
     special_from::<false>(b, 0)
 }
 
-/// Past whitespace at `i`.
+/// Past whitespace at `i`. Compact JSON has none: one comparison finds
+/// that (every whitespace byte is at most `b' '`).
 #[inline(always)]
 fn ws(b: &[u8], mut i: usize) -> usize {
+    if b.get(i).is_some_and(|&c| c > b' ') {
+        return i;
+    }
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
         i += 1;
     }
@@ -751,49 +784,52 @@ fn float_leaf(tok: &[u8]) -> Option<Leaf> {
         Some((b'-', r)) => (true, r),
         _ => (false, tok),
     };
+    // The digits from `i` on, accumulated into `m` (wrapping: more than
+    // 19 digits in all are refused below): their end.
+    let run = |mut i: usize, m: &mut u64| {
+        while let Some(d) = rest
+            .get(i)
+            .map(|c| c.wrapping_sub(b'0'))
+            .filter(|d| *d < 10)
+        {
+            *m = m.wrapping_mul(10).wrapping_add(u64::from(d));
+            i += 1;
+        }
+        i
+    };
     let mut m: u64 = 0;
-    let mut digits = 0u32;
+    let int_end = run(0, &mut m);
+    let mut end = int_end;
     let mut e10: i32 = 0;
-    let mut in_frac = false;
-    let mut it = rest.iter();
-    let mut exp_part: &[u8] = &[];
-    while let Some(&c) = it.next() {
-        match c {
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > 19 {
-                    return None;
-                }
-                m = m * 10 + u64::from(c - b'0');
-                if in_frac {
-                    e10 -= 1;
-                }
-            }
-            b'.' => in_frac = true,
-            b'e' | b'E' => {
-                exp_part = it.as_slice();
-                break;
-            }
-            _ => return None,
-        }
+    if rest.get(end) == Some(&b'.') {
+        end = run(end + 1, &mut m);
+        e10 = -i32::try_from(end - int_end - 1).ok()?;
     }
-    if !exp_part.is_empty() {
-        let (eneg, ed) = match exp_part.split_first() {
-            Some((b'-', d)) => (true, d),
-            Some((b'+', d)) => (false, d),
-            _ => (false, exp_part),
-        };
-        if ed.is_empty() || ed.len() > 2 {
-            return None;
-        }
-        let mut e: i32 = 0;
-        for &c in ed {
-            if !c.is_ascii_digit() {
+    let digits = end - usize::from(end > int_end);
+    if digits > 19 {
+        return None;
+    }
+    match rest.get(end..)? {
+        [] => {}
+        [b'e' | b'E', exp_part @ ..] => {
+            let (eneg, ed) = match exp_part.split_first() {
+                Some((b'-', d)) => (true, d),
+                Some((b'+', d)) => (false, d),
+                _ => (false, exp_part),
+            };
+            if ed.is_empty() || ed.len() > 2 {
                 return None;
             }
-            e = e * 10 + i32::from(c - b'0');
+            let mut e: i32 = 0;
+            for &c in ed {
+                if !c.is_ascii_digit() {
+                    return None;
+                }
+                e = e * 10 + i32::from(c - b'0');
+            }
+            e10 += if eneg { -e } else { e };
         }
-        e10 += if eneg { -e } else { e };
+        _ => return None,
     }
     if m == 0 || m > 1 << 53 {
         return None;
@@ -1703,16 +1739,19 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let len = (x % 40) as usize;
+            let len = (x % 72) as usize;
             let b: Vec<u8> = (0..len)
                 .map(|i| {
                     let r = x.rotate_left(i as u32 * 7);
-                    // Mostly plain bytes, sometimes special or high ones.
-                    match r % 16 {
+                    // Mostly plain bytes, sometimes special or high ones
+                    // or any byte (the boundaries 0x1f/0x20, 0x7f/0x80).
+                    match r % 24 {
                         0 => b'"',
                         1 => b'\\',
                         2 => (r >> 8) as u8 % 0x20,
                         3 => 0x80 | (r >> 8) as u8,
+                        4 => (r >> 8) as u8,
+                        5 => [0x1f, 0x20, 0x7f, 0x80, 0xff][(r >> 8) as usize % 5],
                         _ => b'a' + (r >> 8) as u8 % 26,
                     }
                 })
