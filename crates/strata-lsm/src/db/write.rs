@@ -73,28 +73,22 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 use crate::sync::lock;
 
 /// Rejects batches with oversized keys or values (nothing is written);
-/// returns whether the batch holds merge operands.
+/// returns whether the batch holds merge operands. From the batch's
+/// summary, without decoding it (a batch is well formed by construction,
+/// or checked whole by `WriteBatch::from_data`).
 pub(crate) fn validate_batch(batch: &WriteBatch) -> Result<bool> {
-    let mut merges = false;
-    for op in batch.iter() {
-        let op = op?;
-        if op.key().len() > MAX_KEY_SIZE {
-            return Err(Error::invalid(format!(
-                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
-                op.key().len()
-            )));
-        }
-        if let BatchOp::Put { value, .. } | BatchOp::Merge { value, .. } = op {
-            if value.len() > MAX_VALUE_SIZE {
-                return Err(Error::invalid(format!(
-                    "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE}",
-                    value.len()
-                )));
-            }
-        }
-        merges |= matches!(op, BatchOp::Merge { .. });
+    let (key, value) = batch.longest();
+    if key > MAX_KEY_SIZE {
+        return Err(Error::invalid(format!(
+            "key of {key} bytes exceeds the limit of {MAX_KEY_SIZE}"
+        )));
     }
-    Ok(merges)
+    if value > MAX_VALUE_SIZE {
+        return Err(Error::invalid(format!(
+            "value of {value} bytes exceeds the limit of {MAX_VALUE_SIZE}"
+        )));
+    }
+    Ok(batch.has_merge())
 }
 
 /// Inserts every operation of `batch` (sequence numbers from
