@@ -448,11 +448,18 @@ fn special_bits<const ASCII: bool>(c: &[u8; 16]) -> u32 {
     }
 }
 
-/// [`special_bits`] without SSE2: the lowest set bit is exact, bits above
-/// it may be set too.
+/// [`special_bits`] without SSE2 ([`special_bits_swar`]).
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn special_bits<const ASCII: bool>(c: &[u8; 16]) -> u32 {
+    special_bits_swar::<ASCII>(c)
+}
+
+/// [`special_bits`] on two `u64`s: the lowest set bit is exact, bits above
+/// it may be set too. (Compiled everywhere so that x86_64 tests it.)
+#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+#[inline(always)]
+fn special_bits_swar<const ASCII: bool>(c: &[u8; 16]) -> u32 {
     let x = u128::from_le_bytes(*c);
     let lo = special_mask::<ASCII>(x as u64);
     let hi = special_mask::<ASCII>((x >> 64) as u64);
@@ -1776,6 +1783,20 @@ mod tests {
                     .and_then(|r| r.iter().position(|&c| is_special::<true>(c)))
                     .map(|p| i + p);
                 assert_eq!(special_from::<true>(&b, i), naive, "{b:?} from {i}");
+            }
+            // The portable block scan finds the same first byte.
+            if let Some(c) = b.first_chunk::<16>() {
+                let low = |m: u32| (m != 0).then(|| m.trailing_zeros());
+                assert_eq!(
+                    low(special_bits_swar::<true>(c)),
+                    low(special_bits::<true>(c)),
+                    "{c:?}"
+                );
+                assert_eq!(
+                    low(special_bits_swar::<false>(c)),
+                    low(special_bits::<false>(c)),
+                    "{c:?}"
+                );
             }
             // The digit run from the start (the bytes, mapped onto digits
             // and others).
