@@ -154,8 +154,69 @@ pub(crate) fn read_doc(raw: &[u8], fields: &Fields) -> Option<Read> {
 /// from are borrowed (one `apply` round).
 pub(crate) struct DocCache {
     fields: Arc<Fields>,
-    /// Sorted by key.
-    slots: Vec<DocSlot>,
+    /// Sorted by key, no key twice.
+    slots: Slots,
+}
+
+/// A [`DocCache`]'s slots: up to two inline (a one-record batch and the
+/// record it replaces, the common case: no allocation a write), more in a
+/// vector. (The inline variant is the larger on purpose: a cache lives on
+/// the writer's stack for one batch.)
+#[allow(clippy::large_enum_variant)]
+enum Slots {
+    Inline(usize, [DocSlot; 2]),
+    Heap(Vec<DocSlot>),
+}
+
+impl Slots {
+    fn as_slice(&self) -> &[DocSlot] {
+        match self {
+            Slots::Inline(n, a) => a.get(..*n).unwrap_or_default(),
+            Slots::Heap(v) => v,
+        }
+    }
+
+    fn push(&mut self, slot: DocSlot) {
+        match self {
+            Slots::Inline(n, a) if *n < a.len() => {
+                if let Some(s) = a.get_mut(*n) {
+                    *s = slot;
+                }
+                *n += 1;
+            }
+            Slots::Inline(_, a) => {
+                let mut v = Vec::with_capacity(4);
+                v.extend(std::mem::replace(a, [empty_slot(), empty_slot()]));
+                v.push(slot);
+                *self = Slots::Heap(v);
+            }
+            Slots::Heap(v) => v.push(slot),
+        }
+    }
+
+    /// Sorts by key and drops repeated keys (the first kept).
+    fn sort_dedup(&mut self) {
+        match self {
+            Slots::Inline(n, a) => {
+                if *n == 2 {
+                    let [x, y] = a;
+                    if y.0 < x.0 {
+                        std::mem::swap(x, y);
+                    } else if y.0 == x.0 {
+                        *n = 1;
+                    }
+                }
+            }
+            Slots::Heap(v) => {
+                v.sort_by_key(|(k, _, _)| *k);
+                v.dedup_by_key(|(k, _, _)| *k);
+            }
+        }
+    }
+}
+
+fn empty_slot() -> DocSlot {
+    ((0, 0), OnceCell::new(), None)
 }
 
 /// A record's address and length, its reading once made, and the fields
@@ -176,23 +237,26 @@ impl DocCache {
         old: impl Iterator<Item = &'a [u8]>,
         pre: Option<&PreReads>,
     ) -> DocCache {
-        let mut slots: Vec<DocSlot> = written
-            .map(|r| match pre.and_then(|p| p.copy(r)) {
+        let mut slots = Slots::Inline(0, [empty_slot(), empty_slot()]);
+        for r in written {
+            slots.push(match pre.and_then(|p| p.copy(r)) {
                 Some((f, read)) => (addr(r), OnceCell::from(read), Some(f)),
                 None => (addr(r), OnceCell::new(), None),
-            })
-            .chain(old.map(|r| (addr(r), OnceCell::new(), None)))
-            .collect();
-        slots.sort_unstable_by_key(|(k, _, _)| *k);
-        slots.dedup_by_key(|(k, _, _)| *k);
+            });
+        }
+        for r in old {
+            slots.push((addr(r), OnceCell::new(), None));
+        }
+        slots.sort_dedup();
         DocCache { fields, slots }
     }
 
     /// The reading of `raw`, if it is one of the cache's records.
     fn get(&self, raw: &[u8]) -> Option<Doc<'_>> {
         let key = addr(raw);
-        let i = self.slots.binary_search_by_key(&key, |(k, _, _)| *k).ok()?;
-        let (_, cell, own) = self.slots.get(i)?;
+        let slots = self.slots.as_slice();
+        let i = slots.binary_search_by_key(&key, |(k, _, _)| *k).ok()?;
+        let (_, cell, own) = slots.get(i)?;
         let read = cell.get_or_init(|| self.fields.extract(raw));
         Some(Doc {
             fields: own.as_deref().unwrap_or(&self.fields),
@@ -238,5 +302,65 @@ impl Attrs<'_> {
                 self.def.extract(raw, doc).ok()
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::value::KeyType;
+
+    /// `n` records `{"n": i}`, each in a buffer of its own.
+    fn records(n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!(r#"{{"n": {i}}}"#).into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn doc_cache_reads_each_of_its_records_once_and_no_other() {
+        let path = vec!["n".to_string()];
+        let fields = Arc::new(Fields::new([path.as_slice()]));
+        let slot = fields.slot(&path).unwrap();
+        let recs = records(7);
+        let outside = records(1);
+        // Written and replaced records in every split, repeats included
+        // (the same bytes listed twice): inline up to two, then a vector.
+        for written in 0..=4usize {
+            for old in 0..=3usize {
+                let w: Vec<&[u8]> = recs.iter().take(written).map(Vec::as_slice).collect();
+                // Replaced records: the next ones, and the first written
+                // one again when there is one.
+                let mut o: Vec<&[u8]> = recs
+                    .iter()
+                    .skip(written)
+                    .take(old)
+                    .map(Vec::as_slice)
+                    .collect();
+                if let (Some(first), true) = (w.first(), old > 0) {
+                    o[0] = first;
+                }
+                let cache =
+                    DocCache::new(fields.clone(), w.iter().copied(), o.iter().copied(), None);
+                let listed: Vec<&[u8]> = w.iter().chain(&o).copied().collect();
+                for (i, r) in recs.iter().enumerate() {
+                    let got = cache.get(r);
+                    if listed.iter().any(|l| l.as_ptr() == r.as_ptr()) {
+                        let doc = got.unwrap_or_else(|| panic!("record {i} of {written}+{old}"));
+                        let v = doc.read.as_ref().unwrap().value(slot, KeyType::I64);
+                        assert_eq!(v, Ok(IndexValue::I64(i as i64)));
+                        // The same reading on a second ask.
+                        let again = cache.get(r).unwrap();
+                        assert!(std::ptr::eq(doc.read, again.read));
+                    } else {
+                        assert!(got.is_none(), "record {i} of {written}+{old}");
+                    }
+                }
+                // Equal bytes elsewhere are not the cache's record.
+                assert!(cache.get(&outside[0]).is_none());
+                let distinct = cache.slots.as_slice();
+                assert!(distinct.windows(2).all(|p| p[0].0 < p[1].0));
+            }
+        }
     }
 }
