@@ -237,7 +237,18 @@ impl DocCache {
         old: impl Iterator<Item = &'a [u8]>,
         pre: Option<&PreReads>,
     ) -> DocCache {
-        let mut slots = Slots::Inline(0, [empty_slot(), empty_slot()]);
+        // (A larger batch's vector allocated once: at most one slot a
+        // written record, then doubling for the replaced ones.)
+        let hint = written
+            .size_hint()
+            .1
+            .unwrap_or(0)
+            .saturating_add(old.size_hint().0);
+        let mut slots = if hint > 2 {
+            Slots::Heap(Vec::with_capacity(hint))
+        } else {
+            Slots::Inline(0, [empty_slot(), empty_slot()])
+        };
         for r in written {
             slots.push(match pre.and_then(|p| p.copy(r)) {
                 Some((f, read)) => (addr(r), OnceCell::from(read), Some(f)),
