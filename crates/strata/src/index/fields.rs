@@ -1625,13 +1625,7 @@ mod tests {
     /// escapes) and random damage: targeted and full reading agree.
     #[test]
     fn agrees_with_full_parse_on_random_documents() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = below(0x9e37_79b9_7f4a_7c15);
         // As JSON: escaped and non-ASCII keys too (the first spells
         // `user_id`, which the fast path leaves to the serde path).
         const KEYS: [&str; 9] = [
@@ -1749,19 +1743,25 @@ mod tests {
         assert!(fast * 2 > valid, "fast path answered {fast} of {valid}");
     }
 
+    /// A deterministic generator (xorshift64 from `seed`) of numbers
+    /// below its argument.
+    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |n| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     /// Strings of up to ~150 bytes whose escapes, non-ASCII characters,
     /// raw control bytes and invalid UTF-8 fall on every side of the
     /// scanner's 16- and 32-byte steps, wanted and unwanted, in keys and
     /// values: the same answer as the full parse.
     #[test]
     fn long_strings_agree_with_full_parse() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = below(0x2545_f491_4f6c_dd1d);
         const PIECES: [&[u8]; 12] = [
             b"plain ascii ",
             b"x",
