@@ -51,6 +51,14 @@ impl<'a> BatchOp<'a> {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => key,
         }
     }
+    /// The value or merge operand the operation stores (empty for a
+    /// deletion).
+    pub fn value(&self) -> &'a [u8] {
+        match self {
+            BatchOp::Put { value, .. } | BatchOp::Merge { value, .. } => value,
+            BatchOp::Delete { .. } => &[],
+        }
+    }
     /// The entry kind the operation stores.
     pub fn kind(&self) -> ValueKind {
         match self {
@@ -294,11 +302,7 @@ impl WriteBatch {
         let mut summary = Summary::default();
         for op in batch.iter() {
             let op = op?;
-            let value = match op {
-                BatchOp::Put { value, .. } | BatchOp::Merge { value, .. } => value,
-                BatchOp::Delete { .. } => &[][..],
-            };
-            summary.add(op.kind(), op.key(), value);
+            summary.add(op.kind(), op.key(), op.value());
         }
         batch.summary = summary;
         Ok(batch)

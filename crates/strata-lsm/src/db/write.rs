@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::batch::{BatchOp, WriteBatch};
+use crate::batch::WriteBatch;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::hooks::{BatchContext, BatchGuard, EngineHooks};
@@ -103,10 +103,7 @@ pub(crate) fn insert_into<'m>(
     let mut bytes = 0u64;
     for (i, (seq, op)) in (batch.sequence()..).zip(batch.iter()).enumerate() {
         let op = op?;
-        let (key, value) = match op {
-            BatchOp::Put { key, value } | BatchOp::Merge { key, value } => (key, value),
-            BatchOp::Delete { key } => (key, &[][..]),
-        };
+        let (key, value) = (op.key(), op.value());
         bytes += (key.len() + value.len()) as u64;
         match shadowed.as_deref_mut() {
             Some(out) => {
