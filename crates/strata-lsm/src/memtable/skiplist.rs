@@ -84,6 +84,12 @@ struct Node {
 /// low words are ordered). So `hint > target` implies that node is past
 /// the target; a smaller or equal hint says nothing and the node is
 /// compared.
+///
+/// (I5) Under the writer lock, every non-null link's hint is its node's
+/// head: links change only there, a new node's links copy its
+/// predecessors' and a predecessor's link is set with the new node's
+/// head. The inserter's search orders a next node by its hint alone
+/// unless the heads tie, loading only the nodes it moves to.
 #[repr(C)]
 struct Link {
     hint_hi: AtomicU64,
@@ -127,8 +133,28 @@ fn node_words(height: usize, bytes: usize) -> usize {
 /// A user key's first 16 bytes as two big-endian words, zero-padded;
 /// ordered as the bytes are. Sixteen bytes, not eight: keys often share
 /// their first eight (decimal ids of equal length, table prefixes).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Head(u64, u64);
+
+impl Head {
+    /// The head as one number, ordered as the bytes are (compared in two
+    /// or three instructions; the words' derived order took about ten).
+    fn wide(self) -> u128 {
+        (u128::from(self.0) << 64) | u128::from(self.1)
+    }
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.wide().cmp(&other.wide())
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 fn head_of(user_key: &[u8]) -> Head {
     let mut b = [0u8; 16];
@@ -204,20 +230,6 @@ impl<'a> Target<'a> {
     pub(crate) fn from_internal(ikey: &'a [u8]) -> Target<'a> {
         Target::new(key::user_key(ikey), key::trailer(ikey))
     }
-}
-
-/// Asks the CPU to start loading `node`'s first cache line (a hint: no
-/// access is made, so any pointer value, null included, is fine).
-#[inline(always)]
-fn prefetch(node: *const Node) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch is a hint that never faults and reads nothing
-    // into the program, whatever the address; SSE is baseline on x86_64.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(node.cast::<i8>());
-    }
-    #[cfg(any(not(target_arch = "x86_64"), miri))]
-    let _ = node;
 }
 
 /// How `node`'s key orders against `t` ([`key::compare_internal`]).
@@ -472,7 +484,7 @@ impl SkipList {
 
     /// The first node at or after `t` (`after_equal`: strictly after the
     /// entries equal to `t`), filling `prev` with its predecessor at each
-    /// level if asked.
+    /// level if asked: only by the inserter, holding the writer lock.
     fn search(
         &self,
         t: &Target<'_>,
@@ -485,31 +497,27 @@ impl SkipList {
         // too whenever no node was inserted between, and need not be
         // compared again.
         let mut rejected: *const Node = ptr::null();
+        // Only the inserter asks for `prev`, holding the writer lock (I3).
+        let exact = prev.is_some();
+        let target_head = t.head.wide();
         loop {
             // SAFETY: `x` is the head or was reached through a link (I1,
             // I2), and `level` is below its height: we only descend.
             let link = unsafe { Node::link(x, level) };
             let next = link.next.load(AtomicOrdering::Acquire);
-            if level > 0 {
-                // Where the search goes if it descends here, prefetched
-                // while `next` is compared.
-                // SAFETY: as above (`x`'s height exceeds `level`).
-                let down = unsafe { Node::link(x, level - 1) }
-                    .next
-                    .load(AtomicOrdering::Relaxed);
-                if !ptr::eq(down, next) {
-                    prefetch(down);
-                }
-            }
             let go_right = !next.is_null()
                 && !ptr::eq(next, rejected)
-                // A larger hint: `next` is past `t` (I4) without loading it.
-                && link.hint() <= t.head
-                // SAFETY: `next` was loaded from a link (I1, I2).
-                && match unsafe { compare(next, t) } {
-                    Ordering::Less => true,
-                    Ordering::Equal => after_equal,
+                && match link.hint().wide().cmp(&target_head) {
+                    // `next` is past `t` (I4) without loading it.
                     Ordering::Greater => false,
+                    // The inserter's hints are exact (I5).
+                    Ordering::Less if exact => true,
+                    // SAFETY: `next` was loaded from a link (I1, I2).
+                    _ => match unsafe { compare(next, t) } {
+                        Ordering::Less => true,
+                        Ordering::Equal => after_equal,
+                        Ordering::Greater => false,
+                    },
                 };
             if go_right {
                 x = next;
@@ -758,10 +766,23 @@ mod tests {
                             e = cur.next();
                         }
                         assert!(n >= before);
+                        // The first entry at or after the probe: no key of
+                        // the inserts already counted (so linked) lies
+                        // between the probe and it.
                         let probe = format!("{:08}", n * 7 % 50_000);
-                        if let Some(e) = list.lower_bound(&Target::new(probe.as_bytes(), u64::MAX))
-                        {
-                            assert!(key::user_key(e.key()) >= probe.as_bytes());
+                        let linked = list.len() as u64;
+                        let first_linked = (0..linked)
+                            .map(|i| format!("{:08}", i.wrapping_mul(7919) % 50_000))
+                            .filter(|k| k.as_bytes() >= probe.as_bytes())
+                            .min();
+                        let got = list.lower_bound(&Target::new(probe.as_bytes(), u64::MAX));
+                        let got = got.map(|e| key::user_key(e.key()).to_vec());
+                        if let Some(g) = &got {
+                            assert!(g.as_slice() >= probe.as_bytes());
+                        }
+                        if let Some(f) = first_linked {
+                            let g = got.expect("a linked key follows the probe");
+                            assert!(g.as_slice() <= f.as_bytes(), "lower_bound skipped {f}");
                         }
                     }
                 });
