@@ -59,6 +59,9 @@ pub(crate) struct State {
     pub imm: VecDeque<Arc<MemTable>>,
     pub current: Arc<Version>,
     pub writers: VecDeque<Arc<write::Writer>>,
+    /// The last write leader's queue entry, kept for the next write (no
+    /// allocation per uncontended write); see `write::Writer::reuse`.
+    pub spare_writer: Option<Arc<write::Writer>>,
     pub bg_error: Option<Error>,
     pub shutting_down: bool,
     /// A manual compaction is running; the background thread stands aside.
@@ -349,6 +352,7 @@ impl Db {
                 imm: VecDeque::new(),
                 current,
                 writers: VecDeque::new(),
+                spare_writer: None,
                 bg_error: None,
                 shutting_down: false,
                 manual_compaction: false,

@@ -57,6 +57,27 @@ impl Writer {
             cv: Condvar::new(),
         })
     }
+
+    /// A queue entry for `batch`: `spare` refilled when no one else holds
+    /// it (a leader's entry, kept in `State::spare_writer` after its write
+    /// was published), else a new one.
+    fn reuse(
+        spare: Option<Arc<Writer>>,
+        batch: WriteBatch,
+        sync: bool,
+        min_seq: SeqNo,
+    ) -> Arc<Writer> {
+        if let Some(mut w) = spare {
+            if let Some(m) = Arc::get_mut(&mut w) {
+                *m.batch.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(batch);
+                *m.result.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                m.sync = sync;
+                m.min_seq = min_seq;
+                return w;
+            }
+        }
+        Writer::new(Some(batch), sync, min_seq)
+    }
 }
 
 /// Wakes the writer now at the front of the queue (it leads the next
@@ -205,8 +226,8 @@ impl DbInner {
         if let Some(host) = &self.host {
             return self.write_hosted(batch, opts, host);
         }
-        let w = Writer::new(Some(batch), opts.sync, opts.min_sequence);
         let mut st = lock(&self.state);
+        let w = Writer::reuse(st.spare_writer.take(), batch, opts.sync, opts.min_sequence);
         st.writers.push_back(w.clone());
         loop {
             if let Some(r) = lock(&w.result).take() {
@@ -323,6 +344,8 @@ impl DbInner {
             }
         }
         wake_front(&st);
+        // Popped above: only this thread holds it (see `Writer::reuse`).
+        st.spare_writer = Some(w);
         drop(st);
         if !self.opts.background_work {
             self.run_inline_work()?;
