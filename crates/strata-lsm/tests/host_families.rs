@@ -75,12 +75,19 @@ fn hosted_memtable_flushes_with_the_host() {
     put(&fam, b"b", b"2");
     assert_eq!(tables(&fam), 1);
     assert_eq!(fam.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    // From here the host's compaction thread may merge the hosted L0
+    // tables at any time (l0_compaction_trigger is 2): flushes are counted
+    // instead of tables.
     host.flush().unwrap();
-    assert_eq!(tables(&fam), 2);
+    assert_eq!(fam.stats().io.flushes, 2);
     // A hosted engine's own flush works too (in the calling thread).
     put(&fam, b"c", b"3");
+    let flushes = fam.stats().io.flushes;
     fam.flush().unwrap();
-    assert_eq!(tables(&fam), 3);
+    let s = fam.stats();
+    assert_eq!(s.io.flushes, flushes + 1, "{s:?}");
+    assert_eq!((s.memtable_bytes, s.immutable_memtables), (0, 0), "{s:?}");
+    assert_eq!(fam.get(b"c").unwrap().as_deref(), Some(&b"3"[..]));
 }
 
 #[test]
@@ -178,4 +185,48 @@ fn hosted_options_are_checked() {
     o.wal = true;
     let e = Db::open(dir.path().join("b"), o).err().unwrap();
     assert!(e.to_string().contains("hosted"), "{e}");
+}
+
+/// `write_in_place` writes a batch as `write` does and hands it back
+/// cleared, to a hosted engine (inserted in place) and to its host (the
+/// batch's contents go through the writer queue); a refused batch is
+/// cleared too and writes nothing.
+#[test]
+fn write_in_place_writes_and_leaves_the_batch_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    let host_ref = HostRef::default();
+    let host = Db::open(dir.path().join("host"), host_opts(&host_ref)).unwrap();
+    let fam = Db::open(dir.path().join("fam"), hosted_opts(&host_ref)).unwrap();
+    let mut b = WriteBatch::new();
+    for round in 0..3u8 {
+        for db in [&fam, &host] {
+            b.put(&[b'k', round], &[round]).delete(b"gone");
+            let before = db.last_sequence();
+            db.write_in_place(&mut b, WriteOptions::default().min_sequence(before + 10))
+                .unwrap();
+            assert!(b.is_empty() && b.len() == 0, "round {round}: not cleared");
+            assert_eq!(db.last_sequence(), before + 11, "round {round}");
+            assert_eq!(
+                db.get(&[b'k', round]).unwrap().as_deref(),
+                Some(&[round][..])
+            );
+        }
+    }
+    // Refused (merge operand without an operator): nothing written.
+    for db in [&fam, &host] {
+        b.put(b"first", b"v").merge(b"counter", b"1");
+        let before = db.last_sequence();
+        assert!(db.write_in_place(&mut b, WriteOptions::default()).is_err());
+        assert!(b.is_empty());
+        assert_eq!(db.last_sequence(), before);
+        assert_eq!(db.get(b"first").unwrap(), None);
+    }
+    // Cleared before a flush, the hosted batch's entries are the table's.
+    host.flush().unwrap();
+    for round in 0..3u8 {
+        assert_eq!(
+            fam.get(&[b'k', round]).unwrap().as_deref(),
+            Some(&[round][..])
+        );
+    }
 }

@@ -522,6 +522,14 @@ impl Db {
         self.inner.write(batch, opts)
     }
 
+    /// [`Db::write`] that leaves `batch` with the caller, cleared, for the
+    /// next write: an engine hosted by another ([`crate::Options::host`])
+    /// inserts it in place, so a caller that keeps its batch writes
+    /// without an allocation; another engine takes the batch's contents.
+    pub fn write_in_place(&self, batch: &mut WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.inner.write_in_place(batch, opts)
+    }
+
     /// The latest value of `key`; `None` if absent or deleted. Errors: I/O or
     /// corruption of a table read.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

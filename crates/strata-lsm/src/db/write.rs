@@ -205,7 +205,37 @@ pub(crate) fn insert_with_hooks<'h>(
 
 impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
-        if validate_batch(&batch)? {
+        if !self.check_write(&batch, &opts)? {
+            return Ok(());
+        }
+        if let Some(host) = &self.host {
+            let mut batch = batch;
+            return self.write_hosted(&mut batch, opts, host);
+        }
+        self.write_queued(batch, opts)
+    }
+
+    /// [`DbInner::write`] leaving the batch's buffer with the caller,
+    /// cleared: a hosted engine inserts it in place; another engine takes
+    /// its contents.
+    pub(crate) fn write_in_place(&self, batch: &mut WriteBatch, opts: WriteOptions) -> Result<()> {
+        let result = match self.check_write(batch, &opts) {
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+            Ok(true) => match &self.host {
+                Some(host) => self.write_hosted(batch, opts, host),
+                None => return self.write_queued(std::mem::take(batch), opts),
+            },
+        };
+        batch.clear();
+        result
+    }
+
+    /// Refuses a batch no write may apply (oversized key or value, merge
+    /// operands without an operator or under an extension that refuses
+    /// them, sequence numbers past the largest); false if it is empty.
+    fn check_write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<bool> {
+        if validate_batch(batch)? {
             merge::require(self.opts.merge_operator.as_ref())?;
             if let Some(why) = self.hooks.iter().find_map(|h| h.refuses_merge_operands()) {
                 return Err(Error::invalid(format!(
@@ -214,7 +244,7 @@ impl DbInner {
             }
         }
         if batch.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         if opts.min_sequence > key::MAX_SEQ - batch.len() as u64 {
             return Err(Error::invalid(format!(
@@ -223,9 +253,12 @@ impl DbInner {
                 key::MAX_SEQ
             )));
         }
-        if let Some(host) = &self.host {
-            return self.write_hosted(batch, opts, host);
-        }
+        Ok(true)
+    }
+
+    /// The write of a checked, non-empty batch through the writer queue
+    /// (an engine with a WAL of its own).
+    fn write_queued(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
         let mut st = lock(&self.state);
         let w = Writer::reuse(st.spare_writer.take(), batch, opts.sync, opts.min_sequence);
         st.writers.push_back(w.clone());
@@ -358,7 +391,7 @@ impl DbInner {
     /// to switch memtables when this one is full. No stall, no switch.
     fn write_hosted(
         &self,
-        mut batch: WriteBatch,
+        batch: &mut WriteBatch,
         opts: WriteOptions,
         host: &crate::host::HostedSet,
     ) -> Result<()> {
@@ -375,7 +408,7 @@ impl DbInner {
         };
         let seq = (self.last_sequence.load(Ordering::SeqCst) + 1).max(opts.min_sequence);
         batch.set_sequence(seq);
-        match insert_into(&mem, &batch, None) {
+        match insert_into(&mem, batch, None) {
             Ok(bytes) => Counters::add(&self.counters.user_bytes_written, bytes),
             Err(e) => {
                 // Part of the batch may be in the memtable.

@@ -35,7 +35,7 @@ use strata_lsm::key::SeqNo;
 use strata_lsm::Snapshot;
 
 use super::def::Attrs;
-use super::entries::{entry_key, scan_entries};
+use super::entries::{entry_key_into, scan_entries};
 use super::repair::{MergeRepair, RepairStats};
 use super::strategy::{
     self, BuildMethod, Check, Counters, Current, IndexStrategy, NeedsCurrent, OpenCx, Query,
@@ -191,48 +191,52 @@ impl IndexStrategy for Composite {
 
     fn apply(&self, ops: &[OpRef<'_>], current: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
         let sync = self.mode == Mode::Sync;
-        // Sync mode also deletes each old version's entry.
-        let mut batch = tree::batch_for(ops, if sync { 2 } else { 1 });
-        let mut pk_batch = self.pk.as_ref().map(|_| tree::batch_for(ops, 1));
-        // Each key's (seq, attribute) after the operations so far (sync
-        // mode reads old versions).
-        let mut latest: tree::BatchLatest<'_, Option<(SeqNo, Option<IndexValue>)>> =
-            tree::BatchLatest::new(ops);
+        if let Some(pk) = &self.pk {
+            pk.write_with(0, |batch, _| {
+                for &(seq, key, new) in ops {
+                    match new {
+                        Some(_) => batch.put(key, &tree::seq_bytes(seq, false)),
+                        None => batch.delete(key),
+                    };
+                }
+                Ok(())
+            })?;
+        }
         let (mut added, mut removed) = (0, 0);
-        for &(seq, key, new) in ops {
-            let new_attr = new.and_then(|raw| attrs.counted(raw));
-            if sync {
-                let old = match latest.take(key) {
-                    Some(o) => o,
-                    None => match current.get(key) {
-                        Some(Some((s, raw))) => Some((*s, attrs.get(raw).ok())),
-                        _ => None,
-                    },
-                };
-                if let Some((s, Some(v))) = old {
-                    batch.delete(&entry_key(&v, key, s));
-                    removed += 1;
+        // Sync mode also deletes each old version's entry.
+        self.tree.write_with(0, |batch, b| {
+            // Each key's (seq, attribute) after the operations so far (sync
+            // mode reads old versions).
+            let mut latest: tree::BatchLatest<'_, Option<(SeqNo, Option<IndexValue>)>> =
+                tree::BatchLatest::new(ops);
+            for &(seq, key, new) in ops {
+                let new_attr = new.and_then(|raw| attrs.counted(raw));
+                if sync {
+                    let old = match latest.take(key) {
+                        Some(o) => o,
+                        None => match current.get(key) {
+                            Some(Some((s, raw))) => Some((*s, attrs.get(raw).ok())),
+                            _ => None,
+                        },
+                    };
+                    if let Some((s, Some(v))) = old {
+                        entry_key_into(&v, key, s, &mut b.key);
+                        batch.delete(&b.key);
+                        removed += 1;
+                    }
+                }
+                if let Some(v) = &new_attr {
+                    self.tree.note_extent(v, batch);
+                    entry_key_into(v, key, seq, &mut b.key);
+                    batch.put(&b.key, &tree::geometry(v));
+                    added += 1;
+                }
+                if sync {
+                    latest.set(key, new.map(|_| (seq, new_attr)));
                 }
             }
-            if let Some(v) = &new_attr {
-                self.tree.note_extent(v, &mut batch);
-                batch.put(&entry_key(v, key, seq), &tree::geometry(v));
-                added += 1;
-            }
-            if let Some(pk_batch) = &mut pk_batch {
-                match new {
-                    Some(_) => pk_batch.put(key, &tree::seq_bytes(seq, false)),
-                    None => pk_batch.delete(key),
-                };
-            }
-            if sync {
-                latest.set(key, new.map(|_| (seq, new_attr)));
-            }
-        }
-        if let (Some(pk), Some(pk_batch)) = (&self.pk, pk_batch) {
-            pk.write(pk_batch)?;
-        }
-        self.tree.write(batch)?;
+            Ok(())
+        })?;
         self.counters.add_entries(added, removed);
         Ok(())
     }

@@ -28,7 +28,7 @@ use strata_lsm::Snapshot;
 use strata_lsm::WriteBatch;
 
 use super::def::Attrs;
-use super::entries::{entry_key, scan_entries};
+use super::entries::{entry_key, entry_key_into, scan_entries};
 use super::strategy::{
     self, BuildMethod, Check, Counters, Current, DroppedEntry, IndexStrategy, NeedsCurrent, OpenCx,
     Query, QueryCx, StrategyKind, VersionSlot, WritePath,
@@ -119,16 +119,18 @@ impl IndexStrategy for Deli {
     }
 
     fn apply(&self, ops: &[OpRef<'_>], _: &Current<'_>, attrs: &Attrs<'_>) -> Result<()> {
-        let mut batch = tree::batch_for(ops, 1);
         let mut added = 0;
-        for &(seq, key, new) in ops {
-            if let Some(v) = new.and_then(|raw| attrs.counted(raw)) {
-                self.tree.note_extent(&v, &mut batch);
-                batch.put(&entry_key(&v, key, seq), &tree::geometry(&v));
-                added += 1;
+        self.tree.write_with(0, |batch, b| {
+            for &(seq, key, new) in ops {
+                if let Some(v) = new.and_then(|raw| attrs.counted(raw)) {
+                    self.tree.note_extent(&v, batch);
+                    entry_key_into(&v, key, seq, &mut b.key);
+                    batch.put(&b.key, &tree::geometry(&v));
+                    added += 1;
+                }
             }
-        }
-        self.tree.write(batch)?;
+            Ok(())
+        })?;
         self.counters.add_entries(added, 0);
         Ok(())
     }

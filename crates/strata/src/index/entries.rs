@@ -22,10 +22,17 @@ pub(crate) fn entry_key(v: &IndexValue, pk: &[u8], seq: SeqNo) -> Vec<u8> {
         _ => 8,
     };
     let mut k = Vec::with_capacity(sk + pk.len() + 8);
-    tree::sort_key_into(v, &mut k);
+    entry_key_into(v, pk, seq, &mut k);
+    k
+}
+
+/// [`entry_key`] written into `k` (cleared first), for a caller that
+/// keeps its buffer.
+pub(crate) fn entry_key_into(v: &IndexValue, pk: &[u8], seq: SeqNo, k: &mut Vec<u8>) {
+    k.clear();
+    tree::sort_key_into(v, k);
     k.extend_from_slice(pk);
     k.extend_from_slice(&tree::seq_bytes(seq, false));
-    k
 }
 
 /// `(primary key, seq)` of an entry key.

@@ -64,9 +64,16 @@ use super::{Hit, IndexStats, OpRef, QueryProfile};
 type List = Vec<(Vec<u8>, SeqNo)>;
 
 fn list_key(v: &IndexValue) -> Vec<u8> {
-    let mut k = tree::sort_key(v);
-    k.extend_from_slice(&tree::geometry(v));
+    let mut k = Vec::new();
+    list_key_into(v, &mut k);
     k
+}
+
+/// [`list_key`] written into `k` (cleared first).
+fn list_key_into(v: &IndexValue, k: &mut Vec<u8>) {
+    k.clear();
+    tree::sort_key_into(v, k);
+    k.extend_from_slice(&tree::geometry(v));
 }
 
 #[cfg(test)]
@@ -288,12 +295,12 @@ fn encode_lazy(l: &[LazyEntry]) -> Vec<u8> {
     out
 }
 
-/// A one-entry Lazy list: what a write merges into its value's list.
-fn fragment(pk: &[u8], seq: SeqNo, marker: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(pk.len() + 12);
-    put_varint64(&mut out, 1);
-    put_entry(&mut out, pk, seq << 1 | u64::from(marker));
-    out
+/// A one-entry Lazy list, what a write merges into its value's list,
+/// written into `out` (cleared first).
+fn fragment_into(pk: &[u8], seq: SeqNo, marker: bool, out: &mut Vec<u8>) {
+    out.clear();
+    put_varint64(out, 1);
+    put_entry(out, pk, seq << 1 | u64::from(marker));
 }
 
 /// A Lazy entry's trailer as (sequence number, is a delete marker).
@@ -601,7 +608,7 @@ impl Posting {
     /// key range down and leaves older entries of other ranges above), so
     /// the bound is each component's largest tree sequence number, which
     /// covers the primary sequence numbers inside it
-    /// ([`IndexTree::write_covering`]; only on a tree that
+    /// ([`IndexTree::write_with`]; only on a tree that
     /// [`IndexTree::seq_covers`]). A list whose merged value or deletion
     /// was met hides its entries in older components.
     fn lazy_top_k_ranges(
@@ -692,40 +699,45 @@ impl Posting {
         current: &Current<'_>,
         attrs: &Attrs<'_>,
     ) -> Result<()> {
-        let mut batch = tree::batch_for(ops, 1);
         let (mut added, mut removed) = (0, 0);
-        // Each key's attribute after the operations so far (a delete's old
-        // value may come from earlier in the batch).
-        let mut latest: tree::BatchLatest<'_, Option<IndexValue>> = tree::BatchLatest::new(ops);
-        for &(seq, key, new) in ops {
-            match new {
-                Some(raw) => {
-                    let v = attrs.counted(raw);
-                    if let Some(v) = &v {
-                        self.tree.note_extent(v, &mut batch);
-                        batch.merge(&list_key(v), &fragment(key, seq, false));
-                        added += 1;
+        let newest = ops.iter().map(|&(seq, _, _)| seq).max().unwrap_or(0);
+        self.tree.write_with(newest, |batch, b| {
+            // Each key's attribute after the operations so far (a delete's
+            // old value may come from earlier in the batch).
+            let mut latest: tree::BatchLatest<'_, Option<IndexValue>> = tree::BatchLatest::new(ops);
+            for &(seq, key, new) in ops {
+                match new {
+                    Some(raw) => {
+                        let v = attrs.counted(raw);
+                        if let Some(v) = &v {
+                            self.tree.note_extent(v, batch);
+                            list_key_into(v, &mut b.key);
+                            fragment_into(key, seq, false, &mut b.value);
+                            batch.merge(&b.key, &b.value);
+                            added += 1;
+                        }
+                        latest.set(key, v);
                     }
-                    latest.set(key, v);
-                }
-                None => {
-                    let old = match latest.take(key) {
-                        Some(o) => o,
-                        None => match current.get(key) {
-                            Some(Some((_, raw))) => attrs.get(raw).ok(),
-                            _ => None,
-                        },
-                    };
-                    if let Some(v) = old {
-                        batch.merge(&list_key(&v), &fragment(key, seq, true));
-                        removed += 1;
+                    None => {
+                        let old = match latest.take(key) {
+                            Some(o) => o,
+                            None => match current.get(key) {
+                                Some(Some((_, raw))) => attrs.get(raw).ok(),
+                                _ => None,
+                            },
+                        };
+                        if let Some(v) = old {
+                            list_key_into(&v, &mut b.key);
+                            fragment_into(key, seq, true, &mut b.value);
+                            batch.merge(&b.key, &b.value);
+                            removed += 1;
+                        }
+                        latest.set(key, None);
                     }
-                    latest.set(key, None);
                 }
             }
-        }
-        let newest = ops.iter().map(|&(seq, _, _)| seq).max().unwrap_or(0);
-        self.tree.write_covering(batch, newest)?;
+            Ok(())
+        })?;
         self.counters.add_entries(added, removed);
         Ok(())
     }

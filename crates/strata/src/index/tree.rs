@@ -45,7 +45,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use strata_lsm::error::{Error, Result};
 use strata_lsm::hooks::EngineHooks;
@@ -55,15 +55,6 @@ use strata_lsm::{Db, WriteBatch};
 
 use super::value::{IndexValue, KeyType, Predicate};
 use super::OpRef;
-
-/// An empty tree batch with room for one entry per operation of `ops`
-/// (their keys plus the attribute's sort key, the sequence number, the
-/// geometry and the record header: at most 64 bytes more but for long
-/// strings), so a batch does not grow by reallocation.
-pub(crate) fn batch_for(ops: &[OpRef<'_>], entries_per_op: usize) -> WriteBatch {
-    let room: usize = ops.iter().map(|(_, key, _)| key.len() + 64).sum();
-    WriteBatch::with_capacity(room.saturating_mul(entries_per_op))
-}
 
 /// Each key's state after a batch's operations so far, read back by a
 /// later operation on the same key as its old version. A batch of one
@@ -401,15 +392,25 @@ pub fn index_dir(db_dir: &Path, id: u32) -> PathBuf {
     db_dir.join(format!("index-{id}"))
 }
 
+/// Buffers a writer of [`IndexTree::write_with`] builds entries in.
+#[derive(Default)]
+pub struct Bufs {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
 /// One nested LSM tree with the largest rectangle half-extents of its
 /// entries (for spatial queries).
 pub struct IndexTree {
     pub db: Db,
     extent: [AtomicU64; 2],
-    /// The strategy writes with [`IndexTree::write_covering`].
+    /// The strategy writes with [`IndexTree::write_covering`] (or
+    /// [`IndexTree::write_with`] given the primary's sequence number).
     covering: bool,
     /// `covering` and the tree holds [`SEQ_COVERS_KEY`].
     seq_covers: AtomicBool,
+    /// A batch and buffers kept between writes ([`IndexTree::write_with`]).
+    scratch: Mutex<(WriteBatch, Bufs)>,
 }
 
 impl IndexTree {
@@ -419,7 +420,8 @@ impl IndexTree {
 
     /// Opens a tree whose strategy has its own layout version `layout`
     /// (a tree of another version fails the open). `covering`: the
-    /// strategy writes every entry with [`IndexTree::write_covering`]; a
+    /// strategy writes every entry with [`IndexTree::write_covering`] or
+    /// [`IndexTree::write_with`] at the primary's sequence number; a
     /// tree created (or cleared) so is marked and [`IndexTree::seq_covers`].
     pub fn open_layout(
         path: PathBuf,
@@ -469,6 +471,7 @@ impl IndexTree {
             extent,
             covering,
             seq_covers,
+            scratch: Mutex::new((WriteBatch::new(), Bufs::default())),
         })
     }
 
@@ -502,6 +505,31 @@ impl IndexTree {
 
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_covering(batch, 0)
+    }
+
+    /// Writes what `fill` adds to an empty batch (given cleared buffers
+    /// for the entries' keys and values too), as
+    /// [`IndexTree::write_covering`] does with `primary_seq`. The batch and
+    /// the buffers are the tree's own, kept for the next call: a tree
+    /// hosted by the primary inserts the batch in place, so the write
+    /// allocates nothing. Single writer (the primary's write leader or a
+    /// build), as [`IndexTree::note_extent`].
+    pub fn write_with(
+        &self,
+        primary_seq: SeqNo,
+        fill: impl FnOnce(&mut WriteBatch, &mut Bufs) -> Result<()>,
+    ) -> Result<()> {
+        let mut scratch = super::lock(&self.scratch);
+        let (batch, bufs) = &mut *scratch;
+        batch.clear();
+        bufs.key.clear();
+        bufs.value.clear();
+        fill(batch, bufs)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.db
+            .write_in_place(batch, WriteOptions::default().min_sequence(primary_seq))
     }
 
     /// Writes `batch` at sequence numbers of at least `primary_seq`, the
