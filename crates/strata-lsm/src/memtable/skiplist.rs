@@ -505,20 +505,19 @@ impl SkipList {
             // I2), and `level` is below its height: we only descend.
             let link = unsafe { Node::link(x, level) };
             let next = link.next.load(AtomicOrdering::Acquire);
+            let hint = link.hint().wide();
             let go_right = !next.is_null()
                 && !ptr::eq(next, rejected)
-                && match link.hint().wide().cmp(&target_head) {
-                    // `next` is past `t` (I4) without loading it.
-                    Ordering::Greater => false,
-                    // The inserter's hints are exact (I5).
-                    Ordering::Less if exact => true,
+                // A larger hint: `next` is past `t` (I4) without loading it.
+                && hint <= target_head
+                // The inserter's hints are exact (I5).
+                && ((exact && hint < target_head)
                     // SAFETY: `next` was loaded from a link (I1, I2).
-                    _ => match unsafe { compare(next, t) } {
+                    || match unsafe { compare(next, t) } {
                         Ordering::Less => true,
                         Ordering::Equal => after_equal,
                         Ordering::Greater => false,
-                    },
-                };
+                    });
             if go_right {
                 x = next;
             } else {
