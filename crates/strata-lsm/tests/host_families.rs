@@ -204,7 +204,8 @@ fn write_in_place_writes_and_leaves_the_batch_cleared() {
             let before = db.last_sequence();
             db.write_in_place(&mut b, WriteOptions::default().min_sequence(before + 10))
                 .unwrap();
-            assert!(b.is_empty() && b.len() == 0, "round {round}: not cleared");
+            assert!(b.is_empty(), "round {round}: not cleared");
+            assert_eq!(b.encoded_len(), WriteBatch::new().encoded_len());
             assert_eq!(db.last_sequence(), before + 11, "round {round}");
             assert_eq!(
                 db.get(&[b'k', round]).unwrap().as_deref(),
