@@ -392,6 +392,10 @@ pub fn index_dir(db_dir: &Path, id: u32) -> PathBuf {
     db_dir.join(format!("index-{id}"))
 }
 
+/// Largest batch encoding whose buffer [`IndexTree::write_with`] keeps
+/// for the next write.
+const SCRATCH_KEEP_BYTES: usize = 64 << 10;
+
 /// Buffers a writer of [`IndexTree::write_with`] builds entries in.
 #[derive(Default)]
 pub struct Bufs {
@@ -528,8 +532,15 @@ impl IndexTree {
         if batch.is_empty() {
             return Ok(());
         }
-        self.db
-            .write_in_place(batch, WriteOptions::default().min_sequence(primary_seq))
+        let len = batch.encoded_len();
+        let r = self
+            .db
+            .write_in_place(batch, WriteOptions::default().min_sequence(primary_seq));
+        // A build's large batch is not kept for the writes after it.
+        if len > SCRATCH_KEEP_BYTES {
+            *batch = WriteBatch::new();
+        }
+        r
     }
 
     /// Writes `batch` at sequence numbers of at least `primary_seq`, the
