@@ -42,6 +42,14 @@ fn hosted_opts(host: &HostRef) -> Options {
     small().hosted_by(host.clone())
 }
 
+/// A host in `dir/host` and one engine it hosts in `dir/fam`.
+fn host_and_family(dir: &std::path::Path) -> (Db, Db) {
+    let host_ref = HostRef::default();
+    let host = Db::open(dir.join("host"), host_opts(&host_ref)).unwrap();
+    let fam = Db::open(dir.join("fam"), hosted_opts(&host_ref)).unwrap();
+    (host, fam)
+}
+
 fn put(db: &Db, k: &[u8], v: &[u8]) {
     let mut b = WriteBatch::new();
     b.put(k, v);
@@ -55,9 +63,7 @@ fn tables(db: &Db) -> usize {
 #[test]
 fn hosted_memtable_flushes_with_the_host() {
     let dir = tempfile::tempdir().unwrap();
-    let host_ref = HostRef::default();
-    let host = Db::open(dir.path().join("host"), host_opts(&host_ref)).unwrap();
-    let fam = Db::open(dir.path().join("fam"), hosted_opts(&host_ref)).unwrap();
+    let (host, fam) = host_and_family(dir.path());
     put(&fam, b"a", b"1");
     put(&host, b"x", b"1");
     assert_eq!(fam.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
@@ -93,9 +99,7 @@ fn hosted_memtable_flushes_with_the_host() {
 #[test]
 fn full_hosted_memtable_switches_the_host() {
     let dir = tempfile::tempdir().unwrap();
-    let host_ref = HostRef::default();
-    let host = Db::open(dir.path().join("host"), host_opts(&host_ref)).unwrap();
-    let fam = Db::open(dir.path().join("fam"), hosted_opts(&host_ref)).unwrap();
+    let (host, fam) = host_and_family(dir.path());
     // Fill the hosted memtable past its budget; the host's own stays tiny.
     let v = vec![7u8; 1000];
     for i in 0..100u32 {
@@ -194,9 +198,7 @@ fn hosted_options_are_checked() {
 #[test]
 fn write_in_place_writes_and_leaves_the_batch_cleared() {
     let dir = tempfile::tempdir().unwrap();
-    let host_ref = HostRef::default();
-    let host = Db::open(dir.path().join("host"), host_opts(&host_ref)).unwrap();
-    let fam = Db::open(dir.path().join("fam"), hosted_opts(&host_ref)).unwrap();
+    let (host, fam) = host_and_family(dir.path());
     let mut b = WriteBatch::new();
     for round in 0..3u8 {
         for db in [&fam, &host] {

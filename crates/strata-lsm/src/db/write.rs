@@ -204,28 +204,26 @@ pub(crate) fn insert_with_hooks<'h>(
 }
 
 impl DbInner {
-    pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+    pub(crate) fn write(&self, mut batch: WriteBatch, opts: WriteOptions) -> Result<()> {
         if !self.check_write(&batch, &opts)? {
             return Ok(());
         }
-        if let Some(host) = &self.host {
-            let mut batch = batch;
-            return self.write_hosted(&mut batch, opts, host);
+        match &self.host {
+            Some(host) => self.write_hosted(&mut batch, opts, host),
+            None => self.write_queued(batch, opts),
         }
-        self.write_queued(batch, opts)
     }
 
     /// [`DbInner::write`] leaving the batch's buffer with the caller,
     /// cleared: a hosted engine inserts it in place; another engine takes
     /// its contents.
     pub(crate) fn write_in_place(&self, batch: &mut WriteBatch, opts: WriteOptions) -> Result<()> {
+        let Some(host) = &self.host else {
+            return self.write(std::mem::take(batch), opts);
+        };
         let result = match self.check_write(batch, &opts) {
-            Ok(false) => Ok(()),
-            Err(e) => Err(e),
-            Ok(true) => match &self.host {
-                Some(host) => self.write_hosted(batch, opts, host),
-                None => return self.write_queued(std::mem::take(batch), opts),
-            },
+            Ok(true) => self.write_hosted(batch, opts, host),
+            other => other.map(drop),
         };
         batch.clear();
         result
