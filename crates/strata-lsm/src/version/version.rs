@@ -25,6 +25,12 @@ pub struct Version {
     /// become obsolete. Set by the version set on every version it hands
     /// out; copies and versions derived by `apply` inherit it.
     pub(crate) release: Option<Arc<ReleaseSignal>>,
+    /// A file whose largest user key is the greatest of all `levels`
+    /// (`None` without files): a key above it is in no table, which
+    /// [`Version::files_for_key`] answers without a level walk (the
+    /// existence check of every write of ascending keys). Kept by `apply`,
+    /// the only way `levels` changes.
+    top: Option<Arc<FileMetaData>>,
 }
 
 impl Drop for Version {
@@ -60,6 +66,7 @@ impl Version {
             levels: vec![Vec::new(); num_levels],
             ext: BTreeMap::new(),
             release: None,
+            top: None,
         }
     }
 
@@ -106,7 +113,18 @@ impl Version {
                 }
             }
         }
+        v.top = v
+            .levels
+            .iter()
+            .flatten()
+            .max_by(|a, b| largest_user(a).cmp(largest_user(b)))
+            .cloned();
         Ok(v)
+    }
+
+    /// True if `user_key` is above every table's key range.
+    fn above_every_file(&self, user_key: &[u8]) -> bool {
+        self.top.as_ref().is_none_or(|f| user_key > largest_user(f))
     }
 
     /// Number of levels.
@@ -140,11 +158,16 @@ impl Version {
         &'a self,
         user_key: &'a [u8],
     ) -> impl Iterator<Item = &'a Arc<FileMetaData>> + 'a {
-        let l0 = self.levels[0]
+        let (l0, levels): (&[Arc<FileMetaData>], _) = if self.above_every_file(user_key) {
+            (&[], 1..1)
+        } else {
+            (&self.levels[0], 1..self.num_levels())
+        };
+        let l0 = l0
             .iter()
             .filter(move |f| smallest_user(f) <= user_key && user_key <= largest_user(f));
-        let deeper = (1..self.num_levels())
-            .filter_map(move |l| self.find_file(l, user_key).map(|i| &self.levels[l][i]));
+        let deeper =
+            levels.filter_map(move |l| self.find_file(l, user_key).map(|i| &self.levels[l][i]));
         l0.chain(deeper)
     }
 
@@ -174,6 +197,9 @@ impl Version {
         user_key: &[u8],
         snapshot: SeqNo,
     ) -> Result<Option<Found>> {
+        if self.above_every_file(user_key) {
+            return Ok(None);
+        }
         for f in &self.levels[0] {
             if f.smallest_seq > snapshot
                 || user_key < smallest_user(f)
@@ -386,5 +412,82 @@ impl InternalIterator for LevelIter {
     }
     fn value(&self) -> &[u8] {
         self.current.as_ref().map(|c| c.value()).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ikey(user: &[u8]) -> Vec<u8> {
+        key::make_internal_key(user, 1, key::ValueKind::Value)
+    }
+
+    fn file(number: u64, lo: &[u8], hi: &[u8]) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData {
+            number,
+            file_size: 100,
+            smallest: ikey(lo),
+            largest: ikey(hi),
+            smallest_seq: number,
+            largest_seq: number,
+            num_entries: 1,
+            num_deletions: 0,
+        })
+    }
+
+    /// The files a walk of every level finds for `k` (the definition
+    /// `files_for_key` must agree with, its fast path included).
+    fn walk(v: &Version, k: &[u8]) -> Vec<u64> {
+        let l0 = v.levels[0]
+            .iter()
+            .filter(|f| smallest_user(f) <= k && k <= largest_user(f));
+        let deeper = (1..v.num_levels()).filter_map(|l| v.find_file(l, k).map(|i| &v.levels[l][i]));
+        l0.chain(deeper).map(|f| f.number).collect()
+    }
+
+    #[test]
+    fn files_for_key_agrees_with_a_walk_of_every_level_above_and_below_the_top() {
+        let edit = VersionEdit {
+            new_files: vec![
+                (0, file(9, b"c", b"k")),
+                (0, file(8, b"a", b"d")),
+                (1, file(5, b"b", b"f")),
+                (1, file(6, b"h", b"m")),
+                (2, file(3, b"a", b"z")),
+            ],
+            ..VersionEdit::default()
+        };
+        let v = Version::new(3).apply(&edit).unwrap();
+        for k in [
+            &b"a"[..],
+            b"c",
+            b"g",
+            b"m",
+            b"y",
+            b"z",
+            b"z\0",
+            b"zz",
+            b"\xff",
+        ] {
+            let got: Vec<u64> = v.files_for_key(k).map(|f| f.number).collect();
+            assert_eq!(got, walk(&v, k), "key {k:?}");
+        }
+        // Above every table: nothing, and no table is read.
+        assert_eq!(v.files_for_key(b"zz").count(), 0);
+        assert_eq!(v.files_for_key(b"z").count(), 1);
+        // The top moves down when its file leaves.
+        let v = v
+            .apply(&VersionEdit {
+                deleted_files: vec![(2, 3)],
+                ..VersionEdit::default()
+            })
+            .unwrap();
+        assert_eq!(v.files_for_key(b"y").count(), 0);
+        assert_eq!(
+            v.files_for_key(b"m").map(|f| f.number).collect::<Vec<_>>(),
+            [6]
+        );
+        assert_eq!(Version::new(3).files_for_key(b"a").count(), 0);
     }
 }
