@@ -836,9 +836,10 @@ impl Perseid {
                 }
             };
             // Candidates are validated in small batches: their volatile
-            // slots are touched first, all at once, so that the cache
-            // misses of a batch overlap (one random slot per entry
-            // dominated the profile of an index-only top-K lookup).
+            // slots are prefetched as the walk finds them, so that the
+            // cache misses of a batch overlap each other and the walk
+            // (one random slot per entry dominated the profile of an
+            // index-only top-K lookup).
             // (A batch on the stack, each candidate with its key's hash.)
             let mut batch = [pkey::Candidate::EMPTY; MAX_BATCH];
             let mut n = 0usize;
@@ -854,7 +855,14 @@ impl Perseid {
                     // An equality's one chain, walked and filtered in one
                     // loop (the loop below then finds it exhausted).
                     let out = batch.get_mut(..want).unwrap_or_default();
-                    len = c.fill(at, out, table::key_hash)?;
+                    // Each candidate's volatile slots are prefetched as
+                    // the walk finds it: their misses overlap the rest of
+                    // the walk instead of following it.
+                    len = c.fill(at, out, |pk| {
+                        let h = table::key_hash(pk);
+                        st.valid.prefetch(h);
+                        h
+                    })?;
                 }
                 while len < want {
                     let Some(e) = chains.next()? else { break };
@@ -865,10 +873,12 @@ impl Perseid {
                         continue;
                     }
                     if let Some(b) = batch.get_mut(len) {
+                        let hash = table::key_hash(e.pk);
+                        st.valid.prefetch(hash);
                         *b = pkey::Candidate {
                             pk: e.pk,
                             seq: e.seq,
-                            hash: table::key_hash(e.pk),
+                            hash,
                         };
                         len += 1;
                     }
@@ -877,7 +887,6 @@ impl Perseid {
                 if batch.is_empty() {
                     break;
                 }
-                st.valid.touch(batch.iter().map(|c| c.hash));
                 for e in batch {
                     validated += 1;
                     let ok = match st.valid.check_hashed(e.hash, e.pk, e.seq, at) {

@@ -629,19 +629,13 @@ impl Validation {
         }
     }
 
-    /// Loads the volatile slots `check_hashed` will read for the keys of
-    /// hashes `hs`, all at once: the loads are independent, so their
-    /// cache misses overlap, and the checks that follow find the lines in
-    /// cache. A hint only.
-    pub fn touch(&self, hs: impl Iterator<Item = u64>) {
-        if self.volatile.len() == 0 {
-            return;
+    /// Prefetches the volatile slots `check_hashed` will read for the key
+    /// of hash `h` (see `VolatileTable::prefetch_home`). A hint only.
+    #[inline(always)]
+    pub fn prefetch(&self, h: u64) {
+        if self.volatile.len() != 0 {
+            self.volatile.prefetch_home(h);
         }
-        let mut acc = 0u64;
-        for h in hs {
-            acc = acc.wrapping_add(self.volatile.home_words(h));
-        }
-        std::hint::black_box(acc);
     }
 
     /// Garbage collection's verdict on `(pk, seq)`: collectable if

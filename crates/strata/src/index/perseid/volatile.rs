@@ -198,13 +198,20 @@ impl VolatileTable {
         }
     }
 
-    /// The stored hashes at the home slot of hash `h` and four slots on
-    /// (the next cache line, where a lookup's probe often ends), summed:
-    /// loads for [`super::validation::Validation::touch`].
-    pub fn home_words(&self, h: u64) -> u64 {
+    /// Asks the CPU to load the home slot of hash `h` and the slot four
+    /// on (the next cache line, where a lookup's probe often ends),
+    /// without waiting for them: a hint, issued while a chain is walked,
+    /// so that the misses overlap that walk and each other (a load here
+    /// would hold up the walk until its line arrives).
+    #[inline(always)]
+    pub fn prefetch_home(&self, h: u64) {
         let i = self.home(h);
-        let at = |i: usize| self.slots.get(i).map_or(0, |s| s.hash);
-        at(i).wrapping_add(at(i + 4))
+        for s in [self.slots.get(i), self.slots.get(i + 4)]
+            .into_iter()
+            .flatten()
+        {
+            prefetch(s);
+        }
     }
 
     /// Sets the entry of `key` (hash `h`), inserting it if absent; in the
@@ -410,6 +417,23 @@ impl VolatileTable {
             .count();
         assert_eq!(big, self.big.len());
     }
+}
+
+/// A prefetch of the cache line holding `x` (nothing off x86_64).
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE (which `_mm_prefetch` requires) is part of the x86_64
+    // baseline, and a prefetch neither reads nor writes memory as the
+    // program sees it: it is a hint, valid for any address (here a live
+    // reference).
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 #[cfg(test)]
