@@ -26,10 +26,11 @@ pub struct Version {
     /// out; copies and versions derived by `apply` inherit it.
     pub(crate) release: Option<Arc<ReleaseSignal>>,
     /// A file whose largest user key is the greatest of all `levels`
-    /// (`None` without files): a key above it is in no table, which
-    /// [`Version::files_for_key`] answers without a level walk (the
-    /// existence check of every write of ascending keys). Kept by `apply`,
-    /// the only way `levels` changes.
+    /// (`None` without files; always one of `levels`' own files): a key
+    /// above it is in no table, which [`Version::files_for_key`] and
+    /// [`Version::get`] answer without a level walk (the existence check
+    /// of every write of ascending keys). Kept by `apply`, the only way
+    /// `levels` changes.
     top: Option<Arc<FileMetaData>>,
 }
 
@@ -473,7 +474,7 @@ mod tests {
             let got: Vec<u64> = v.files_for_key(k).map(|f| f.number).collect();
             assert_eq!(got, walk(&v, k), "key {k:?}");
         }
-        // Above every table: nothing, and no table is read.
+        // Above every table: no file.
         assert_eq!(v.files_for_key(b"zz").count(), 0);
         assert_eq!(v.files_for_key(b"z").count(), 1);
         // The top moves down when its file leaves.
