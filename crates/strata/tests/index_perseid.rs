@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{key, Rng};
@@ -392,6 +392,15 @@ fn a_table_bucket_that_fails_its_checks_when_a_write_reads_it_makes_the_next_ope
     check(&db, &model);
 }
 
+/// Writes the concurrent tests wait for beside their queries: their
+/// writer thread may not have run yet when a loaded machine has finished
+/// the planned rounds (both tests failed so, under a parallel load).
+const MIN_WRITES: u64 = 100;
+
+/// Rounds after which those tests stop waiting (the writer's count then
+/// fails them).
+const MAX_ROUNDS: u64 = 1_000_000;
+
 #[test]
 fn queries_stay_consistent_beside_writers() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,8 +408,9 @@ fn queries_stay_consistent_beside_writers() {
     let mut model = BTreeMap::new();
     load(&db, &mut Rng::new(9), 3000, &mut model);
     let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
+        let (db, stop, written) = (db.clone(), stop.clone(), written.clone());
         std::thread::spawn(move || {
             let mut rng = Rng::new(10);
             let mut i = 0;
@@ -410,6 +420,7 @@ fn queries_stay_consistent_beside_writers() {
                 db.put_opt(&key(k), &record(u, i), WriteOptions::default())
                     .unwrap();
                 i += 1;
+                written.store(i, Ordering::Relaxed);
                 if i % 500 == 0 {
                     db.flush().unwrap();
                 }
@@ -418,7 +429,12 @@ fn queries_stay_consistent_beside_writers() {
         })
     };
     let mut queries = 0;
-    for round in 0..400u64 {
+    // 400 rounds, and on until the writer has written beside them (on a
+    // loaded machine it may not have run yet).
+    for round in 0u64.. {
+        if round >= 400 && (written.load(Ordering::Relaxed) >= MIN_WRITES || round >= MAX_ROUNDS) {
+            break;
+        }
         let u = round % 4;
         let limit = [None, Some(1), Some(10)][(round % 3) as usize];
         let mut opts = QueryOptions::default();
@@ -465,8 +481,9 @@ fn index_only_lookups_see_one_snapshot_beside_writers() {
     }
     db.write(b, WriteOptions::default()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
+        let (db, stop, written) = (db.clone(), stop.clone(), written.clone());
         std::thread::spawn(move || {
             let (mut holder, mut i) = (0u64, 1u64);
             while !stop.load(Ordering::Relaxed) && i < 20_000 {
@@ -477,6 +494,7 @@ fn index_only_lookups_see_one_snapshot_beside_writers() {
                 db.write(b, WriteOptions::default()).unwrap();
                 holder = next;
                 i += 1;
+                written.store(i, Ordering::Relaxed);
                 if i % 700 == 0 {
                     db.flush().unwrap();
                 }
@@ -484,7 +502,11 @@ fn index_only_lookups_see_one_snapshot_beside_writers() {
             i
         })
     };
-    for round in 0..3000u64 {
+    // 3,000 rounds, and on until the writer has written beside them.
+    for round in 0u64.. {
+        if round >= 3000 && (written.load(Ordering::Relaxed) >= MIN_WRITES || round >= MAX_ROUNDS) {
+            break;
+        }
         let limit = [None, Some(1), Some(3)][(round % 3) as usize];
         let mut opts = QueryOptions::default().keys_only(true);
         if let Some(l) = limit {
