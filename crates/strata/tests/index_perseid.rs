@@ -401,6 +401,12 @@ const MIN_WRITES: u64 = 100;
 /// fails them).
 const MAX_ROUNDS: u64 = 1_000_000;
 
+/// True once a concurrent test's query loop has run its `planned` rounds
+/// and its writer has written beside them (see [`MIN_WRITES`]).
+fn rounds_done(round: u64, planned: u64, written: &AtomicU64) -> bool {
+    round >= planned && (written.load(Ordering::Relaxed) >= MIN_WRITES || round >= MAX_ROUNDS)
+}
+
 #[test]
 fn queries_stay_consistent_beside_writers() {
     let dir = tempfile::tempdir().unwrap();
@@ -432,7 +438,7 @@ fn queries_stay_consistent_beside_writers() {
     // 400 rounds, and on until the writer has written beside them (on a
     // loaded machine it may not have run yet).
     for round in 0u64.. {
-        if round >= 400 && (written.load(Ordering::Relaxed) >= MIN_WRITES || round >= MAX_ROUNDS) {
+        if rounds_done(round, 400, &written) {
             break;
         }
         let u = round % 4;
@@ -504,7 +510,7 @@ fn index_only_lookups_see_one_snapshot_beside_writers() {
     };
     // 3,000 rounds, and on until the writer has written beside them.
     for round in 0u64.. {
-        if round >= 3000 && (written.load(Ordering::Relaxed) >= MIN_WRITES || round >= MAX_ROUNDS) {
+        if rounds_done(round, 3000, &written) {
             break;
         }
         let limit = [None, Some(1), Some(3)][(round % 3) as usize];
