@@ -79,10 +79,12 @@ pub fn embedded_zone_maps(data: &[u8]) {
     }
 }
 
-/// The filter strategy's per-table block (range filter, deletion marks).
+/// The filter strategy's per-table blocks (range filter and deletion
+/// marks; the values block).
 pub fn range_filter(data: &[u8]) {
     if let Some((ty, rest)) = typed(data) {
         let _ = filter::decode(rest, ty, "fuzz");
+        let _ = filter::decode_values(rest, ty, "fuzz", |_, _| true);
     }
 }
 

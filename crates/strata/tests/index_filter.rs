@@ -346,3 +346,104 @@ fn marks_newer_than_the_snapshot_do_not_delete() {
         assert_eq!(now.len() as u64, n / 2, "{maintain}");
     }
 }
+
+/// Every table a flush or a compaction writes records each value of the
+/// index by sequence number in its values block (`docs/format/filter.md`),
+/// which later compactions read instead of the records: after updates,
+/// deletes and compactions, each table's values block holds exactly the
+/// (sequence number, encoded attribute) of its entries that have the
+/// attribute, and its range filter is their exact range.
+#[test]
+fn tables_record_every_value_by_sequence_number() {
+    use strata::lsm::coding::get_varint64;
+    use strata::lsm::iter::InternalIterator;
+    use strata::lsm::key::{parse_internal_key, ValueKind};
+    use strata::lsm::sstable::table::{Table, TableReadOptions};
+    use strata::lsm::stats::ReadPurpose;
+
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::small_for_tests().background_work(false);
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_index(spec("by_created", "created_at", "mutable-bitmap"))
+        .unwrap();
+    let mut rng = Rng::new(7);
+    let mut now = 0i64;
+    for round in 0..4 {
+        for _ in 0..300 {
+            now += 1;
+            let k = format!("k{:04}", rng.below(500));
+            if rng.chance(10) {
+                db.delete(k.as_bytes()).unwrap();
+            } else if rng.chance(10) {
+                // No attribute: not in the values block.
+                db.put(k.as_bytes(), br#"{"x":1}"#).unwrap();
+            } else {
+                db.put(k.as_bytes(), &doc(now, 0)).unwrap();
+            }
+        }
+        db.flush().unwrap();
+        if round % 2 == 1 {
+            db.compact_range(None, None).unwrap();
+        }
+    }
+    let id = db.indexes()[0].id;
+    drop(db);
+
+    let values_name = format!("filter.{id}.values");
+    let mut tables = 0;
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let Some(number) = name.strip_suffix(".sst").and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let size = std::fs::metadata(&p).unwrap().len();
+        let t = Arc::new(Table::open(&p, number, size, TableReadOptions::uncached()).unwrap());
+        // The values the table's entries have.
+        let mut want = Vec::new();
+        let mut it = t.iter(ReadPurpose::Query);
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            let k = parse_internal_key(it.key()).unwrap();
+            if k.kind == ValueKind::Value {
+                let v: serde_json::Value = serde_json::from_slice(it.value()).unwrap();
+                if let Some(c) = v["created_at"].as_i64() {
+                    want.push((k.seq, IndexValue::I64(c).encode()));
+                }
+            }
+            it.next().unwrap();
+        }
+        // The values block: version 1, key type 1 (i64), count, entries.
+        let block = t.meta_block(&values_name).unwrap().expect("values block");
+        assert_eq!(&block[..2], &[1, 1], "table {number}");
+        let mut src = &block[2..];
+        let n = get_varint64(&mut src).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..n {
+            let seq = get_varint64(&mut src).unwrap();
+            let len = get_varint64(&mut src).unwrap() as usize;
+            got.push((seq, src[..len].to_vec()));
+            src = &src[len..];
+        }
+        assert!(src.is_empty());
+        assert_eq!(got, want, "table {number}");
+        // The range filter: version, type, flags, value count, then (own
+        // zone present) its min and max.
+        let f = t.meta_block(&format!("filter.{id}")).unwrap().unwrap();
+        let mut src = &f[3..];
+        assert_eq!(get_varint64(&mut src).unwrap(), want.len() as u64);
+        if let (Some(lo), Some(hi)) = (
+            want.iter().map(|w| &w.1).min(),
+            want.iter().map(|w| &w.1).max(),
+        ) {
+            assert_eq!(f[2] & 1, 1, "own zone present");
+            let lo_len = get_varint64(&mut src).unwrap() as usize;
+            assert_eq!(&src[..lo_len], lo.as_slice(), "table {number}");
+            src = &src[lo_len..];
+            let hi_len = get_varint64(&mut src).unwrap() as usize;
+            assert_eq!(&src[..hi_len], hi.as_slice(), "table {number}");
+        }
+        tables += 1;
+    }
+    assert!(tables >= 2, "{tables} tables");
+}
