@@ -14,9 +14,29 @@
 //! vector is the same vector on small pages. The index strategies use it
 //! for the tables an index-only lookup probes (PERSEID's volatile
 //! validation table, its heads table and its page table).
+//!
+//! [`prefetch`] asks for the line of such a random probe ahead of its use,
+//! so that its miss overlaps other work instead of stalling it.
 
-// `madvise` is `unsafe`: see the `SAFETY` comment in `advise_huge`.
+// `madvise` and `_mm_prefetch` are `unsafe`: see the `SAFETY` comments in
+// `advise_huge` and `prefetch`.
 #![allow(unsafe_code)]
+
+/// A prefetch of the cache line holding `x` (nothing off x86_64).
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE (which `_mm_prefetch` requires) is part of the x86_64
+    // baseline, and a prefetch neither reads nor writes memory as the
+    // program sees it: it is a hint, valid for any address (here a live
+    // reference).
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
 
 /// The size of a transparent huge page on x86-64 and on aarch64 with
 /// 4 KiB base pages.

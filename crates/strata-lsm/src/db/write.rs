@@ -91,6 +91,10 @@ pub(crate) fn wake_front(st: &State) {
 /// Largest group a leader assembles.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// Keys of a write group whose memtable inserts the leader prepares
+/// ([`MemTable::prepare_insert`]) before its WAL record.
+const PREPARED_INSERTS: usize = 8;
+
 use crate::sync::lock;
 
 /// Rejects batches with oversized keys or values (nothing is written);
@@ -289,6 +293,12 @@ impl DbInner {
         merged.set_sequence(seq);
         let count = merged.len() as u64;
         let mem = st.mem.clone();
+        // The memtable's key-filter lines, asked for before the WAL and the
+        // hooks' work, which their misses then overlap (the first few keys:
+        // a large batch's inserts have work of their own between them).
+        for op in merged.iter().take(PREPARED_INSERTS).flatten() {
+            mem.prepare_insert(op.key());
+        }
         // The extensions that see batches, and the components the batch will
         // shadow (memtables newest first, and the version; only the leader
         // changes their contents).

@@ -125,6 +125,17 @@ impl MemTable {
             .is_some_and(|f| !f.may_contain(user_key))
     }
 
+    /// Prepares the insert of `user_key` (the key filter's line asked
+    /// for): called by the write leader before the work that precedes the
+    /// insert (WAL record, index hooks), so that the line's cache miss
+    /// overlaps that work (perf, NEXT ingest of 2 M tweets: the filter's
+    /// insert stalled on it for ~10% of the writer's time).
+    pub fn prepare_insert(&self, user_key: &[u8]) {
+        if let Some(f) = &self.filter {
+            f.prefetch(user_key);
+        }
+    }
+
     /// Bytes of the key filter (0 without one).
     pub fn filter_bytes(&self) -> usize {
         self.filter.as_ref().map_or(0, KeyFilter::bytes)
@@ -269,6 +280,17 @@ impl MemTable {
         user_key: &[u8],
         snapshot: SeqNo,
     ) -> Option<(Entry<'_>, SeqNo, ValueKind)> {
+        // A key above the greatest (time-ordered ids: almost every new
+        // key) is answered without the key filter, whose probe missed the
+        // cache (perf, NEXT ingest of 2 M tweets: the update memo's
+        // existence check spent 6% of the writer's time here).
+        if self
+            .map
+            .last()
+            .is_none_or(|l| key::user_key(l.key()) < user_key)
+        {
+            return None;
+        }
         if self.certainly_absent(user_key) {
             return None;
         }
@@ -374,6 +396,32 @@ mod tests {
     /// `newest_seq`) as one without,
     /// for present and absent keys at every snapshot, with the filter
     /// overfull (8 KiB for 20 k keys) as well as roomy.
+    /// Growing keys (time-ordered ids): a key above the greatest is
+    /// absent, and found once inserted, with or without a key filter; a
+    /// key below it is searched as before.
+    #[test]
+    fn keys_above_the_greatest_are_absent_until_inserted() {
+        for filter_bytes in [0, 1 << 16] {
+            let m = MemTable::new(1).with_key_filter(filter_bytes);
+            assert_eq!(m.get(b"k0001", key::MAX_SEQ), None);
+            for i in 1..=1000u64 {
+                let k = format!("k{i:04}");
+                assert_eq!(m.newest_seq(k.as_bytes()), None, "{k}");
+                m.add(i, ValueKind::Value, k.as_bytes(), b"v");
+                assert_eq!(m.newest_seq(k.as_bytes()), Some(i), "{k}");
+                // A longer key with the greatest as prefix sorts above it.
+                assert_eq!(m.newest_seq(format!("{k}0").as_bytes()), None);
+            }
+            m.add(1001, ValueKind::Deletion, b"k0500", b"");
+            assert_eq!(m.get(b"k0500", key::MAX_SEQ), Some(MemGet::Deleted(1001)));
+            assert_eq!(
+                m.get(b"k1000", key::MAX_SEQ),
+                Some(MemGet::Value(1000, b"v".to_vec()))
+            );
+            assert_eq!(m.get(b"k1001", key::MAX_SEQ), None);
+        }
+    }
+
     #[test]
     fn key_filter_changes_no_answer() {
         for filter_bytes in [1, 1 << 20] {

@@ -24,6 +24,10 @@
 //!   every node they reach is fully initialized;
 //! - (I3) one inserter at a time: `insert` holds `writer`'s lock while it
 //!   searches, allocates and links.
+//! - (I6) `last` is null while the list is empty, else a published node
+//!   whose key is the greatest linked before its store: the inserter
+//!   stores it (`Release`, after linking, holding the lock) whenever the
+//!   new node has no successor, so it only grows.
 
 #![allow(unsafe_code)]
 
@@ -324,6 +328,8 @@ pub(crate) struct SkipList {
     /// only makes their search start lower or meet null links at the top.
     height: AtomicUsize,
     len: AtomicUsize,
+    /// The node with the greatest key (I6).
+    last: AtomicPtr<Node>,
     writer: Mutex<Writer>,
     /// Unique in the process: a [`RawEntry`] names the list it came from.
     id: u64,
@@ -353,6 +359,7 @@ impl SkipList {
             head,
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
+            last: AtomicPtr::new(ptr::null_mut()),
             writer: Mutex::new(writer),
             id: NEXT_LIST_ID.fetch_add(1, AtomicOrdering::Relaxed),
         }
@@ -472,6 +479,10 @@ impl SkipList {
                 from.set(node, (*node).head);
             }
         }
+        if next.is_null() {
+            // Linked above: the greatest key now (I6).
+            self.last.store(node, AtomicOrdering::Release);
+        }
         self.len.fetch_add(1, AtomicOrdering::Release);
         let raw = RawEntry {
             node,
@@ -538,6 +549,13 @@ impl SkipList {
     /// The first entry at or after `t`.
     pub(crate) fn lower_bound(&self, t: &Target<'_>) -> Option<Entry<'_>> {
         Entry::new(self, self.search(t, None, false))
+    }
+
+    /// The entry with the greatest key (`None` while empty). An insert
+    /// racing with this call may or may not be seen, as with a search.
+    pub(crate) fn last(&self) -> Option<Entry<'_>> {
+        // A published node of this list, or null (I6).
+        Entry::new(self, self.last.load(AtomicOrdering::Acquire))
     }
 
     /// The first entry.
@@ -695,6 +713,7 @@ mod tests {
         };
         let list = SkipList::new();
         let mut model = BTreeMap::new();
+        assert!(list.last().is_none());
         for i in 0..scaled(20_000) {
             let r = rnd();
             let user_key: Vec<u8> = match r % 5 {
@@ -717,6 +736,9 @@ mod tests {
                 .get(&list)
                 .is_some_and(|e| e.key() == &k[..] && e.value() == v));
             model.insert(ByInternal(k), i);
+            // The greatest key so far (checked at every insert).
+            let greatest = model.last_key_value().map(|(k, _)| &k.0[..]);
+            assert_eq!(list.last().map(|e| e.key()), greatest);
         }
         assert_eq!(list.len(), model.len());
         let mut it = list.first();

@@ -35,6 +35,7 @@
 //! * a key is in the slots or in the shared map, not both.
 
 use strata_lsm::key::SeqNo;
+use strata_lsm::mem::prefetch;
 
 use super::key::InlineKey;
 use crate::index::fxhash::{map_bytes, FastMap};
@@ -417,23 +418,6 @@ impl VolatileTable {
             .count();
         assert_eq!(big, self.big.len());
     }
-}
-
-/// A prefetch of the cache line holding `x` (nothing off x86_64).
-#[inline(always)]
-#[allow(unsafe_code)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: SSE (which `_mm_prefetch` requires) is part of the x86_64
-    // baseline, and a prefetch neither reads nor writes memory as the
-    // program sees it: it is a hint, valid for any address (here a live
-    // reference).
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 #[cfg(test)]
