@@ -141,7 +141,8 @@ impl StoredBuilder {
                 // numbers (a flush or compaction of time-ordered keys) now
                 // read both front to back (perf, NEXT ingest at 2 M: the
                 // observer's loads of these bytes were 8% of its CPU).
-                if used.saturating_add(arena.len()) <= self.budget {
+                let slot_bytes = slots.len().saturating_mul(std::mem::size_of::<u32>());
+                if used.saturating_add(slot_bytes).saturating_add(arena.len()) <= self.budget {
                     let mut seq_spans = Vec::with_capacity(spans.len());
                     let mut seq_arena = Vec::with_capacity(arena.len());
                     for s in slots.iter_mut().filter(|s| **s != NONE) {
