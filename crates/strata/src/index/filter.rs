@@ -1006,9 +1006,7 @@ impl IndexStrategy for Filter {
         inputs: &[Arc<FileMetaData>],
         budget: usize,
     ) -> Result<Option<StoredValues>> {
-        let mut out = StoredBuilder::new(self.ty, budget);
-        let entries = inputs.iter().map(|f| f.num_entries).sum::<u64>();
-        out.reserve(usize::try_from(entries).unwrap_or(usize::MAX));
+        let mut out = StoredBuilder::for_inputs(self.ty, budget, inputs);
         let name = values_block_name(self.id);
         for f in inputs {
             let t = self.tables.get(f.number, f.file_size)?;

@@ -65,6 +65,19 @@ impl StoredBuilder {
         }
     }
 
+    /// A builder for a compaction of `inputs`, with room for their
+    /// entries (as many as the budget allows).
+    pub fn for_inputs(
+        ty: KeyType,
+        budget: usize,
+        inputs: &[std::sync::Arc<strata_lsm::version::FileMetaData>],
+    ) -> StoredBuilder {
+        let mut b = StoredBuilder::new(ty, budget);
+        let entries = inputs.iter().map(|f| f.num_entries).sum::<u64>();
+        b.reserve(usize::try_from(entries).unwrap_or(usize::MAX));
+        b
+    }
+
     /// Room for `n` more entries (values of a fixed width counted at that
     /// width, strings at 16 bytes), as many as the budget allows.
     pub fn reserve(&mut self, n: usize) {

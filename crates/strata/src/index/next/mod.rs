@@ -940,9 +940,7 @@ impl IndexStrategy for Next {
         inputs: &[Arc<FileMetaData>],
         budget: usize,
     ) -> Result<Option<StoredValues>> {
-        let mut out = StoredBuilder::new(self.ty, budget);
-        let entries = inputs.iter().map(|f| f.num_entries).sum::<u64>();
-        out.reserve(usize::try_from(entries).unwrap_or(usize::MAX));
+        let mut out = StoredBuilder::for_inputs(self.ty, budget, inputs);
         for f in inputs {
             // A table written before the index existed, or in the old
             // format, contributes nothing: its entries are read.
