@@ -735,10 +735,9 @@ struct Builder {
     key_marks: Vec<(SeqNo, SeqNo)>,
     /// The marks kept, in key order.
     marks: Vec<Mark>,
-    /// Every value added, as the values block's entries (sequence number,
-    /// encoded value), and their count.
+    /// Every value added (`values` of them), as the values block's
+    /// entries (sequence number, encoded value).
     stored: Vec<u8>,
-    stored_n: u64,
 }
 
 impl Builder {
@@ -821,18 +820,18 @@ impl Builder {
         self.key_seqs.push(seq);
     }
 
-    /// Records the value of the entry `seq` for the values block.
+    /// Counts the value of the entry `seq` and records it for the values
+    /// block.
     fn store(&mut self, seq: SeqNo, enc: &[u8]) {
         put_varint64(&mut self.stored, seq);
         put_length_prefixed(&mut self.stored, enc);
-        self.stored_n += 1;
+        self.values += 1;
     }
 
     /// Widens the table's own range by the scalar value of the entry
     /// `seq`, encoded.
     fn widen_scalar(&mut self, seq: SeqNo, enc: &[u8]) {
         self.store(seq, enc);
-        self.values += 1;
         match &mut self.own {
             Some(Zone::Scalar(lo, hi)) => {
                 if enc < lo.as_slice() {
@@ -859,7 +858,6 @@ impl TableIndexBuilder for Builder {
             self.widen_scalar(seq, &enc);
         } else {
             self.store(seq, &enc);
-            self.values += 1;
             widen_into(&mut self.own, &Zone::of(&v, &enc));
         }
         self.enc = enc;
@@ -915,7 +913,7 @@ impl TableIndexBuilder for Builder {
             self.widen.as_ref(),
             &marks,
         );
-        let values = encode_values(self.ty, self.stored_n, &self.stored);
+        let values = encode_values(self.ty, self.values, &self.stored);
         // What a reopen will read (checked against the decoded bytes in
         // debug builds; decoding here cost a flush about 7% of its
         // instructions, an allocation a mark).
@@ -1066,7 +1064,6 @@ impl IndexStrategy for Filter {
             key_marks: Vec::new(),
             marks: Vec::new(),
             stored: Vec::new(),
-            stored_n: 0,
         }))
     }
 

@@ -12,7 +12,10 @@
 //! hold (no attribute, or an input written before the index existed) is
 //! read from the record as before.
 
+use std::sync::Arc;
+
 use strata_lsm::key::SeqNo;
+use strata_lsm::version::FileMetaData;
 
 use super::value::{IndexValue, KeyType};
 
@@ -67,11 +70,7 @@ impl StoredBuilder {
 
     /// A builder for a compaction of `inputs`, with room for their
     /// entries (as many as the budget allows).
-    pub fn for_inputs(
-        ty: KeyType,
-        budget: usize,
-        inputs: &[std::sync::Arc<strata_lsm::version::FileMetaData>],
-    ) -> StoredBuilder {
+    pub fn for_inputs(ty: KeyType, budget: usize, inputs: &[Arc<FileMetaData>]) -> StoredBuilder {
         let mut b = StoredBuilder::new(ty, budget);
         let entries = inputs.iter().map(|f| f.num_entries).sum::<u64>();
         b.reserve(usize::try_from(entries).unwrap_or(usize::MAX));

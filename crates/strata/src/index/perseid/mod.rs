@@ -855,9 +855,6 @@ impl Perseid {
                     // An equality's one chain, walked and filtered in one
                     // loop (the loop below then finds it exhausted).
                     let out = batch.get_mut(..want).unwrap_or_default();
-                    // Each candidate's volatile slots are prefetched as
-                    // the walk finds it: their misses overlap the rest of
-                    // the walk instead of following it.
                     len = c.fill(at, out, |pk| {
                         let h = table::key_hash(pk);
                         st.valid.prefetch(h);
