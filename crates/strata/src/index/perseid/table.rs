@@ -116,20 +116,22 @@ pub(crate) fn parse_table_name(name: &str) -> Option<u64> {
 /// volatile table's slot, depend on every byte). A word at a time: every
 /// write and every validation of a query hashes its key. Part of the file
 /// format: never change it without a new version.
+#[inline]
 pub(crate) fn key_hash(pk: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    #[inline(always)]
     fn mix(h: u64, w: u64) -> u64 {
         let h = (h ^ w).wrapping_mul(K);
         h ^ (h >> 29)
     }
     let mut h = 0xcbf2_9ce4_8422_2325 ^ (pk.len() as u64).wrapping_mul(K);
-    let mut words = pk.chunks_exact(8);
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        h = mix(h, u64::from_le_bytes(b));
+    // (Whole words by `split_first_chunk`: the `chunks_exact` iterator
+    // and its copies cost a validation more than the mixing did.)
+    let mut rest = pk;
+    while let Some((w, tail)) = rest.split_first_chunk::<8>() {
+        h = mix(h, u64::from_le_bytes(*w));
+        rest = tail;
     }
-    let rest = words.remainder();
     if !rest.is_empty() {
         let mut b = [0u8; 8];
         if let Some(dst) = b.get_mut(..rest.len()) {
@@ -770,6 +772,60 @@ mod tests {
             has_entry: true,
             shared: n.is_multiple_of(3),
         }
+    }
+
+    /// The hash as first written (`chunks_exact`), the reference the
+    /// file format fixed: `key_hash` must give its values for every length.
+    fn reference_hash(pk: &[u8]) -> u64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        fn mix(h: u64, w: u64) -> u64 {
+            let h = (h ^ w).wrapping_mul(K);
+            h ^ (h >> 29)
+        }
+        let mut h = 0xcbf2_9ce4_8422_2325 ^ (pk.len() as u64).wrapping_mul(K);
+        let mut words = pk.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            h = mix(h, u64::from_le_bytes(b));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            h = mix(h, u64::from_le_bytes(b));
+        }
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+
+    /// Values of the hash (computed independently of this code).
+    const PINNED: [u64; 3] = [0xefd0_1f60_ba99_2926, 0x5236_ed74_d21b_f8a8, 0x5034_3f02_6b5b_7faa];
+
+    /// The hash is part of the table file (and of the volatile table's
+    /// order): its values do not change with its implementation.
+    #[test]
+    fn the_hash_keeps_its_values() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        for len in 0..48 {
+            for _ in 0..64 {
+                let k: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                assert_eq!(key_hash(&k), reference_hash(&k), "{k:?}");
+            }
+        }
+        assert_eq!(key_hash(b""), PINNED[0]);
+        assert_eq!(key_hash(b"0000000000000001"), PINNED[1]);
+        assert_eq!(key_hash(b"user:42"), PINNED[2]);
     }
 
     /// Keys that differ only by zero padding or length hash apart, and
