@@ -180,8 +180,10 @@ pub struct OpSummary {
     /// Mean CPU time of the calling thread per operation (user and
     /// system), in µs, where measured: the rest of `mean_us` was spent
     /// waiting, for the CPU (other threads: flushes, compactions), for
-    /// locks or for I/O. Includes part of the clock reads' own cost (a
-    /// system call each, about 0.2 µs).
+    /// locks or for I/O. Measured on a sample (every query, one put or
+    /// get in eight of its kind: the clock is a system call, which would
+    /// slow the next operation down); includes part of the clock reads'
+    /// own cost (about 0.2 µs each).
     pub cpu_mean_us: Option<f64>,
     /// Gets whose found / not-found differs from the expected state, or
     /// queries counted as in [`QueryResult::mismatches`]. Must be 0.

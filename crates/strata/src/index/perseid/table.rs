@@ -803,7 +803,11 @@ mod tests {
     }
 
     /// Values of the hash (computed independently of this code).
-    const PINNED: [u64; 3] = [0xefd0_1f60_ba99_2926, 0x5236_ed74_d21b_f8a8, 0x5034_3f02_6b5b_7faa];
+    const PINNED: [u64; 3] = [
+        0xefd0_1f60_ba99_2926,
+        0x5236_ed74_d21b_f8a8,
+        0x5034_3f02_6b5b_7faa,
+    ];
 
     /// The hash is part of the table file (and of the volatile table's
     /// order): its values do not change with its implementation.

@@ -207,10 +207,10 @@ impl VolatileTable {
     #[inline(always)]
     pub fn prefetch_home(&self, h: u64) {
         let i = self.home(h);
-        for s in [self.slots.get(i), self.slots.get(i + 4)]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(s) = self.slots.get(i) {
+            prefetch(s);
+        }
+        if let Some(s) = self.slots.get(i + 4) {
             prefetch(s);
         }
     }
