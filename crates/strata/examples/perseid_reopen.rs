@@ -20,7 +20,8 @@
 //! twice (cold, then warm block cache), and reports their counts. `WARM=1`
 //! reads every file of the database before the lookups, as the harness
 //! does before each query set; `WARM_EVERY=k` again after every `k`
-//! lookups (untimed).
+//! lookups (untimed). `PAUSE_MS=t` waits t ms after the open before the
+//! lookups.
 
 use std::time::Instant;
 
@@ -100,6 +101,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "open: {open:?}; index RAM {} B, file {} B, entries {}, page cache {:?}",
         s.memory_bytes, s.disk_bytes, s.global_entries, s.page_cache
     );
+    // `PAUSE_MS=t`: the lookups start t ms after the open (the page
+    // checker's work after an open done, as in the harness, which
+    // measures sizes and warms the page cache first).
+    if let Some(ms) = std::env::var("PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     let (mut hits, mut comps, mut blocks) = (0u64, 0u64, 0u64);
     let (mut candidates, mut stale) = (0u64, 0u64);
     let (probes0, data0) = {

@@ -125,6 +125,9 @@ impl Db {
         // data before the first write or query (none can run yet).
         db.scan_build(&db.index.rebuilt_at_open())?;
         db.resume_index_builds()?;
+        for d in db.index.defs() {
+            d.strategy.on_opened();
+        }
         Ok(db)
     }
 

@@ -344,6 +344,11 @@ pub(crate) trait IndexStrategy: Send + Sync {
         false
     }
 
+    /// Called once when the database's open is complete (recovered, every
+    /// index up): background work of the open that would slow it down if
+    /// it ran beside it starts here.
+    fn on_opened(&self) {}
+
     /// Empties the structure before a [`BuildMethod::Scan`] build.
     fn clear(&self) -> Result<()> {
         Ok(())
