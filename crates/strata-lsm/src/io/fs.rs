@@ -47,12 +47,11 @@ pub trait RandomRead: Send + Sync {
     }
     /// For a file read at random through its mapping: asks the system to
     /// back the mapping with huge pages (one TLB entry for 2 MiB instead
-    /// of 512), and with `drop_cached` first drops the file's clean pages
-    /// from the page cache, so that the reads that follow load them back
-    /// in huge pages (pages cached in small ones stay small; a fault on a
-    /// huge-page mapping reads 2 MiB). A hint: nothing happens where the
-    /// file is not mapped or the system declines.
-    fn advise_huge_pages(&self, _drop_cached: bool) {}
+    /// of 512). Pages already in the page cache in small pages stay so; a
+    /// fault on a page not cached reads 2 MiB into a huge one. A hint:
+    /// nothing happens where the file is not mapped or the system
+    /// declines.
+    fn advise_huge_pages(&self) {}
 }
 
 impl RandomRead for RandomAccessFile {

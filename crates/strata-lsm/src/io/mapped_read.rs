@@ -66,43 +66,11 @@ impl RandomRead for MappedFile {
         Some(&self.map)
     }
 
-    fn advise_huge_pages(&self, drop_cached: bool) {
+    fn advise_huge_pages(&self) {
+        // A hint; an error (a kernel without huge pages for files, say)
+        // leaves the mapping as it was.
         #[cfg(target_os = "linux")]
-        {
-            // Both are hints; an error (a kernel without transparent huge
-            // pages for files, say) leaves the mapping as it was.
-            let _ = self.map.advise(memmap2::Advice::HugePage);
-            if drop_cached {
-                if let Ok(f) = File::open(&self.path) {
-                    use std::os::fd::AsRawFd;
-                    // SAFETY: `f` is an open file for the whole call; the
-                    // call reads and writes no memory of this process (it
-                    // drops clean pages of the file from the page cache,
-                    // which the mapping reads back on its next access).
-                    unsafe {
-                        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-                    }
-                }
-                // Read back now, by the caller, rather than by the first
-                // readers of each region: 2 MiB a call, since a call holds
-                // the process's memory-map lock, which every `mmap` of
-                // another thread (an allocation, a file mapped at an open)
-                // waits for.
-                const STEP: usize = 2 << 20;
-                for at in (0..self.map.len()).step_by(STEP) {
-                    let len = STEP.min(self.map.len() - at);
-                    if self
-                        .map
-                        .advise_range(memmap2::Advice::PopulateRead, at, len)
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = drop_cached;
+        let _ = self.map.advise(memmap2::Advice::HugePage);
     }
 }
 
@@ -146,10 +114,8 @@ mod tests {
         assert!(err.to_string().contains("too short"), "{err}");
     }
 
-    /// Advising huge pages, with the file's cached pages dropped and read
-    /// back (more than one 2 MiB step, and a partial last one), leaves the
-    /// mapped bytes exactly the file's; so does a second mapping's advice
-    /// without the drop.
+    /// Advising huge pages leaves the mapped bytes exactly the file's
+    /// (more than 2 MiB, and a partial last huge page).
     #[test]
     fn huge_page_advice_keeps_the_bytes() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -158,16 +124,10 @@ mod tests {
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
         std::fs::write(&path, &data).expect("write");
-        std::fs::File::open(&path)
-            .and_then(|f| f.sync_all())
-            .expect("sync");
         let f = MappedFile::open(&path).expect("map");
-        f.advise_huge_pages(true);
-        assert!(f.mapped() == Some(&data[..]), "bytes changed");
-        let g = MappedFile::open(&path).expect("map");
-        g.advise_huge_pages(false);
+        f.advise_huge_pages();
         assert_eq!(
-            g.read_at(3 << 20, 4096).expect("read"),
+            f.read_at(3 << 20, 4096).expect("read"),
             data[3 << 20..(3 << 20) + 4096]
         );
         assert!(f.mapped() == Some(&data[..]), "bytes changed");

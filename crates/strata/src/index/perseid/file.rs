@@ -464,8 +464,9 @@ impl PageReader {
         // a full group in a newer file replaced it.
         let f: Mapping = Arc::new(self.fs.open_mapped(&path)?);
         // Lookups touch its pages at random: on huge pages where the
-        // system allows (see `PageSource::reload_in_huge_pages`).
-        f.advise_huge_pages(false);
+        // system allows (the pages a fault reads; those the appends left
+        // in the page cache stay as they are).
+        f.advise_huge_pages();
         h.insert(file, f.clone());
         Ok(f)
     }
@@ -552,14 +553,6 @@ impl PageSource for PageReader {
             None => Ok(None),
             Some(Some(true)) => Ok(Some(f)),
             Some(_) => Err(self.bad(id, loc)),
-        }
-    }
-
-    fn reload_in_huge_pages(&self, files: &[u32]) {
-        for &file in files {
-            if let Ok(f) = self.handle(file, false) {
-                f.advise_huge_pages(true);
-            }
         }
     }
 

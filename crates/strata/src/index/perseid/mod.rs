@@ -51,9 +51,11 @@
 //! up to `page_cache_mb` MiB of clean ones (parameter, default
 //! [`DEFAULT_PAGE_CACHE_MB`], 0: a flush leaves none; clock eviction over
 //! a queue of the clean resident pages, so that dirty pages cost nothing
-//! between flushes), and a reopen reads no page (`pkey`): a thread checks
-//! the page file's records after the open, ahead of the readers
-//! (parameter `check_pages`). The persistent
+//! between flushes), and a reopen reads no page (`pkey`): once the
+//! database is open, a thread checks the page file's records ahead of the
+//! readers (parameter `check_pages`). The page files' mappings are advised
+//! onto huge pages (what a fault reads then comes 2 MiB at a time, and a
+//! lookup's page costs no TLB miss). The persistent
 //! validation table is a hashed table file read through a mapping
 //! (`table`) plus the keys changed since it was written (the delta: a
 //! small hash map of recent keys and a sorted vector of the rest, so its
@@ -286,16 +288,6 @@ fn check_pages_ahead(state: Arc<RwLock<State>>, ids: Vec<pkey::PageId>) -> Optio
     let stop = Arc::new(AtomicBool::new(false));
     let halt = stop.clone();
     let run = move || {
-        // The page files were written in small pages of the page cache
-        // (appends), which a mapping maps one by one: a lookup's page then
-        // costs a TLB miss, and a walk of the page table that misses the
-        // CPU caches too. Dropped before the checks read them back
-        // through mappings advised onto huge pages, they are mapped 2 MiB
-        // at a time (−8% on index-only top-10 lookups at 2 M records).
-        let files = read(&state).tree.page_files();
-        if let Some((source, files)) = files {
-            source.reload_in_huge_pages(&files);
-        }
         for chunk in ids.chunks(CHECK_CHUNK) {
             if halt.load(Relaxed) {
                 return;
@@ -989,10 +981,9 @@ impl IndexStrategy for Perseid {
         self.rebuild.load(Relaxed)
     }
 
-    /// Starts the checker thread (`check_pages`): it reloads the page
-    /// files in huge pages and reads every page a reader has not yet, which
-    /// beside the open's own work slowed the open down (18–20 ms against
-    /// 23–40 at 2 M records, the reload started during or after it).
+    /// Starts the checker thread (`check_pages`), which reads every page
+    /// no reader has yet: after the open, whose own work it slowed down
+    /// when it ran beside it.
     fn on_opened(&self) {
         let mut checks = lock(&self.checks);
         let ids = std::mem::take(&mut checks.0);

@@ -189,10 +189,6 @@ pub(crate) trait PageSource: Send + Sync {
     fn view_data<'m>(&self, mapped: &'m [u8], loc: Loc) -> Option<&'m [u8]> {
         self.view(mapped, loc).map(|p| p.data)
     }
-    /// Drops the clean cached pages of page files `files` so that their
-    /// mappings, advised onto huge pages, read them back in huge pages
-    /// ([`RandomRead::advise_huge_pages`]). A hint.
-    fn reload_in_huge_pages(&self, _files: &[u32]) {}
 }
 
 /// One page of the layer: its capacity (known without its contents),
@@ -662,22 +658,6 @@ impl PsTree {
     pub fn slot_bytes(&self) -> usize {
         self.pages.len() * std::mem::size_of::<Option<Slot>>()
             + self.free.len() * std::mem::size_of::<PageId>()
-    }
-
-    /// The page files holding the records of the pages not resident, and
-    /// the source that reads them: what [`PageSource::reload_in_huge_pages`]
-    /// is given after an open.
-    pub fn page_files(&self) -> Option<(Arc<dyn PageSource>, Vec<u32>)> {
-        let mut files: Vec<u32> = self
-            .pages
-            .iter()
-            .flatten()
-            .filter_map(|s| s.loc)
-            .map(|l| l.file)
-            .collect();
-        files.sort_unstable();
-        files.dedup();
-        Some((self.source.clone()?, files))
     }
 
     /// The ids of every live page.
