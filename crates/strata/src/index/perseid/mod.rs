@@ -982,8 +982,9 @@ impl IndexStrategy for Perseid {
     }
 
     /// Starts the checker thread (`check_pages`), which reads every page
-    /// no reader has yet: after the open, whose own work it slowed down
-    /// when it ran beside it.
+    /// no reader has yet: after the open, not beside it (on 2 cores a
+    /// thread reading the page file during the open slowed the open from
+    /// 18–21 ms to 23–40 at 2 M records).
     fn on_opened(&self) {
         let mut checks = lock(&self.checks);
         let ids = std::mem::take(&mut checks.0);

@@ -125,8 +125,8 @@ pub(crate) fn key_hash(pk: &[u8]) -> u64 {
         h ^ (h >> 29)
     }
     let mut h = 0xcbf2_9ce4_8422_2325 ^ (pk.len() as u64).wrapping_mul(K);
-    // (Whole words by `split_first_chunk`: the `chunks_exact` iterator
-    // and its copies cost a validation more than the mixing did.)
+    // (Whole words by `split_first_chunk`: two instructions a key fewer
+    // than through `chunks_exact`, which a lookup pays a dozen times.)
     let mut rest = pk;
     while let Some((w, tail)) = rest.split_first_chunk::<8>() {
         h = mix(h, u64::from_le_bytes(*w));
