@@ -392,10 +392,6 @@ mod tests {
         assert_eq!(m.get(b"", 10), None);
     }
 
-    /// A memtable with a key filter answers every lookup (`get`,
-    /// `newest_seq`) as one without,
-    /// for present and absent keys at every snapshot, with the filter
-    /// overfull (8 KiB for 20 k keys) as well as roomy.
     /// Growing keys (time-ordered ids): a key above the greatest is
     /// absent, and found once inserted, with or without a key filter; a
     /// key below it is searched as before.
@@ -422,6 +418,10 @@ mod tests {
         }
     }
 
+    /// A memtable with a key filter answers every lookup (`get`,
+    /// `newest_seq`) as one without,
+    /// for present and absent keys at every snapshot, with the filter
+    /// overfull (8 KiB for 20 k keys) as well as roomy.
     #[test]
     fn key_filter_changes_no_answer() {
         for filter_bytes in [1, 1 << 20] {
