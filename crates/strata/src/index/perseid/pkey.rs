@@ -37,8 +37,10 @@
 //! from RAM. Readers then use it in place in the mapped page file, as
 //! PERSEID reads PM: the first access since the page was written checks
 //! its record (checksum, id, layout) and keeps the mapping in the page's
-//! slot, later accesses only parse the record's header; where the file
-//! system does not map, the page is read back into RAM, checked, instead
+//! slot and the place of its data in a dense array beside the slots
+//! (8 bytes a page: a chain walk reads that, not the slot); later
+//! accesses use that place, or parse the record's header; where the
+//! file system does not map, the page is read back into RAM, checked, instead
 //! ([`PageSource`]). Writers copy a page into RAM before changing it.
 //! Dirty pages (changed since the last flush) stay resident. Eviction is
 //! a clock over the resident pages (a referenced bit per page, set on
@@ -49,7 +51,9 @@
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use strata_lsm::error::{Error, Result};
@@ -79,6 +83,22 @@ const ENTRY_HEADER: usize = 12;
 const OBSOLETE: u64 = 1 << 63;
 /// Largest sequence number an entry can hold.
 pub(crate) const MAX_SEQ: SeqNo = OBSOLETE - 1;
+
+/// Bits of a packed direct entry that hold the address (user-space
+/// addresses of x86_64 and aarch64 mappings fit); the length is above.
+const DIRECT_ADDR_BITS: u32 = 48;
+const DIRECT_ADDR_MASK: u64 = (1 << DIRECT_ADDR_BITS) - 1;
+
+/// `data` (bytes of a mapping) packed as [`PsTree`]'s `direct` holds it:
+/// address, and length above it; 0 (none) where either does not fit.
+fn pack_direct(data: &[u8]) -> u64 {
+    let addr = data.as_ptr().expose_provenance() as u64;
+    let len = data.len() as u64;
+    if addr == 0 || addr > DIRECT_ADDR_MASK || len >> (64 - DIRECT_ADDR_BITS) != 0 {
+        return 0;
+    }
+    addr | len << DIRECT_ADDR_BITS
+}
 
 pub(crate) fn ptr(page: PageId, off: usize) -> Ptr {
     ((page as u64) << 32) | (off as u64 & 0xffff_ffff)
@@ -437,6 +457,20 @@ fn sized(slot: &Slot, id: PageId, page: PageRef<'_>) -> Result<()> {
 pub(crate) struct PsTree {
     pub geom_len: usize,
     pages: Vec<Option<Slot>>,
+    /// Page id → the data of its page in place in a mapping of the page
+    /// file, packed by [`pack_direct`] (0: none): what a chain walk needs
+    /// of a checked page, 8 bytes a page instead of its 64-byte slot, so
+    /// that a lookup finds it in cache more often (the slot was one of
+    /// the dependent cache misses of an index-only lookup).
+    ///
+    /// Invariant (what makes [`PsTree::direct`] sound): an entry is
+    /// nonzero only while its page's slot has `data` unset and `map` set
+    /// to the mapping the packed bytes lie in, the page's checked record
+    /// at `loc`. It is set under `&self` only from that state (a reader
+    /// that checked the record); whatever changes the slot's `map`,
+    /// `data` or `loc`, or replaces the slot, holds `&mut self` and
+    /// clears the entry first ([`PsTree::clear_direct`]).
+    direct: Vec<AtomicU64>,
     free: Vec<PageId>,
     pub skeys: SKeyLayer,
     /// Pages changed or created since the last flush (those whose slot
@@ -488,6 +522,7 @@ impl PsTree {
         PsTree {
             geom_len,
             pages: Vec::new(),
+            direct: Vec::new(),
             free: Vec::new(),
             skeys: SKeyLayer::default(),
             dirty: Vec::new(),
@@ -594,6 +629,12 @@ impl PsTree {
     /// The bytes of page `id` (as [`PsTree::page`]; a page read in place
     /// is not decoded again: chain walks need only its bytes).
     pub fn page_data(&self, id: PageId) -> Result<&[u8]> {
+        if let Some(data) = self.direct(id) {
+            self.hits.fetch_add(1, Relaxed);
+            #[cfg(debug_assertions)]
+            self.check_direct(id, data);
+            return Ok(data);
+        }
         if let Some(Some(slot)) = self.pages.get(id as usize) {
             if let (None, Some(m), Some(loc), Some(source)) = (
                 slot.data.get(),
@@ -625,10 +666,68 @@ impl PsTree {
             return Ok(None);
         };
         self.misses.fetch_add(1, Relaxed);
-        // Two threads may check it at once: either mapping is kept.
+        // Two threads may check it at once: either mapping is kept (and
+        // both pack the same bytes of it).
         let page = in_place(&**source, slot.map.get_or_init(|| m), id, loc)?;
         sized(slot, id, page)?;
+        if slot.data.get().is_none() {
+            if let Some(d) = self.direct.get(id as usize) {
+                d.store(pack_direct(page.data), Release);
+            }
+        }
         Ok(Some(page))
+    }
+
+    /// Page `id`'s data in place in the page file, if a reader checked
+    /// it there since it last changed (see `direct`).
+    #[allow(unsafe_code)]
+    fn direct(&self, id: PageId) -> Option<&[u8]> {
+        let v = self.direct.get(id as usize)?.load(Acquire);
+        if v == 0 {
+            return None;
+        }
+        let ptr = std::ptr::with_exposed_provenance::<u8>((v & DIRECT_ADDR_MASK) as usize);
+        let len = (v >> DIRECT_ADDR_BITS) as usize;
+        // SAFETY: a nonzero entry was packed from `len` bytes at `ptr` of
+        // the mapping that the page's slot keeps in `map` (the invariant
+        // of `PsTree::direct`). A mapping's bytes stay valid and unchanged
+        // while it lives (`RandomRead::mapped`), and it lives at least as
+        // long as the slot holds it: only a holder of `&mut self` drops
+        // or replaces it, after clearing the entry, and the returned
+        // slice borrows `self`.
+        Some(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+
+    /// Debug builds: the direct bytes are those the slot's mapping holds.
+    #[cfg(debug_assertions)]
+    fn check_direct(&self, id: PageId, data: &[u8]) {
+        let slot = self.pages.get(id as usize).and_then(|p| p.as_ref());
+        let via_slot = slot.and_then(|slot| match (slot.data.get(), slot.map.get(), slot.loc) {
+            (None, Some(m), Some(loc)) => {
+                let source = self.source.as_ref()?;
+                source.view_data(m.mapped()?, loc)
+            }
+            _ => None,
+        });
+        assert!(
+            via_slot.is_some_and(|b| std::ptr::eq(b, data)),
+            "page {id}: direct bytes without their slot's mapping"
+        );
+    }
+
+    /// Forgets page `id`'s direct bytes (before its slot changes).
+    fn clear_direct(&mut self, id: PageId) {
+        if let Some(d) = self.direct.get_mut(id as usize) {
+            *d.get_mut() = 0;
+        }
+    }
+
+    /// `direct` has an entry for every page id.
+    fn grow_direct(&mut self) {
+        if self.direct.len() < self.pages.len() {
+            self.direct
+                .resize_with(self.pages.len(), || AtomicU64::new(0));
+        }
     }
 
     /// Checks page `id`'s record in the page file ahead of its first
@@ -657,6 +756,7 @@ impl PsTree {
     /// (on huge pages, at most the rest of the 2 MiB page the slots end in).
     pub fn slot_bytes(&self) -> usize {
         self.pages.len() * std::mem::size_of::<Option<Slot>>()
+            + self.direct.len() * std::mem::size_of::<AtomicU64>()
             + self.free.len() * std::mem::size_of::<PageId>()
     }
 
@@ -682,7 +782,9 @@ impl PsTree {
                 self.pages = grown;
             }
             self.pages.resize_with(i + 1, || None);
+            self.grow_direct();
         }
+        self.clear_direct(id);
         self.pages.get_mut(i)
     }
 
@@ -706,6 +808,7 @@ impl PsTree {
 
     /// Drops a page (recovery of a free record).
     pub fn unload_page(&mut self, id: PageId) {
+        self.clear_direct(id);
         if let Some(slot) = self.pages.get_mut(id as usize) {
             if let Some(old) = slot.take() {
                 self.page_bytes -= old.cap();
@@ -722,6 +825,7 @@ impl PsTree {
     /// Records where a flush wrote page `id` (which is clean from then on,
     /// unless it changed since the group was encoded).
     pub fn written(&mut self, id: PageId, loc: Loc) {
+        self.clear_direct(id);
         if let Some(Some(slot)) = self.pages.get_mut(id as usize) {
             if slot.dirty {
                 return;
@@ -819,6 +923,7 @@ impl PsTree {
         self.resident.fetch_add(cap, Relaxed);
         let id = match self.free.pop() {
             Some(id) => {
+                self.clear_direct(id);
                 if let Some(slot) = self.pages.get_mut(id as usize) {
                     *slot = Some(Slot::resident(page));
                 }
@@ -826,6 +931,7 @@ impl PsTree {
             }
             None => {
                 self.pages.push(Some(Slot::resident(page)));
+                self.grow_direct();
                 (self.pages.len() - 1) as PageId
             }
         };
@@ -868,6 +974,7 @@ impl PsTree {
     }
 
     fn release(&mut self, id: PageId) {
+        self.clear_direct(id);
         if let Some(slot) = self.pages.get_mut(id as usize) {
             if let Some(old) = slot.take() {
                 self.page_bytes -= old.cap();
@@ -895,6 +1002,7 @@ impl PsTree {
             (!self.is_resident(id)).then(|| p.to_page())
         };
         self.mark_dirty(id);
+        self.clear_direct(id);
         let slot = self
             .pages
             .get_mut(id as usize)
