@@ -2024,6 +2024,22 @@ mod tests {
         assert_eq!(chain_seqs(&tree, b"k2"), vec![4]);
     }
 
+    /// A page's data packs into one word with its address and length
+    /// recoverable; data too long for the length's bits packs to 0 (the
+    /// page is then read through its slot).
+    #[test]
+    fn direct_entries_pack_address_and_length_or_nothing() {
+        let bytes = vec![7u8; 70_000];
+        for len in [0usize, 1, 4096, 65_535] {
+            let d = bytes.get(..len).unwrap();
+            let v = pack_direct(d);
+            assert_ne!(v, 0);
+            assert_eq!((v & DIRECT_ADDR_MASK) as usize, d.as_ptr() as usize);
+            assert_eq!((v >> DIRECT_ADDR_BITS) as usize, len);
+        }
+        assert_eq!(pack_direct(&bytes[..65_536]), 0);
+    }
+
     /// Pages left in the file take no page bytes in RAM, but their slots
     /// do: `slot_bytes` counts one per page id (the index's DRAM, which
     /// left it out before session 18).
