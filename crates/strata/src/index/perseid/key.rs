@@ -56,6 +56,7 @@ impl InlineKey {
     /// The first eight bytes, zero-padded, as a big-endian word. Zero is
     /// the least byte, so where two keys' words differ they are ordered
     /// as the keys are. (An inline key's array is zero past its length.)
+    #[inline]
     fn word(&self) -> u64 {
         let b: &[u8] = match self {
             InlineKey::Inline(_, b) => b,
@@ -67,6 +68,7 @@ impl InlineKey {
 }
 
 impl Ord for InlineKey {
+    #[inline]
     fn cmp(&self, o: &InlineKey) -> Ordering {
         match self.word().cmp(&o.word()) {
             // Equal words of keys of at most eight bytes: the shorter is
