@@ -12,8 +12,8 @@
 //!
 //! Advice only: where it fails (another system, huge pages disabled) the
 //! vector is the same vector on small pages. The index strategies use it
-//! for the tables an index-only lookup probes (PERSEID's volatile
-//! validation table, its heads table and its page table).
+//! for tables probed at random: PERSEID's volatile validation table and
+//! heads table (every index-only lookup) and its page table (writers).
 //!
 //! [`prefetch`] asks for the line of such a random probe ahead of its use,
 //! so that its miss overlaps other work instead of stalling it.

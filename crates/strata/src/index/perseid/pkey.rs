@@ -774,7 +774,8 @@ impl PsTree {
         if self.pages.len() <= i {
             if self.pages.capacity() <= i {
                 // Grown by doubling into a buffer on huge pages where the
-                // system allows (a lookup reads a random slot; see
+                // system allows (writers and a page's first reader read a
+                // random slot; a lookup's walk reads `direct` instead; see
                 // `strata_lsm::mem`).
                 let cap = (i + 1).max(self.pages.capacity().saturating_mul(2));
                 let mut grown = strata_lsm::mem::with_capacity(cap);
@@ -784,7 +785,6 @@ impl PsTree {
             self.pages.resize_with(i + 1, || None);
             self.grow_direct();
         }
-        self.clear_direct(id);
         self.pages.get_mut(i)
     }
 
