@@ -29,7 +29,7 @@ pub enum IndexCommand {
         /// `filter` (per-table range filters; --param
         /// maintain=mutable-bitmap|validation|eager), `perseid` (PS-Tree in a
         /// page file, hybrid validation; --param page_cache_mb=N, default 0;
-        /// --param merge_min_keys=N, default 16384).
+        /// --param merge_min_keys=N, default 4096).
         #[arg(long, default_value = strata::StrategyKind::Next.name())]
         strategy: String,
         /// Strategy parameter KEY=VALUE (repeatable), e.g. `delta=auto`

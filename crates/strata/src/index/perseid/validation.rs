@@ -1006,6 +1006,27 @@ mod tests {
         }
     }
 
+    /// The most a flush leaves in RAM with the default `merge_min_keys`:
+    /// a delta just below the merge threshold of a table of 1.3 M keys
+    /// (PERSEID's 2 M-record upsert benchmark), under 1 MiB. (At 16,384
+    /// it was 1.5 MB, which pushed the index past its DRAM bound, 10% of
+    /// `memory`'s, in runs whose last flush did not merge.)
+    #[test]
+    fn a_delta_below_the_default_merge_threshold_stays_under_a_mebibyte() {
+        let table_keys = 1_300_000;
+        let most = crate::index::perseid::DEFAULT_MERGE_MIN_KEYS + table_keys / MERGE_SHARE;
+        let mut d = Delta::default();
+        for i in 0..most as u64 {
+            let pk = i.to_be_bytes();
+            d.set(key_hash(&pk), &pk, None, true);
+        }
+        assert!(
+            d.memory_bytes() < 1 << 20,
+            "{most} keys: {} bytes",
+            d.memory_bytes()
+        );
+    }
+
     #[test]
     fn counts_follow_the_paper() {
         let mut v = Validation::default();
