@@ -1180,8 +1180,7 @@ impl PsTree {
     ) -> Result<SplitStats> {
         let mut stats = SplitStats::default();
         // The secondary keys with groups in the page.
-        // (Sorted and unique: sections are laid out in key order. Inline
-        // keys: no allocation, and the order's first word compared inline.)
+        // (Inline keys: no allocation; sorted to drop duplicates.)
         let skeys: Vec<InlineKey> = {
             let pg = self.page(id)?;
             let mut at = 0;
@@ -1194,9 +1193,9 @@ impl PsTree {
             out.dedup();
             out
         };
-        // Sections: (skey, referrer, entries, outgoing pointer).
-        let mut sections: Vec<(Vec<u8>, Referrer, Vec<Entry>, Ptr)> = Vec::new();
-        for sk in skeys.iter().map(InlineKey::bytes) {
+        let mut sections: Vec<Section> = Vec::new();
+        for key in &skeys {
+            let sk = key.bytes();
             // (By the hash table first: a split looks up every key of its
             // page, and the ordered map's descent cost ~840 instructions.)
             let Some(head) = self.head(sk)? else {
@@ -1233,7 +1232,7 @@ impl PsTree {
                     out = prev;
                     i += 1;
                 }
-                sections.push((sk.to_vec(), referrer, entries, out));
+                sections.push((key.clone(), referrer, entries, out));
             }
         }
         // Garbage collection.
@@ -1340,12 +1339,13 @@ impl PsTree {
 
     /// Writes `sections` (each: secondary key, referrer, entries, outgoing
     /// pointer) into new pages and points each referrer at its new group.
-    fn layout(&mut self, mut sections: Vec<(Vec<u8>, Referrer, Vec<Entry>, Ptr)>) -> Result<()> {
+    fn layout(&mut self, mut sections: Vec<Section>) -> Result<()> {
         sections.sort_by(|a, b| a.0.cmp(&b.0));
         let mut current: Option<PageId> = None;
-        for (skey, referrer, mut entries, out) in sections {
+        for (key, referrer, mut entries, out) in sections {
+            let skey = key.bytes();
             if entries.is_empty() {
-                self.set_referrer(&skey, referrer, out)?;
+                self.set_referrer(skey, referrer, out)?;
                 continue;
             }
             entries.sort_by_key(|e| std::cmp::Reverse(e.seq));
@@ -1378,13 +1378,13 @@ impl PsTree {
                 chunks.push(chunk);
             }
             for c in chunks.into_iter().rev() {
-                let size = group_size(&skey, &c);
+                let size = group_size(skey, &c);
                 let ov = self.alloc(PageKind::Overflow, PAGE_SIZE.max(size));
-                encode_group(&mut self.page_mut(ov)?.data, next, &skey, &c);
+                encode_group(&mut self.page_mut(ov)?.data, next, skey, &c);
                 next = ptr(ov, 0);
             }
             // The head group in a normal page.
-            let size = group_size(&skey, &entries);
+            let size = group_size(skey, &entries);
             let fits = match current {
                 Some(c) => self.page(c)?.data.len() + size <= FILL,
                 None => false,
@@ -1399,8 +1399,8 @@ impl PsTree {
             };
             let pg = self.page_mut(page)?;
             let off = pg.data.len();
-            encode_group(&mut pg.data, next, &skey, &entries);
-            self.set_referrer(&skey, referrer, ptr(page, off))?;
+            encode_group(&mut pg.data, next, skey, &entries);
+            self.set_referrer(skey, referrer, ptr(page, off))?;
         }
         Ok(())
     }
@@ -1415,7 +1415,7 @@ impl PsTree {
             for g in self.chain(head)? {
                 entries.extend(self.group_entries(g)?.0);
             }
-            sections.push((sk.to_vec(), Referrer::Head, entries, NULL));
+            sections.push((InlineKey::new(sk), Referrer::Head, entries, NULL));
         }
         for id in self.page_ids() {
             self.release(id);
@@ -1624,6 +1624,11 @@ impl<'t> Cursor<'t> {
         Ok(Some(e))
     }
 }
+
+/// A chain section a split or a reorganization rewrites: its secondary
+/// key, the pointer to redirect to its new group, its entries, and the
+/// group it continues to.
+type Section = (InlineKey, Referrer, Vec<Entry>, Ptr);
 
 /// Counts of a chain walk, for checks of the invariants in tests.
 #[cfg(test)]
