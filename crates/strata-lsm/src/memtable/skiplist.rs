@@ -28,6 +28,9 @@
 //!   whose key is the greatest linked before its store: the inserter
 //!   stores it (`Release`, after linking, holding the lock) whenever the
 //!   new node has no successor, so it only grows.
+//! - (I7) under the writer lock, `Writer::tails[l]` is the last node
+//!   linked at level `l` (the head if none): an insert whose new node has
+//!   no successor at a level becomes that level's tail.
 
 #![allow(unsafe_code)]
 
@@ -39,12 +42,20 @@ use std::sync::Mutex;
 
 use crate::key;
 
-/// Tallest tower. With a branching factor of 4, 12 levels keep searches
-/// logarithmic up to 4¹² ≈ 16 M entries, far above any memtable's count.
-const MAX_HEIGHT: usize = 12;
+/// Tallest tower. With a branching factor of 2, 24 levels keep searches
+/// logarithmic up to 2²⁴ ≈ 16 M entries, far above any memtable's count.
+const MAX_HEIGHT: usize = 24;
 
-/// One node in four is promoted to the next level.
-const BRANCHING: u32 = 4;
+/// One node in two is promoted to the next level (LevelDB promotes one in
+/// four). A search here compares a link's hint without loading its node
+/// and loads only the nodes it moves to: about `(1 - p) / p` a level over
+/// `log(n) / log(1 / p)` levels, 17 at 145 k entries for p = 1/2 against
+/// 26 for p = 1/4, and at the lower levels of a large list each load is a
+/// cache miss. Measured (`docs/benchmarks.md`, session 36): first-level
+/// read misses of 145 k random inserts −20% (callgrind), 1 M random
+/// inserts −17 to −22%, the engine's 1 M random fill +6 to +14%; the cost
+/// is two links a node on average instead of 4/3 (16 bytes).
+const BRANCHING: u32 = 2;
 
 /// The first chunk's size in 8-byte words (8 KiB); each next chunk doubles,
 /// up to [`MAX_CHUNK_WORDS`], so a small memtable stays small.
@@ -265,6 +276,10 @@ struct Writer {
     left: usize,
     next_chunk_words: usize,
     rng: u32,
+    /// The last node at each level (the head where a level has none): the
+    /// predecessors of a key greater than every key, so that an append
+    /// needs no search. Maintained by every insert (I7).
+    tails: [*const Node; MAX_HEIGHT],
 }
 
 impl Writer {
@@ -298,8 +313,8 @@ impl Writer {
         chunk
     }
 
-    /// A tower height: 1 with probability 3/4, each further level 1/4 as
-    /// likely as the one below.
+    /// A tower height: 1 with probability 1/2, each further level half
+    /// as likely as the one below.
     fn random_height(&mut self) -> usize {
         let mut h = 1;
         while h < MAX_HEIGHT && self.next_random().is_multiple_of(BRANCHING) {
@@ -353,8 +368,10 @@ impl SkipList {
             left: 0,
             next_chunk_words: FIRST_CHUNK_WORDS,
             rng: 0x9e37_79b9,
+            tails: [ptr::null(); MAX_HEIGHT],
         };
         let head = Self::new_node(&mut writer, MAX_HEIGHT, &[], 0, &[]);
+        writer.tails = [head; MAX_HEIGHT];
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -445,8 +462,18 @@ impl SkipList {
     ) -> (RawEntry, Option<Entry<'_>>) {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let target = Target::new(user_key, trailer);
+        // An append (a key at or after the greatest, as keys written in
+        // order are) takes its predecessors from the tails (I7): no search.
+        let last = self.last.load(AtomicOrdering::Relaxed);
+        // SAFETY: `last` is null or a published node (I6).
+        let append = last.is_null() || unsafe { compare(last, &target) } != Ordering::Greater;
         let mut prev = [self.head; MAX_HEIGHT];
-        let next = self.search(&target, Some(&mut prev), true);
+        let next = if append {
+            prev = writer.tails;
+            ptr::null()
+        } else {
+            self.search(&target, Some(&mut prev), true)
+        };
         let height = writer.random_height();
         // Levels above the old height have the head as predecessor, which
         // `prev` already holds.
@@ -472,11 +499,15 @@ impl SkipList {
                     from.hint_lo.load(AtomicOrdering::Relaxed),
                     AtomicOrdering::Relaxed,
                 );
-                to.next.store(
-                    from.next.load(AtomicOrdering::Relaxed),
-                    AtomicOrdering::Relaxed,
-                );
+                let succ = from.next.load(AtomicOrdering::Relaxed);
+                to.next.store(succ, AtomicOrdering::Relaxed);
                 from.set(node, (*node).head);
+                if succ.is_null() {
+                    // Nothing after it at this level (I7).
+                    if let Some(t) = writer.tails.get_mut(level) {
+                        *t = node;
+                    }
+                }
             }
         }
         if next.is_null() {
@@ -753,6 +784,97 @@ mod tests {
             let r = rnd();
             let user_key = format!("{}", r % 320).into_bytes();
             let probe = ikey(&user_key, rnd() % (25_000 << 8));
+            let want = model
+                .range(ByInternal(probe.clone())..)
+                .next()
+                .map(|(k, _)| k.0.clone());
+            let got = list
+                .lower_bound(&Target::from_internal(&probe))
+                .map(|e| e.key().to_vec());
+            assert_eq!(got, want);
+        }
+    }
+
+    /// Every level of `list` is sorted, and its last node is the writer's
+    /// tail for it (I7).
+    fn check_levels(list: &SkipList) {
+        let writer = list.writer.lock().unwrap();
+        for level in 0..MAX_HEIGHT {
+            let mut x = list.head;
+            loop {
+                // SAFETY: the head or a node reached through a link at
+                // `level` (so taller than it); the test holds the lock.
+                let next = unsafe { Node::link(x, level) }
+                    .next
+                    .load(AtomicOrdering::Acquire);
+                if next.is_null() {
+                    break;
+                }
+                if !ptr::eq(x, list.head) {
+                    // SAFETY: both published nodes of the list.
+                    let (a, b) = unsafe { (Node::key(x), Node::key(next)) };
+                    assert_ne!(key::compare_internal(a, b), Ordering::Greater);
+                }
+                x = next;
+            }
+            assert!(ptr::eq(x, writer.tails[level]), "tail of level {level}");
+        }
+    }
+
+    /// Keys written in order (appends, which skip the search) mixed with
+    /// keys anywhere, and newer versions of the greatest user key: the
+    /// order, the greatest entry, every lower bound and every level's tail
+    /// agree with a B-tree.
+    #[test]
+    fn appends_and_inserts_anywhere_agree_with_an_ordered_model() {
+        let mut x: u64 = 0x0dd_ba11_cafe_f00d;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let list = SkipList::new();
+        let mut model = BTreeMap::new();
+        check_levels(&list);
+        let mut up = 0u64;
+        for i in 1..=scaled(20_000) {
+            let r = rnd();
+            let user_key = match r % 4 {
+                // Ascending (an append, mostly).
+                0 | 1 => {
+                    up += 1 + r % 3;
+                    format!("k{up:010}").into_bytes()
+                }
+                // A newer version of the latest ascending key: it sorts
+                // before the older one (an insert in the middle).
+                2 => format!("k{up:010}").into_bytes(),
+                // Anywhere.
+                _ => format!("k{:010}", r % (up + 1)).into_bytes(),
+            };
+            let trailer = i << 8 | 1;
+            let v = i.to_le_bytes();
+            list.insert(&user_key, trailer, &v);
+            model.insert(ByInternal(ikey(&user_key, trailer)), i);
+            let greatest = model.last_key_value().map(|(k, _)| &k.0[..]);
+            assert_eq!(list.last().map(|e| e.key()), greatest);
+            if i % scaled(2_000) == 0 {
+                check_levels(&list);
+            }
+        }
+        check_levels(&list);
+        let mut it = list.first();
+        for k in model.keys() {
+            let e = it.unwrap();
+            assert_eq!(e.key(), &k.0[..]);
+            it = e.next();
+        }
+        assert!(it.is_none());
+        for _ in 0..scaled(5_000) {
+            let probe = ikey(
+                format!("k{:010}", rnd() % (up + 2)).as_bytes(),
+                rnd() % (scaled(20_000) << 8),
+            );
             let want = model
                 .range(ByInternal(probe.clone())..)
                 .next()
