@@ -730,18 +730,22 @@ mod tests {
         }
     }
 
+    /// A deterministic generator (xorshift64) from `seed`.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Random keys (short, sharing heads, long, some beyond a chunk)
     /// against a B-tree under the same order: iteration order and every
     /// lower bound agree.
     #[test]
     fn agrees_with_an_ordered_model() {
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = xorshift(0x1234_5678_9abc_def1);
         let list = SkipList::new();
         let mut model = BTreeMap::new();
         assert!(list.last().is_none());
@@ -827,13 +831,7 @@ mod tests {
     /// agree with a B-tree.
     #[test]
     fn appends_and_inserts_anywhere_agree_with_an_ordered_model() {
-        let mut x: u64 = 0x0dd_ba11_cafe_f00d;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = xorshift(0x0dd_ba11_cafe_f00d);
         let list = SkipList::new();
         let mut model = BTreeMap::new();
         check_levels(&list);
