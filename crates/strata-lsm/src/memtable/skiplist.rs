@@ -483,7 +483,8 @@ impl SkipList {
         let node = Self::new_node(&mut writer, height, user_key, trailer, value);
         for (level, &p) in prev.iter().enumerate().take(height) {
             // SAFETY: `p` is the head or a published node (I1, I2) whose
-            // height exceeds `level` (it was found at that level); `node`
+            // height exceeds `level` (the search found it at that level,
+            // or it is that level's tail, I7); `node`
             // is ours until the Release store publishes it, with every
             // field written (I2); we hold the writer lock (I3).
             // The new node's link copies the predecessor's (hint and all:
