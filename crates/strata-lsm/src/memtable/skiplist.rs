@@ -731,6 +731,18 @@ mod tests {
         }
     }
 
+    /// The list's first entry at or after `probe` is the model's.
+    fn assert_lower_bound(list: &SkipList, model: &BTreeMap<ByInternal, u64>, probe: &[u8]) {
+        let want = model
+            .range(ByInternal(probe.to_vec())..)
+            .next()
+            .map(|(k, _)| k.0.clone());
+        let got = list
+            .lower_bound(&Target::from_internal(probe))
+            .map(|e| e.key().to_vec());
+        assert_eq!(got, want);
+    }
+
     /// A deterministic generator (xorshift64) from `seed`.
     fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
         move || {
@@ -789,14 +801,7 @@ mod tests {
             let r = rnd();
             let user_key = format!("{}", r % 320).into_bytes();
             let probe = ikey(&user_key, rnd() % (25_000 << 8));
-            let want = model
-                .range(ByInternal(probe.clone())..)
-                .next()
-                .map(|(k, _)| k.0.clone());
-            let got = list
-                .lower_bound(&Target::from_internal(&probe))
-                .map(|e| e.key().to_vec());
-            assert_eq!(got, want);
+            assert_lower_bound(&list, &model, &probe);
         }
     }
 
@@ -874,14 +879,7 @@ mod tests {
                 format!("k{:010}", rnd() % (up + 2)).as_bytes(),
                 rnd() % (scaled(20_000) << 8),
             );
-            let want = model
-                .range(ByInternal(probe.clone())..)
-                .next()
-                .map(|(k, _)| k.0.clone());
-            let got = list
-                .lower_bound(&Target::from_internal(&probe))
-                .map(|e| e.key().to_vec());
-            assert_eq!(got, want);
+            assert_lower_bound(&list, &model, &probe);
         }
     }
 
