@@ -11,7 +11,9 @@
 //!   passes `check_index` (exact answers against a full scan);
 //! * queries and writes work again.
 //!
-//! `STRATA_POWER_LOSS_CYCLES` sets the cycles per strategy (default 3).
+//! `STRATA_POWER_LOSS_CYCLES` sets the cycles per strategy (default 3),
+//! `STRATA_POWER_LOSS_SEED` the first strategy's seed (default 100; the
+//! others follow it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
@@ -249,6 +251,11 @@ fn power_loss_keeps_synced_writes_and_exact_indexes_for_every_strategy() {
         .unwrap_or(3);
     let (mut lost, mut checks) = (0, 0);
     let only = std::env::var("STRATA_POWER_LOSS_STRATEGY").ok();
+    // Soaks vary the seeds (the default runs the seeds CI always ran).
+    let base_seed: u64 = std::env::var("STRATA_POWER_LOSS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
     let mut strategies = 0;
     for (i, strategy) in STRATEGIES.iter().enumerate() {
         if only.as_deref().is_some_and(|o| o != *strategy) {
@@ -256,7 +263,7 @@ fn power_loss_keeps_synced_writes_and_exact_indexes_for_every_strategy() {
         }
         strategies += 1;
         let root = tempfile::tempdir().unwrap();
-        let (l, c) = run(strategy, cycles, 100 + i as u64, root.path());
+        let (l, c) = run(strategy, cycles, base_seed + i as u64, root.path());
         lost += l;
         checks += c;
     }
