@@ -117,6 +117,10 @@ impl Composite {
             None
         };
         let mut tree_opts = opts.clone();
+        // The tree is only scanned by ranges (a secondary key's prefix):
+        // a memtable key filter would never answer a lookup, and setting
+        // its bits cost each index entry's insert a random cache line.
+        tree_opts.memtable_key_filter = false;
         let mut repair_stats = None;
         if let (true, Some(pk)) = (repair, &pk) {
             let stats = Arc::new(RepairStats::default());

@@ -51,7 +51,11 @@ impl Deli {
     pub fn open(cx: &OpenCx<'_>) -> Result<Deli> {
         let (dir, ty, params, opts) = (cx.dir, cx.spec.key_type, cx.params, cx.tree_opts);
         strategy::no_params(StrategyKind::Deli.name(), params)?;
-        let tree = IndexTree::open(dir.join("tree"), opts.clone())?;
+        // Scanned by ranges only (one point read, here at open): no
+        // memtable key filter, whose bits each entry's insert would set.
+        let mut tree_opts = opts.clone();
+        tree_opts.memtable_key_filter = false;
+        let tree = IndexTree::open(dir.join("tree"), tree_opts)?;
         let ts_last = match tree.db.get(TS_LAST_KEY)? {
             Some(b) => tree::read_seq(&b, false)?,
             None => 0,
