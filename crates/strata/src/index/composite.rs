@@ -116,11 +116,8 @@ impl Composite {
         } else {
             None
         };
-        let mut tree_opts = opts.clone();
-        // The tree is only scanned by ranges (a secondary key's prefix):
-        // a memtable key filter would never answer a lookup, and setting
-        // its bits cost each index entry's insert a random cache line.
-        tree_opts.memtable_key_filter = false;
+        // The tree is only scanned by ranges (a secondary key's prefix).
+        let mut tree_opts = tree::range_read_options(opts);
         let mut repair_stats = None;
         if let (true, Some(pk)) = (repair, &pk) {
             let stats = Arc::new(RepairStats::default());

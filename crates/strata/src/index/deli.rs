@@ -51,11 +51,8 @@ impl Deli {
     pub fn open(cx: &OpenCx<'_>) -> Result<Deli> {
         let (dir, ty, params, opts) = (cx.dir, cx.spec.key_type, cx.params, cx.tree_opts);
         strategy::no_params(StrategyKind::Deli.name(), params)?;
-        // Scanned by ranges only (one point read, here at open): no
-        // memtable key filter, whose bits each entry's insert would set.
-        let mut tree_opts = opts.clone();
-        tree_opts.memtable_key_filter = false;
-        let tree = IndexTree::open(dir.join("tree"), tree_opts)?;
+        // Scanned by ranges only (one point read, here at open).
+        let tree = IndexTree::open(dir.join("tree"), tree::range_read_options(opts))?;
         let ts_last = match tree.db.get(TS_LAST_KEY)? {
             Some(b) => tree::read_seq(&b, false)?,
             None => 0,

@@ -339,6 +339,17 @@ impl EngineHooks for SyncPrimaryWal {
     }
 }
 
+/// `opts` (a tree's, from [`tree_options`]) for a tree read only by
+/// ranges, or by key only at open: without a memtable key filter, which
+/// would answer no lookup while every insert sets its bits (a random cache
+/// line a write; `docs/benchmarks.md`, session 37).
+pub fn range_read_options(opts: &Options) -> Options {
+    Options {
+        memtable_key_filter: false,
+        ..opts.clone()
+    }
+}
+
 /// Options of a nested tree, derived from the primary's: same table and
 /// compaction settings and file system, a quarter of the block cache, and
 /// one hook, which fsyncs the primary's WAL before the tree installs
