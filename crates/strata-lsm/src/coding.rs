@@ -132,6 +132,14 @@ pub fn masked_crc(data: &[u8]) -> u32 {
     mask_crc(crc32c::crc32c(data))
 }
 
+/// The raw (unmasked) CRC32C of `crc`'s data followed by `data`:
+/// `crc_append(crc_append(0, a), b)` is the CRC32C of `a ‖ b`, and
+/// [`mask_crc`] of it is [`masked_crc`] of `a ‖ b`. For checksums
+/// computed as bytes are produced.
+pub fn crc_append(crc: u32, data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc, data)
+}
+
 /// CRC32C of the concatenation of `a` and `b`, masked.
 pub fn masked_crc2(a: &[u8], b: &[u8]) -> u32 {
     mask_crc(crc32c::crc32c_append(crc32c::crc32c(a), b))

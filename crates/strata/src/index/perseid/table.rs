@@ -37,9 +37,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use strata_lsm::coding::masked_crc;
+use strata_lsm::coding::{crc_append, mask_crc, masked_crc};
 use strata_lsm::error::{Error, Result};
-use strata_lsm::io::{Fs, RandomRead};
+use strata_lsm::io::{Fs, RandomRead, WritableFile};
 
 use strata_lsm::key::SeqNo;
 
@@ -270,10 +270,34 @@ fn next_vol<'a>(
     }
 }
 
-/// Writes a new table file from entries given in (hash, key) order.
+/// Bytes of entries a [`TableWriter`] holds before it writes them out.
+const STAGE_BYTES: usize = 1 << 20;
+
+/// Writes a new table file from entries given in (hash, key) order. The
+/// entries go to the file as they come, through a staging buffer of
+/// [`STAGE_BYTES`], each bucket's checksum computed as its entries are
+/// appended: a merge of a 2 M-key table no longer builds the whole file
+/// in a fresh 70 MB buffer, whose page faults were a quarter of the
+/// flush thread's merge and page-record work (`docs/benchmarks.md`,
+/// session 38).
 pub(crate) struct TableWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    fs: Arc<dyn Fs>,
+    dir_path: PathBuf,
+    number: u64,
+    /// Entries not written out yet.
     buf: Vec<u8>,
+    /// Bytes of entries written out.
+    written: u64,
+    /// The first error writing out; reported by [`TableWriter::finish`].
+    err: Option<std::io::Error>,
+    /// Start offset of each bucket begun so far.
     dir: Vec<u64>,
+    /// Masked checksum of each bucket before the last one begun.
+    crcs: Vec<u32>,
+    /// Raw checksum of the last bucket begun, so far.
+    crc: u32,
     bits: u32,
     count: u64,
     /// The entries with `n > 1`, encoded (the volatile section).
@@ -283,18 +307,56 @@ pub(crate) struct TableWriter {
 }
 
 impl TableWriter {
-    /// A writer for at most about `expected` keys (sizes the directory).
-    pub fn new(expected: u64) -> TableWriter {
+    /// Creates table file `number` in `dir` for at most about `expected`
+    /// keys (which sizes the directory).
+    pub fn create(fs: &Arc<dyn Fs>, dir: &Path, number: u64, expected: u64) -> Result<TableWriter> {
         let bits = bits_for(expected);
-        TableWriter {
-            buf: Vec::with_capacity((expected as usize).saturating_mul(36)),
+        let path = dir.join(table_name(number));
+        let file = fs
+            .create(&path, true)
+            .map_err(|e| Error::io(format!("create perseid table {}", path.display()), e))?;
+        Ok(TableWriter {
+            file,
+            path,
+            fs: fs.clone(),
+            dir_path: dir.to_path_buf(),
+            number,
+            buf: Vec::with_capacity(STAGE_BYTES + 4096),
+            written: 0,
+            err: None,
             dir: Vec::with_capacity((1usize << bits) + 1),
+            crcs: Vec::with_capacity(1usize << bits),
+            crc: 0,
             bits,
             count: 0,
             vol: Vec::new(),
             vol_count: 0,
             last: None,
+        })
+    }
+
+    /// Begins the buckets up to `b` at the current offset (each one begun
+    /// ends the one before it).
+    fn begin_buckets(&mut self, b: usize) {
+        let at = self.written + self.buf.len() as u64;
+        while self.dir.len() <= b {
+            if !self.dir.is_empty() {
+                self.crcs.push(mask_crc(self.crc));
+                self.crc = 0;
+            }
+            self.dir.push(at);
         }
+    }
+
+    /// Writes out the staged entries (a failure is kept for `finish`).
+    fn write_out(&mut self) {
+        if self.err.is_none() {
+            match self.file.write_all(&self.buf) {
+                Ok(()) => self.written += self.buf.len() as u64,
+                Err(e) => self.err = Some(e),
+            }
+        }
+        self.buf.clear();
     }
 
     /// Appends one key; `h` must be `key_hash(pk)` and not below the
@@ -302,49 +364,40 @@ impl TableWriter {
     pub fn push(&mut self, h: u64, pk: &[u8], e: &PEntry) {
         debug_assert!(self.last.is_none_or(|l| l <= h), "table keys out of order");
         self.last = Some(h);
-        let b = bucket(h, self.bits);
-        while self.dir.len() <= b {
-            self.dir.push(self.buf.len() as u64);
-        }
+        self.begin_buckets(bucket(h, self.bits));
+        let at = self.buf.len();
         encode_entry(&mut self.buf, pk, e);
+        self.crc = crc_append(self.crc, self.buf.get(at..).unwrap_or_default());
         if e.n > 1 {
             encode_vol_entry(&mut self.vol, h, pk, e);
             self.vol_count += 1;
         }
         self.count += 1;
+        if self.buf.len() >= STAGE_BYTES {
+            self.write_out();
+        }
     }
 
-    /// Writes the file `number` in `dir` durably (file and directory
-    /// synced) and opens it.
-    pub fn finish(
-        mut self,
-        fs: &Arc<dyn Fs>,
-        dir: &Path,
-        number: u64,
-        key_type: u8,
-    ) -> Result<PkTable> {
-        let vol_at = self.buf.len() as u64;
-        while self.dir.len() <= 1usize << self.bits {
-            self.dir.push(vol_at);
+    /// Completes the file durably (file and directory synced) and opens
+    /// it.
+    pub fn finish(mut self, key_type: u8) -> Result<PkTable> {
+        let vol_at = self.written + self.buf.len() as u64;
+        self.begin_buckets(1usize << self.bits);
+        self.write_out();
+        let (path, number) = (self.path.clone(), self.number);
+        let failed = |e| Error::io(format!("write perseid table {}", path.display()), e);
+        if let Some(e) = self.err.take() {
+            return Err(failed(e));
         }
-        let crcs: Vec<u32> = self
-            .dir
-            .windows(2)
-            .map(|w| match w {
-                [a, b] => masked_crc(self.buf.get(*a as usize..*b as usize).unwrap_or_default()),
-                _ => 0,
-            })
-            .collect();
         // The volatile section and the directory follow the entries in a
-        // buffer of their own (appending them to the entries' reallocated
-        // and copied the whole table at every merge).
+        // buffer of their own.
         let mut meta = std::mem::take(&mut self.vol);
-        meta.reserve(self.dir.len() * 8 + crcs.len() * 4);
+        meta.reserve(self.dir.len() * 8 + self.crcs.len() * 4);
         let dir_at = vol_at + meta.len() as u64;
         for off in &self.dir {
             meta.extend_from_slice(&off.to_le_bytes());
         }
-        for c in &crcs {
+        for c in &self.crcs {
             meta.extend_from_slice(&c.to_le_bytes());
         }
         let crc = masked_crc(&meta);
@@ -361,23 +414,21 @@ impl TableWriter {
         footer.extend_from_slice(&crc.to_le_bytes());
         let fcrc = masked_crc(&footer);
         footer.extend_from_slice(&fcrc.to_le_bytes());
-        let path = dir.join(table_name(number));
-        let mut f = fs
-            .create(&path, true)
-            .map_err(|e| Error::io(format!("create perseid table {}", path.display()), e))?;
-        f.write_all(&self.buf)
-            .and_then(|_| f.write_all(&meta))
+        let f = &mut self.file;
+        f.write_all(&meta)
             .and_then(|_| f.write_all(&footer))
             .and_then(|_| f.flush())
             .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(format!("write perseid table {}", path.display()), e))?;
-        drop(f);
-        fs.sync_dir(dir)
+            .map_err(failed)?;
+        let fs = self.fs.clone();
+        let dir = self.dir_path.clone();
+        drop(self.file);
+        fs.sync_dir(&dir)
             .map_err(|e| Error::io(format!("sync perseid directory {}", dir.display()), e))?;
         let r = TableRef {
             number,
             count: self.count,
-            len: (self.buf.len() + meta.len() + footer.len()) as u64,
+            len: vol_at + (meta.len() + footer.len()) as u64,
             crc,
         };
         let file: Arc<dyn RandomRead> = Arc::from(fs.open_mapped(&path)?);
@@ -388,8 +439,8 @@ impl TableWriter {
             vol_at,
             file,
             checked: checked_bits(self.bits),
-            fs: fs.clone(),
-            dir: dir.to_path_buf(),
+            fs,
+            dir,
         })
     }
 }
@@ -865,11 +916,11 @@ mod tests {
             .map(|k| (key_hash(&k), k))
             .collect();
         keys.sort();
-        let mut w = TableWriter::new(keys.len() as u64);
+        let mut w = TableWriter::create(&fs, dir.path(), 7, keys.len() as u64).unwrap();
         for (i, (h, k)) in keys.iter().enumerate() {
             w.push(*h, k, &e(i as u64, 1 + (i % 3) as u32));
         }
-        let t = w.finish(&fs, dir.path(), 7, 2).unwrap();
+        let t = w.finish(2).unwrap();
         for (i, (_, k)) in keys.iter().enumerate() {
             assert_eq!(t.get(k).unwrap(), Some(e(i as u64, 1 + (i % 3) as u32)));
         }
@@ -947,7 +998,10 @@ mod tests {
         }
         std::fs::write(&path, &good).unwrap();
         // An empty table works too.
-        let t = TableWriter::new(0).finish(&fs, dir.path(), 8, 2).unwrap();
+        let t = TableWriter::create(&fs, dir.path(), 8, 0)
+            .unwrap()
+            .finish(2)
+            .unwrap();
         assert_eq!(t.get(b"x").unwrap(), None);
         PkTable::open(&fs, dir.path(), t.r, 2, |_| {}, &mut |_, _, _| {
             panic!("no keys")

@@ -854,7 +854,7 @@ impl MergeJob {
     ) -> Result<PkTable> {
         debug_assert!(self.delta.map.is_empty() && self.delta.more.is_empty());
         let base_count = self.base.as_ref().map_or(0, |t| t.r.count);
-        let mut w = TableWriter::new(base_count + self.delta.len() as u64);
+        let mut w = TableWriter::create(fs, dir, number, base_count + self.delta.len() as u64)?;
         let mut d = self
             .delta
             .frozen
@@ -890,7 +890,7 @@ impl MergeJob {
                 w.push(dh, dk, &de);
             }
         }
-        w.finish(fs, dir, number, key_type)
+        w.finish(key_type)
     }
 }
 
