@@ -188,22 +188,10 @@ fn put_bytes(p: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl GroupWriter {
-    /// A writer of a (`full`) group in a buffer of its own (tests).
-    #[cfg(test)]
     pub fn new(full: bool) -> GroupWriter {
-        Self::with_buffer(full, Vec::new())
-    }
-
-    /// A writer of a (`full`) group building its body in `buf` (cleared
-    /// first): the buffer of an earlier group, whose pages are mapped
-    /// already (a fresh one of several megabytes page-faulted on every
-    /// flush; see [`Store::recycle`]).
-    pub fn with_buffer(full: bool, mut buf: Vec<u8>) -> GroupWriter {
-        buf.clear();
-        buf.resize(BEGIN_LEN, 0);
         GroupWriter {
             full,
-            pages: buf,
+            pages: vec![0; BEGIN_LEN],
             dir: Vec::new(),
             page_count: 0,
             table: Vec::new(),
@@ -762,15 +750,7 @@ pub(crate) struct Store {
     retired: Vec<u64>,
     /// Table files present (`table`), by number, with their sizes.
     tables: Vec<(u64, u64)>,
-    /// The body buffer of the last group written, for the next one
-    /// ([`Store::recycle`]).
-    spare: Vec<u8>,
 }
-
-/// Largest group body buffer kept for the next group: a larger one (a
-/// full group of a large index) is freed rather than held between
-/// flushes.
-const SPARE_MAX: usize = 64 << 20;
 
 /// The committed groups of an index's files, in order.
 pub(crate) struct Recovered {
@@ -878,7 +858,6 @@ impl Store {
                 last_full: 0,
                 retired: Vec::new(),
                 tables,
-                spare: Vec::new(),
             },
             match failed {
                 Some(e) => Err(e),
@@ -913,20 +892,6 @@ impl Store {
         self.next_number += 1;
         self.tables.push((n, 0));
         n
-    }
-
-    /// A buffer for the next group's body (see
-    /// [`GroupWriter::with_buffer`]).
-    pub fn take_spare(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.spare)
-    }
-
-    /// Keeps `body`, a written group's, for the next group unless it is
-    /// larger than [`SPARE_MAX`].
-    pub fn recycle(&mut self, body: Vec<u8>) {
-        if body.capacity() <= SPARE_MAX {
-            self.spare = body;
-        }
     }
 
     /// The table file `n` was written with `len` bytes.

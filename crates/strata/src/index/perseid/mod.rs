@@ -563,7 +563,7 @@ impl Perseid {
                 return Ok(());
             }
             let full = store.wants_full(st.live_bytes());
-            let mut g = GroupWriter::with_buffer(full, store.take_spare());
+            let mut g = GroupWriter::new(full);
             if full {
                 // Evicted pages are read back from the files this group
                 // replaces (removed only after it is written).
@@ -661,7 +661,6 @@ impl Perseid {
             h.sync_wal()?;
         }
         let (file, start) = store.write_group(&group, full)?;
-        store.recycle(group.body);
         {
             // The pages written are clean now (unless changed since): the
             // cache may evict them.
