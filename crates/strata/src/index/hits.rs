@@ -107,7 +107,7 @@ impl PackBuf {
     }
 
     /// Appends a result's key and value; the returned row locates them.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>, seq: SeqNo) -> Row {
         let need = key.len() + value.map_or(0, <[u8]>::len);
         if self.cur.capacity() - self.cur.len() < need {
