@@ -282,8 +282,8 @@ const STAGE_BYTES: usize = 1 << 20;
 /// session 38).
 pub(crate) struct TableWriter {
     file: Box<dyn WritableFile>,
-    path: PathBuf,
     fs: Arc<dyn Fs>,
+    /// The directory of the file (named by `number`).
     dir_path: PathBuf,
     number: u64,
     /// Entries not written out yet.
@@ -317,7 +317,6 @@ impl TableWriter {
             .map_err(|e| Error::io(format!("create perseid table {}", path.display()), e))?;
         Ok(TableWriter {
             file,
-            path,
             fs: fs.clone(),
             dir_path: dir.to_path_buf(),
             number,
@@ -384,7 +383,8 @@ impl TableWriter {
         let vol_at = self.written + self.buf.len() as u64;
         self.begin_buckets(1usize << self.bits);
         self.write_out();
-        let (path, number) = (self.path.clone(), self.number);
+        let number = self.number;
+        let path = self.dir_path.join(table_name(number));
         let failed = |e| Error::io(format!("write perseid table {}", path.display()), e);
         if let Some(e) = self.err.take() {
             return Err(failed(e));
@@ -420,9 +420,8 @@ impl TableWriter {
             .and_then(|_| f.flush())
             .and_then(|_| f.sync_all())
             .map_err(failed)?;
-        let fs = self.fs.clone();
-        let dir = self.dir_path.clone();
         drop(self.file);
+        let (fs, dir) = (self.fs, self.dir_path);
         fs.sync_dir(&dir)
             .map_err(|e| Error::io(format!("sync perseid directory {}", dir.display()), e))?;
         let r = TableRef {
