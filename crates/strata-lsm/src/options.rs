@@ -57,6 +57,16 @@ pub struct Options {
     /// bytes of [`Options::memtable_size`]: 1 MiB for 64 MiB), so lookups
     /// of keys a memtable does not hold skip its search. Default true.
     pub memtable_key_filter: bool,
+    /// Runs mode of the memtable (`memtable::MemTable::with_runs`): a
+    /// skiplist of at most this many entries in front of sorted runs, for
+    /// trees written at random keys (0, the default: one skiplist). Used
+    /// only by hosted engines ([`Options::host`], the secondary trees of
+    /// stand-alone indexes), whose writes no hook sees: a hook may ask for
+    /// the entries a write shadows, which runs mode does not report. A
+    /// `strata` database passes its own setting to its secondary trees;
+    /// with 0, the trees read only by ranges (`composite`, `deli`) use
+    /// 16 Ki.
+    pub memtable_run_entries: usize,
     /// Target uncompressed size of a data block.
     pub block_size: usize,
     /// Keys between restart points in a data block (default 4; LevelDB's
@@ -154,6 +164,7 @@ impl Default for Options {
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             memtable_key_filter: true,
+            memtable_run_entries: 0,
             block_size: 4096,
             block_restart_interval: 4,
             compression: Compression::None,
@@ -188,6 +199,7 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("memtable_size", &self.memtable_size)
+            .field("memtable_run_entries", &self.memtable_run_entries)
             .field("block_size", &self.block_size)
             .field("compression", &self.compression)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
@@ -215,6 +227,16 @@ impl Options {
     pub fn memtable_filter_bytes(&self) -> usize {
         if self.memtable_key_filter {
             self.memtable_size / 64
+        } else {
+            0
+        }
+    }
+
+    /// Entries of a memtable's skiplist in runs mode, 0 for one skiplist
+    /// (see [`Options::memtable_run_entries`]).
+    pub(crate) fn memtable_runs(&self) -> usize {
+        if self.host.is_some() {
+            self.memtable_run_entries
         } else {
             0
         }
@@ -257,6 +279,7 @@ impl Options {
         error_if_exists: bool,
         memtable_size: usize,
         max_immutable_memtables: usize,
+        memtable_run_entries: usize,
         block_size: usize,
         block_restart_interval: usize,
         compression: Compression,

@@ -459,6 +459,29 @@ fn oracle_tiered_compaction() {
     }
 }
 
+/// Every secondary tree's memtable in runs mode with runs of three
+/// entries, so that queries, flushes, reopens and crashes meet sealed
+/// and merged runs (by default only the range-read trees use runs mode,
+/// with runs of 16 Ki entries, which these small runs never fill).
+#[test]
+fn oracle_memtable_runs() {
+    let has_trees = |s: &str| {
+        ["composite", "deli", "posting"]
+            .iter()
+            .any(|p| s.starts_with(p))
+    };
+    for (i, s) in strategies().into_iter().filter(|(_, s)| has_trees(s)) {
+        run(
+            s,
+            400 + i as u64,
+            1500,
+            Options::small_for_tests()
+                .background_work(false)
+                .memtable_run_entries(3),
+        );
+    }
+}
+
 #[test]
 fn oracle_background_work() {
     for (_, s) in strategies() {

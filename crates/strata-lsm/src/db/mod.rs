@@ -288,9 +288,14 @@ impl Db {
             })
             .collect();
         logs.sort_unstable();
-        let filter_bytes = opts.memtable_filter_bytes();
-        let new_mem =
-            |log: u64| Arc::new(MemTable::with_side(log, side()).with_key_filter(filter_bytes));
+        let (filter_bytes, runs) = (opts.memtable_filter_bytes(), opts.memtable_runs());
+        let new_mem = |log: u64| {
+            Arc::new(
+                MemTable::with_side(log, side())
+                    .with_key_filter(filter_bytes)
+                    .with_runs(runs),
+            )
+        };
         let mut recovered_mems = vec![new_mem(0)];
         // Extensions see every replayed batch again (`BatchContext::
         // recovering`), with the replayed memtables and the recovered
@@ -1007,7 +1012,8 @@ impl DbInner {
     pub(crate) fn new_memtable(&self, log: u64) -> Arc<MemTable> {
         Arc::new(
             MemTable::with_side(log, self.memtable_side())
-                .with_key_filter(self.opts.memtable_filter_bytes()),
+                .with_key_filter(self.opts.memtable_filter_bytes())
+                .with_runs(self.opts.memtable_runs()),
         )
     }
 

@@ -10,6 +10,11 @@
 //! Invariant: every entry of a memtable is also in the WAL file
 //! `log_number`, so until the flushed table is recorded in the MANIFEST the
 //! WAL can rebuild it.
+//!
+//! A memtable without a side structure may instead keep its entries in a
+//! small skiplist in front of sorted runs ([`MemTable::with_runs`], see
+//! [`runs`]): for trees written at random keys, whose inserts into one
+//! large skiplist are dominated by cache misses.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,9 +24,11 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 
 mod filter;
+mod runs;
 mod skiplist;
 
 use filter::KeyFilter;
+use runs::{RunStore, RunsIter};
 use skiplist::{Entry, RawEntry, SkipList, Target};
 
 /// Per-entry bookkeeping charged on top of key and value bytes.
@@ -31,8 +38,10 @@ const ENTRY_OVERHEAD: usize = 48;
 /// an optional side structure fed every insert.
 pub struct MemTable {
     /// Each entry's node is named to the side structure (see
-    /// [`MemSide::on_add`]).
+    /// [`MemSide::on_add`]). Empty in runs mode.
     map: SkipList,
+    /// Runs mode ([`MemTable::with_runs`]): every entry is here.
+    runs: Option<RunStore>,
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
@@ -102,6 +111,7 @@ impl MemTable {
     pub fn with_side(log_number: u64, side: Option<Arc<dyn MemSide>>) -> MemTable {
         MemTable {
             map: SkipList::new(),
+            runs: None,
             approximate_bytes: AtomicUsize::new(0),
             log_number,
             side,
@@ -116,6 +126,30 @@ impl MemTable {
     pub fn with_key_filter(mut self, bytes: usize) -> MemTable {
         self.filter = (bytes > 0).then(|| KeyFilter::with_bytes(bytes));
         self
+    }
+
+    /// This memtable in runs mode: a skiplist of at most `run_entries`
+    /// entries in front of sorted runs (see [`runs`]), if `run_entries` is
+    /// not 0 and the memtable has no side structure. Set before any
+    /// insert. In runs mode [`MemTable::add_shadowing`] reports no
+    /// shadowed entry and [`MemTable::value_of`] reads nothing: the
+    /// engine uses runs mode only where no hook asks for either.
+    pub fn with_runs(mut self, run_entries: usize) -> MemTable {
+        if run_entries > 0 && self.side.is_none() {
+            self.runs = Some(RunStore::new(run_entries));
+        }
+        self
+    }
+
+    /// True in runs mode ([`MemTable::with_runs`]).
+    pub fn in_runs_mode(&self) -> bool {
+        self.runs.is_some()
+    }
+
+    /// Sorted runs held in runs mode (0 otherwise), for tests and
+    /// statistics.
+    pub fn sorted_runs(&self) -> usize {
+        self.runs.as_ref().map_or(0, RunStore::runs)
     }
 
     /// True if the key filter rules `user_key` out.
@@ -189,7 +223,14 @@ impl MemTable {
         );
         // Stored in the skiplist's node (no allocation).
         let trailer = key::pack_trailer(seq, kind);
-        let (raw, next) = self.map.insert_next(user_key, trailer, value);
+        let (raw, next) = match &self.runs {
+            Some(r) => {
+                // Layers hold increasing sequence numbers (runs' R1).
+                debug_assert!(self.max_seq.load(Ordering::Relaxed) < seq || r.len() == 0);
+                (r.insert(user_key, trailer, value), None)
+            }
+            None => self.map.insert_next(user_key, trailer, value),
+        };
         let entry = MemEntry(raw);
         let shadowed = next.filter(|_| shadow).and_then(|e| {
             let p = key::parse_internal_key(e.key()).ok()?;
@@ -241,29 +282,59 @@ impl MemTable {
 
     /// True if no entry was inserted.
     pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
+        self.len() == 0
     }
 
     /// Entries inserted.
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.runs {
+            Some(r) => r.len(),
+            None => self.map.len(),
+        }
     }
 
     /// Newest entry of `user_key` with `seq <= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemGet> {
-        let (entry, seq, kind) = self.newest_entry(user_key, snapshot)?;
-        Some(match kind {
-            ValueKind::Value => MemGet::Value(seq, entry.value().to_vec()),
+        let get = |seq, kind, value: &[u8]| match kind {
+            ValueKind::Value => MemGet::Value(seq, value.to_vec()),
             ValueKind::Deletion => MemGet::Deleted(seq),
             ValueKind::Merge => MemGet::Merge(seq),
-        })
+        };
+        if let Some(r) = &self.runs {
+            return self.newest_in_runs(r, user_key, snapshot, get);
+        }
+        let (entry, seq, kind) = self.newest_entry(user_key, snapshot)?;
+        Some(get(seq, kind, entry.value()))
     }
 
     /// Sequence number and kind of the newest entry of `user_key` with
     /// `seq <= snapshot`, without copying its value.
     pub fn newest_version(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(SeqNo, ValueKind)> {
+        if let Some(r) = &self.runs {
+            return self.newest_in_runs(r, user_key, snapshot, |seq, kind, _| (seq, kind));
+        }
         self.newest_entry(user_key, snapshot)
             .map(|(_, seq, kind)| (seq, kind))
+    }
+
+    /// `f(seq, kind, value)` of the newest entry of `user_key` with
+    /// `seq <= snapshot`, in runs mode (the key filter first).
+    fn newest_in_runs<T>(
+        &self,
+        r: &RunStore,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        f: impl FnOnce(SeqNo, ValueKind, &[u8]) -> T,
+    ) -> Option<T> {
+        if self.certainly_absent(user_key) {
+            return None;
+        }
+        let trailer = key::pack_trailer(snapshot, key::KIND_FOR_SEEK);
+        r.newest(user_key, trailer, |ikey, value| {
+            let p = key::parse_internal_key(ikey).ok()?;
+            Some(f(p.seq, p.kind, value))
+        })
+        .flatten()
     }
 
     /// Sequence number of the newest entry of `user_key` (any kind), without
@@ -307,6 +378,9 @@ impl MemTable {
     /// Visits every entry in internal-key order (used by flush and by index
     /// strategies that scan the memtable).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        if let Some(r) = &self.runs {
+            return r.iter().for_each(f);
+        }
         let mut e = self.map.first();
         while let Some(cur) = e {
             f(cur.key(), cur.value())?;
@@ -321,6 +395,7 @@ impl MemTable {
         MemTableIter {
             mem: self.clone(),
             current: None,
+            runs: self.runs.as_ref().map(RunStore::iter),
         }
     }
 }
@@ -336,6 +411,9 @@ pub struct MemTableIter {
     mem: Arc<MemTable>,
     /// An entry of `mem.map` (none when exhausted or not positioned).
     current: Option<RawEntry>,
+    /// In runs mode: the cursor over the layers at the time the cursor
+    /// was made (`current` is unused).
+    runs: Option<RunsIter>,
 }
 
 impl MemTableIter {
@@ -347,13 +425,22 @@ impl MemTableIter {
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        self.current().is_some()
+        match &self.runs {
+            Some(r) => r.valid(),
+            None => self.current().is_some(),
+        }
     }
     fn seek_to_first(&mut self) -> Result<()> {
+        if let Some(r) = &mut self.runs {
+            return r.seek_to_first();
+        }
         self.current = self.mem.map.first().map(|e| e.raw());
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if let Some(r) = &mut self.runs {
+            return r.seek(target);
+        }
         self.current = self
             .mem
             .map
@@ -362,14 +449,23 @@ impl InternalIterator for MemTableIter {
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
+        if let Some(r) = &mut self.runs {
+            return r.next();
+        }
         self.current = self.current().and_then(|e| e.next()).map(|e| e.raw());
         Ok(())
     }
     fn key(&self) -> &[u8] {
-        self.current().map_or(&[], |e| e.key())
+        match &self.runs {
+            Some(r) => r.key(),
+            None => self.current().map_or(&[], |e| e.key()),
+        }
     }
     fn value(&self) -> &[u8] {
-        self.current().map_or(&[], |e| e.value())
+        match &self.runs {
+            Some(r) => r.value(),
+            None => self.current().map_or(&[], |e| e.value()),
+        }
     }
 }
 
@@ -479,6 +575,141 @@ mod tests {
         assert_eq!(got, vec![b"a7".to_vec(), b"a1".to_vec(), b"b5".to_vec()]);
         it.seek(&key::seek_key(b"a", 3)).unwrap();
         assert_eq!(it.value(), b"a1");
+    }
+}
+
+#[cfg(test)]
+mod runs_mode_tests {
+    use super::*;
+
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    fn collect(it: &mut MemTableIter, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        while it.valid() && out.len() < n {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        out
+    }
+
+    /// A memtable in runs mode answers every read (`get`,
+    /// `newest_version`, `newest_seq`, `for_each`, cursors' seeks and
+    /// steps) as one skiplist does, for keys of every length (shared
+    /// heads, prefixes of each other), values, tombstones and merge
+    /// operands, at every snapshot, with runs of several sizes (1: a run
+    /// per insert).
+    #[test]
+    fn runs_mode_reads_as_one_skiplist() {
+        for run_entries in [1, 7, 64] {
+            let list = Arc::new(MemTable::new(1));
+            let runs = Arc::new(MemTable::new(1).with_runs(run_entries));
+            assert!(runs.in_runs_mode() && !list.in_runs_mode());
+            let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15 ^ run_entries as u64);
+            let key = |r: u64| match r % 3 {
+                0 => format!("user{:04}", r % 300).into_bytes(),
+                1 => format!("user{:04}-a-long-suffix-{}", r % 300, r % 7).into_bytes(),
+                _ => (r % 300).to_be_bytes()[5..].to_vec(),
+            };
+            let total = 3000u64;
+            for seq in 1..=total {
+                let k = key(rnd());
+                let kind = match rnd() % 6 {
+                    0 => ValueKind::Deletion,
+                    1 => ValueKind::Merge,
+                    _ => ValueKind::Value,
+                };
+                let v = format!("v{seq}").into_bytes();
+                list.add(seq, kind, &k, &v);
+                runs.add(seq, kind, &k, &v);
+            }
+            assert_eq!(runs.len(), list.len());
+            assert!(runs.sorted_runs() >= 1, "{run_entries}: no run sealed");
+            assert!(runs.sorted_runs() <= 13, "{}", runs.sorted_runs());
+            for i in 0..2000u64 {
+                let k = key(rnd());
+                let snap = rnd() % (total + 10);
+                assert_eq!(runs.get(&k, snap), list.get(&k, snap), "{k:?} at {snap}");
+                assert_eq!(runs.newest_version(&k, snap), list.newest_version(&k, snap));
+                assert_eq!(runs.newest_seq(&k), list.newest_seq(&k), "{i}");
+            }
+            let all = |m: &MemTable| {
+                let mut v = Vec::new();
+                m.for_each(|k, val| {
+                    v.push((k.to_vec(), val.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+                v
+            };
+            let want = all(&list);
+            assert_eq!(all(&runs), want);
+            let (mut a, mut b) = (list.iter(), runs.iter());
+            a.seek_to_first().unwrap();
+            b.seek_to_first().unwrap();
+            assert_eq!(collect(&mut b, usize::MAX), collect(&mut a, usize::MAX));
+            for _ in 0..500 {
+                let target = key::seek_key(&key(rnd()), rnd() % (total + 10));
+                a.seek(&target).unwrap();
+                b.seek(&target).unwrap();
+                assert_eq!(collect(&mut b, 20), collect(&mut a, 20));
+            }
+        }
+    }
+
+    /// Readers running while the writer seals and merges runs see every
+    /// entry at or below the published sequence number, in order, each
+    /// once: a cursor keeps the layers it started on.
+    #[test]
+    fn readers_see_every_published_entry_while_runs_merge() {
+        use std::sync::atomic::AtomicU64;
+        let m = Arc::new(MemTable::new(1).with_runs(16));
+        let published = Arc::new(AtomicU64::new(0));
+        let total = 20_000u64;
+        let reader = {
+            let (m, published) = (m.clone(), published.clone());
+            std::thread::spawn(move || {
+                let mut rounds = 0;
+                loop {
+                    let at = published.load(Ordering::Acquire);
+                    let mut it = m.iter();
+                    it.seek_to_first().unwrap();
+                    let (mut n, mut prev): (u64, Vec<u8>) = (0, Vec::new());
+                    while it.valid() {
+                        let k = it.key().to_vec();
+                        assert!(prev.is_empty() || key::compare_internal(&prev, &k).is_lt());
+                        let p = key::parse_internal_key(&k).unwrap();
+                        n += u64::from(p.seq <= at);
+                        prev = k;
+                        it.next().unwrap();
+                    }
+                    assert_eq!(n, at, "entries visible at {at}");
+                    let probe = format!("k{:05}", at * 7919 % total.max(1));
+                    let _ = m.get(probe.as_bytes(), at);
+                    rounds += 1;
+                    if at == total {
+                        return rounds;
+                    }
+                }
+            })
+        };
+        for seq in 1..=total {
+            let k = format!("k{:05}", seq * 7919 % total);
+            m.add(seq, ValueKind::Value, k.as_bytes(), b"v");
+            published.store(seq, Ordering::Release);
+        }
+        assert!(reader.join().unwrap() >= 1);
+        assert_eq!(
+            m.get(b"k07919", total),
+            Some(MemGet::Value(1, b"v".to_vec()))
+        );
     }
 }
 

@@ -149,12 +149,12 @@ fn node_words(height: usize, bytes: usize) -> usize {
 /// ordered as the bytes are. Sixteen bytes, not eight: keys often share
 /// their first eight (decimal ids of equal length, table prefixes).
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Head(u64, u64);
+pub(super) struct Head(u64, u64);
 
 impl Head {
     /// The head as one number, ordered as the bytes are (compared in two
     /// or three instructions; the words' derived order took about ten).
-    fn wide(self) -> u128 {
+    pub(super) fn wide(self) -> u128 {
         (u128::from(self.0) << 64) | u128::from(self.1)
     }
 }
@@ -171,7 +171,7 @@ impl PartialOrd for Head {
     }
 }
 
-fn head_of(user_key: &[u8]) -> Head {
+pub(super) fn head_of(user_key: &[u8]) -> Head {
     let mut b = [0u8; 16];
     let n = user_key.len().min(16);
     if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {

@@ -339,13 +339,25 @@ impl EngineHooks for SyncPrimaryWal {
     }
 }
 
-/// `opts` (a tree's, from [`tree_options`]) for a tree read only by
-/// ranges, or by key only at open: without a memtable key filter, which
-/// would answer no lookup while every insert sets its bits (a random cache
-/// line a write; `docs/benchmarks.md`, session 37).
+/// Entries of a range-read tree's memtable skiplist before it is sealed
+/// into a sorted run (`Options::memtable_run_entries`) unless the
+/// primary's options set another: small enough that the list's searches
+/// hit the cache (`docs/benchmarks.md`, session 39).
+pub const RANGE_TREE_RUN_ENTRIES: usize = 16 << 10;
+
+/// `opts` (a tree's, from [`tree_options`]) for a tree written blind at
+/// random keys and read only by ranges, or by key only at open: without a
+/// memtable key filter, which would answer no lookup while every insert
+/// sets its bits (a random cache line a write; `docs/benchmarks.md`,
+/// session 37), and with its memtable in runs mode (a small skiplist in
+/// front of sorted runs; session 39).
 pub fn range_read_options(opts: &Options) -> Options {
     Options {
         memtable_key_filter: false,
+        memtable_run_entries: match opts.memtable_run_entries {
+            0 => RANGE_TREE_RUN_ENTRIES,
+            n => n,
+        },
         ..opts.clone()
     }
 }
@@ -361,6 +373,9 @@ pub fn tree_options(primary: &Options, primary_handle: &PrimaryHandle) -> Option
         memtable_size: primary.memtable_size,
         max_immutable_memtables: primary.max_immutable_memtables,
         memtable_key_filter: primary.memtable_key_filter,
+        // The primary ignores it (its writes reach hooks); its trees take
+        // it (and the range-read ones a default, `range_read_options`).
+        memtable_run_entries: primary.memtable_run_entries,
         block_size: primary.block_size,
         block_restart_interval: primary.block_restart_interval,
         compression: primary.compression,
