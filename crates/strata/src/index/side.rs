@@ -193,7 +193,17 @@ struct Runs {
 struct Run {
     entries: Vec<SideEntry>,
     filter: ValueFilter,
+    /// The head of every [`SAMPLE_EVERY`]-th entry (`entries[i *
+    /// SAMPLE_EVERY].head`): a search narrows to a few entries in this
+    /// dense array first (an eighth of a cache line per sample), so it
+    /// misses the cache a few times instead of at each probe of a run of
+    /// 32-byte entries (perf, NEXT `UserID` lookups on the LevelDB++ 1 M
+    /// mix: the run's binary search was a tenth of a lookup).
+    samples: Vec<u64>,
 }
+
+/// Entries of a run per sample of [`Run::samples`].
+const SAMPLE_EVERY: usize = 16;
 
 impl Run {
     fn new(entries: Vec<SideEntry>, a: &Arena) -> Run {
@@ -202,7 +212,30 @@ impl Run {
         } else {
             ValueFilter::default()
         };
-        Run { entries, filter }
+        let samples = entries
+            .iter()
+            .step_by(SAMPLE_EVERY)
+            .map(|e| e.head)
+            .collect();
+        Run {
+            entries,
+            filter,
+            samples,
+        }
+    }
+
+    /// The first entry whose value is not less than `v` (whose head is
+    /// `head`): [`SideEntry::cmp_value`]'s partition point. Entries are
+    /// ordered by head first, so the samples bound it: past every entry
+    /// up to the last sample with a smaller head, and not past the first
+    /// sample with a greater one.
+    fn lower_bound(&self, a: &Arena, head: u64, v: &[u8]) -> usize {
+        let below = self.samples.partition_point(|&h| h < head);
+        let not_above = self.samples.partition_point(|&h| h <= head);
+        let lo = (below.saturating_sub(1) * SAMPLE_EVERY).min(self.entries.len());
+        let hi = (not_above * SAMPLE_EVERY).clamp(lo, self.entries.len());
+        let window = self.entries.get(lo..hi).unwrap_or_default();
+        lo + window.partition_point(|e| e.cmp_value(a, head, v) == Ordering::Less)
     }
 }
 
@@ -387,15 +420,16 @@ impl SortedRuns {
         let mut capped = false;
         // An equality lookup skips the runs whose filter rules its value out.
         let point = (lo == hi).then(|| ValueFilter::hash(lo_head, lo));
-        for Run {
-            entries: run,
-            filter,
-        } in &st.runs
-        {
+        for r in &st.runs {
+            let (run, filter) = (&r.entries, &r.filter);
             if point.is_some_and(|h| !filter.may_contain(h)) {
                 continue;
             }
-            let start = run.partition_point(|e| e.cmp_value(a, lo_head, lo) == Less);
+            let start = r.lower_bound(a, lo_head, lo);
+            debug_assert_eq!(
+                start,
+                run.partition_point(|e| e.cmp_value(a, lo_head, lo) == Less)
+            );
             let rest = run.get(start..).unwrap_or_default();
             // Linear from the start (the matches are adjacent; a second
             // binary search for their end would miss the cache at every
