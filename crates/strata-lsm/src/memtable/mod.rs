@@ -580,16 +580,8 @@ mod tests {
 
 #[cfg(test)]
 mod runs_mode_tests {
+    use super::skiplist::tests::xorshift;
     use super::*;
-
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
 
     fn collect(it: &mut MemTableIter, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();

@@ -425,17 +425,9 @@ impl InternalIterator for RunsIter {
 
 #[cfg(test)]
 mod tests {
+    use super::super::skiplist::tests::xorshift;
     use super::*;
     use crate::key::{pack_trailer, ValueKind};
-
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
 
     /// Every run stays sorted and the binary counter keeps runs few:
     /// after n inserts of run_entries r, at most log2(n / r) + 1 runs.

@@ -697,7 +697,7 @@ impl RawEntry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
@@ -743,8 +743,9 @@ mod tests {
         assert_eq!(got, want);
     }
 
-    /// A deterministic generator (xorshift64) from `seed`.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    /// A deterministic generator (xorshift64) from `seed` (the memtable's
+    /// tests share it).
+    pub(in crate::memtable) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
         move || {
             x ^= x << 13;
             x ^= x >> 7;
