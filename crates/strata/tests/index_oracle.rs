@@ -479,6 +479,14 @@ fn oracle_memtable_runs() {
                 .background_work(false)
                 .memtable_run_entries(3),
         );
+        // Flushes and compactions on their threads while queries read
+        // the runs.
+        run(
+            s,
+            500 + i as u64,
+            1000,
+            Options::small_for_tests().memtable_run_entries(5),
+        );
     }
 }
 
