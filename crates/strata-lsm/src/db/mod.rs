@@ -288,14 +288,7 @@ impl Db {
             })
             .collect();
         logs.sort_unstable();
-        let (filter_bytes, runs) = (opts.memtable_filter_bytes(), opts.memtable_runs());
-        let new_mem = |log: u64| {
-            Arc::new(
-                MemTable::with_side(log, side())
-                    .with_key_filter(filter_bytes)
-                    .with_runs(runs),
-            )
-        };
+        let new_mem = |log: u64| memtable_for(&opts, log, side());
         let mut recovered_mems = vec![new_mem(0)];
         // Extensions see every replayed batch again (`BatchContext::
         // recovering`), with the replayed memtables and the recovered
@@ -343,6 +336,7 @@ impl Db {
             .create_log(&log_path, opts.wal && opts.wal_mmap)
             .path_ctx("create WAL", &log_path)?;
         let log = LogWriter::new(log_file, log_path, 0).sync_dir_first(fs.clone());
+        let mem = new_mem(log_number);
 
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
@@ -353,7 +347,7 @@ impl Db {
             tables,
             versions: Mutex::new(versions),
             state: Mutex::new(State {
-                mem: new_mem(log_number),
+                mem,
                 imm: VecDeque::new(),
                 current,
                 writers: VecDeque::new(),
@@ -1000,6 +994,21 @@ impl Drop for Registration {
     }
 }
 
+/// A new empty memtable for WAL file `log` with side structure `side`,
+/// the key filter and the runs mode `opts` ask for (at open, for the
+/// replayed WALs, and at every switch).
+fn memtable_for(
+    opts: &Options,
+    log: u64,
+    side: Option<Arc<dyn crate::memtable::MemSide>>,
+) -> Arc<MemTable> {
+    Arc::new(
+        MemTable::with_side(log, side)
+            .with_key_filter(opts.memtable_filter_bytes())
+            .with_runs(opts.memtable_runs()),
+    )
+}
+
 impl DbInner {
     /// The side structure of a new memtable (the first extension's that
     /// provides one).
@@ -1007,14 +1016,10 @@ impl DbInner {
         self.hooks.iter().find_map(|h| h.memtable_side())
     }
 
-    /// A new empty memtable for WAL file `log`, with the side structure
-    /// and the key filter the options ask for.
+    /// A new empty memtable for WAL file `log`, with the side structure,
+    /// the key filter and the runs mode the options ask for.
     pub(crate) fn new_memtable(&self, log: u64) -> Arc<MemTable> {
-        Arc::new(
-            MemTable::with_side(log, self.memtable_side())
-                .with_key_filter(self.opts.memtable_filter_bytes())
-                .with_runs(self.opts.memtable_runs()),
-        )
+        memtable_for(&self.opts, log, self.memtable_side())
     }
 
     /// Memtables (newest first) and version at this moment.

@@ -319,15 +319,16 @@ pub(super) struct RunsIter {
 }
 
 impl RunsIter {
-    fn source_key(&self, s: Source) -> Option<&[u8]> {
+    /// The current entry (internal key, value) of layer `s`, if any.
+    fn entry_of(&self, s: Source) -> Option<(&[u8], &[u8])> {
         match s {
             Source::List => self
                 .list
                 .and_then(|e| e.get(&self.layers.active))
-                .map(|e| e.key()),
+                .map(|e| (e.key(), e.value())),
             Source::Run(r) => {
                 let (run, &i) = (self.layers.runs.get(r)?, self.pos.get(r)?);
-                (i < run.len()).then(|| run.key(i))
+                (i < run.len()).then(|| run.entry(i))
             }
         }
     }
@@ -338,7 +339,7 @@ impl RunsIter {
         let sources =
             std::iter::once(Source::List).chain((0..self.layers.runs.len()).map(Source::Run));
         for s in sources {
-            if let Some(k) = self.source_key(s) {
+            if let Some((k, _)) = self.entry_of(s) {
                 if best.is_none_or(|(_, b)| key::compare_internal(k, b) == Ordering::Less) {
                     best = Some((s, k));
                 }
@@ -348,17 +349,9 @@ impl RunsIter {
     }
 
     fn current(&self) -> (&[u8], &[u8]) {
-        match self.cur {
-            Some(Source::List) => self
-                .list
-                .and_then(|e| e.get(&self.layers.active))
-                .map_or((&[][..], &[][..]), |e| (e.key(), e.value())),
-            Some(Source::Run(r)) => match (self.layers.runs.get(r), self.pos.get(r)) {
-                (Some(run), Some(&i)) => run.entry(i),
-                _ => (&[], &[]),
-            },
-            None => (&[], &[]),
-        }
+        self.cur
+            .and_then(|s| self.entry_of(s))
+            .unwrap_or((&[], &[]))
     }
 
     /// Visits every entry in order.
