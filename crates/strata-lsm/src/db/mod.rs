@@ -927,7 +927,7 @@ impl Drop for Db {
             drop(lock(&self.inner.compaction_lock));
         }
         if let Some(log) = lock(&self.inner.log).as_mut() {
-            let _ = log.sync();
+            let _ = log.finish();
         }
     }
 }

@@ -606,7 +606,7 @@ impl DbInner {
             .path_ctx("create WAL", &path)?;
         let mut log = lock(&self.log);
         if let Some(old) = log.as_mut() {
-            old.sync()?;
+            old.finish()?;
         }
         *log = Some(LogWriter::new(file, path, 0).sync_dir_first(self.opts.fs.clone()));
         drop(log);

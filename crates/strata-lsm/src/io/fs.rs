@@ -74,6 +74,11 @@ pub trait WritableFile: Write + Send {
     fn sync_all(&mut self) -> std::io::Result<()> {
         self.sync_data()
     }
+    /// Ends the file: makes the bytes written durable, and the file no
+    /// longer than them; writes fail or are not expected afterwards.
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.sync_data()
+    }
 }
 
 impl<W: WritableFile + ?Sized> WritableFile for Box<W> {
@@ -83,6 +88,10 @@ impl<W: WritableFile + ?Sized> WritableFile for Box<W> {
 
     fn sync_all(&mut self) -> std::io::Result<()> {
         (**self).sync_all()
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        (**self).finish()
     }
 }
 
@@ -103,6 +112,10 @@ impl WritableFile for super::mapped::MappedLog {
 
     fn sync_all(&mut self) -> std::io::Result<()> {
         super::mapped::MappedLog::sync_all(self)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        super::mapped::MappedLog::finish(self)
     }
 }
 

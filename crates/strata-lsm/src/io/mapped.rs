@@ -41,10 +41,25 @@
 //! compactions: 89 `sync_file_range` calls took 0.42 s in the writer, up
 //! to 15 ms each, and 31 `fallocate` calls 0.12 s). Each log has a worker
 //! thread (`strata-wal-wb`) that starts the writeback the writer asks for
-//! and allocates the next window once the writer is halfway through the
-//! current one; the writer waits for an allocation only if it reaches the
+//! and prepares the next window once the writer is halfway through the
+//! current one: allocates it, maps it and faults its pages in
+//! (`MADV_POPULATE_WRITE`); the writer waits only if it reaches the
 //! window's end first. Without a worker (the thread could not be
-//! started) the writer makes both calls itself.
+//! started) the writer allocates and maps each window itself.
+//!
+//! The first store into a fresh page of the mapping faults, and the fault
+//! (page cache allocation, zeroing, ext4's `page_mkwrite`) cost 3.8–4.2 µs
+//! a page on our VM disk, 0.14 µs once populated (`docs/benchmarks.md`,
+//! session 40): about 0.4 µs of every 450-byte record when the writer
+//! took the faults. Populated pages are dirty zeros, which a sync writes
+//! like data, so:
+//! - windows are at most [`MAX_WINDOW`] (1 MiB): a sync writes at most two
+//!   windows of zeros beyond the data;
+//! - a window is populated only if the log was not synced while the
+//!   writer filled the previous half window (a log synced on every write
+//!   would write each zero page and fault again after the sync);
+//! - [`MappedLog::finish`], which ends a log at a memtable switch and at
+//!   close, truncates the file to its bytes before it syncs them.
 //!
 //! Where the file system cannot preallocate (`fallocate` unsupported),
 //! [`create`] hands back the plain file and the WAL is written with
@@ -67,9 +82,9 @@ use crate::sync::{lock, wait};
 /// Length of the first window.
 pub const MIN_WINDOW: u64 = 256 << 10;
 /// Largest window.
-pub const MAX_WINDOW: u64 = 4 << 20;
+pub const MAX_WINDOW: u64 = 1 << 20;
 /// Appended bytes between two starts of writeback.
-pub const WRITEBACK_CHUNK: u64 = 1 << 20;
+pub const WRITEBACK_CHUNK: u64 = 512 << 10;
 /// Writeback is started for whole pages of this size (a multiple of the
 /// page size of every Linux platform we build for).
 const PAGE: u64 = 4096;
@@ -91,6 +106,10 @@ pub struct MappedLog {
     written_back: u64,
     /// The next window was asked of the worker.
     next_asked: bool,
+    /// The file was synced since the last window was asked for.
+    synced: bool,
+    /// [`MappedLog::finish`] ran: no write may follow.
+    finished: bool,
     worker: Option<Worker>,
 }
 
@@ -110,19 +129,43 @@ struct Shared {
 
 /// Invariants: `writeback_done <= writeback_to`, both multiples of `PAGE`;
 /// the file's bytes `0..allocated_to` are allocated; `alloc` is a window
-/// starting at `allocated_to`.
+/// starting at `allocated_to`; `ready` maps a window that ends at
+/// `allocated_to`.
 #[derive(Default)]
 struct Work {
     /// The writer asks for writeback of the bytes before this offset.
     writeback_to: u64,
     /// Writeback was started for the bytes before this offset.
     writeback_done: u64,
-    /// The window (start, length) the writer wants allocated next.
-    alloc: Option<(u64, u64)>,
+    /// The window the writer wants allocated next.
+    alloc: Option<Ask>,
     allocated_to: u64,
+    /// The window the worker allocated and mapped for the writer: its
+    /// start and mapping.
+    ready: Option<(u64, MmapMut)>,
     /// The last allocation failed (handed to the writer once).
     alloc_err: Option<std::io::Error>,
     stop: bool,
+}
+
+/// A window asked of the worker.
+#[derive(Clone, Copy)]
+struct Ask {
+    start: u64,
+    len: u64,
+    /// Fault its pages in once mapped.
+    populate: bool,
+}
+
+/// What [`Worker::allocate`] found.
+enum Allocated {
+    /// Allocated and mapped by the worker.
+    Mapped(MmapMut),
+    /// Allocated; the writer maps it.
+    Unmapped,
+    /// Not the worker's next window (never expected): the writer
+    /// allocates it.
+    NotAsked,
 }
 
 impl Worker {
@@ -148,23 +191,31 @@ impl Worker {
         })
     }
     /// Waits until the window `start..start + len` is allocated, asking
-    /// for it if it was not yet; false if it is not the worker's next
-    /// window (never expected: the caller allocates it).
-    fn allocate(&self, start: u64, len: u64) -> std::io::Result<bool> {
+    /// for it (not populated) if it was not yet.
+    fn allocate(&self, start: u64, len: u64) -> std::io::Result<Allocated> {
         let shared = &self.shared;
         let mut w = lock(&shared.work);
         loop {
             if w.allocated_to >= start + len {
-                return Ok(true);
+                return Ok(match w.ready.take() {
+                    Some((s, map)) if s == start && map.len() as u64 == len => {
+                        Allocated::Mapped(map)
+                    }
+                    _ => Allocated::Unmapped,
+                });
             }
             if let Some(e) = w.alloc_err.take() {
                 return Err(e);
             }
             if w.alloc.is_none() {
                 if w.allocated_to != start {
-                    return Ok(false);
+                    return Ok(Allocated::NotAsked);
                 }
-                w.alloc = Some((start, len));
+                w.alloc = Some(Ask {
+                    start,
+                    len,
+                    populate: false,
+                });
                 shared.wake.notify_one();
             }
             w = wait(&shared.allocated, w);
@@ -189,12 +240,15 @@ impl Drop for Worker {
 fn work_loop(shared: &Shared, file: &File) {
     let mut w = lock(&shared.work);
     loop {
-        if let Some((start, len)) = w.alloc.take() {
+        if let Some(ask) = w.alloc.take() {
             drop(w);
-            let r = allocate(file, start, len);
+            let r = allocate(file, ask.start, ask.len).map(|()| prepare(file, ask));
             w = lock(&shared.work);
             match r {
-                Ok(()) => w.allocated_to = start + len,
+                Ok(map) => {
+                    w.allocated_to = ask.start + ask.len;
+                    w.ready = map.map(|m| (ask.start, m));
+                }
                 Err(e) => w.alloc_err = Some(e),
             }
             shared.allocated.notify_all();
@@ -213,6 +267,19 @@ fn work_loop(shared: &Shared, file: &File) {
         }
         w = wait(&shared.wake, w);
     }
+}
+
+/// Maps the allocated window `ask` and, if asked, faults its pages in for
+/// writing. `None` if it cannot be mapped: the writer maps it then, and
+/// reports the error. Populating is a hint (Linux 5.14 and later); its
+/// errors leave the pages to fault on the writer's first stores.
+fn prepare(file: &File, ask: Ask) -> Option<MmapMut> {
+    let map = map_window(file, ask.start, ask.len).ok()?;
+    #[cfg(target_os = "linux")]
+    if ask.populate {
+        let _ = map.advise(memmap2::Advice::PopulateWrite);
+    }
+    Some(map)
 }
 
 /// What [`create`] made.
@@ -246,6 +313,8 @@ pub fn create(path: &Path) -> std::io::Result<Created> {
         pos: 0,
         written_back: 0,
         next_asked: false,
+        synced: false,
+        finished: false,
         worker,
     }))
 }
@@ -318,7 +387,8 @@ fn map_window(file: &File, start: u64, len: u64) -> std::io::Result<MmapMut> {
     // (`create_new`) in a database directory whose LOCK this process holds,
     // and the engine reads it only through other handles after the writer
     // is gone, never writes or truncates it while a mapping exists (`Drop`
-    // unmaps first): nothing changes the mapped bytes behind the slice.
+    // and `finish` unmap first, the worker's prepared window with the
+    // worker): nothing changes the mapped bytes behind the slice.
     unsafe { MmapOptions::new().offset(start).len(len).map_mut(file) }
 }
 
@@ -337,12 +407,28 @@ impl MappedLog {
     /// the mapping are written back like any dirty page of the file) with
     /// the length `fallocate` set.
     pub fn sync_data(&mut self) -> std::io::Result<()> {
+        self.synced = true;
         self.file.sync_data()
     }
 
     /// `fsync`.
     pub fn sync_all(&mut self) -> std::io::Result<()> {
+        self.synced = true;
         self.file.sync_all()
+    }
+
+    /// Ends the log: unmaps it, truncates the file to the bytes appended
+    /// (so the populated zeros past them are never written) and makes
+    /// those bytes durable (`fdatasync`, which covers the length). Writes
+    /// fail afterwards.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        self.finished = true;
+        // The worker first: no allocation may extend the file after the
+        // truncation, and its prepared window is unmapped with it.
+        self.worker = None;
+        self.map = None;
+        self.file.set_len(self.pos)?;
+        self.file.sync_data()
     }
 
     /// Maps the window at `start` (the current one is full or unmapped),
@@ -355,14 +441,19 @@ impl MappedLog {
         let len = window_len(self.start);
         // Asked again (by the next write) if this one fails.
         self.next_asked = false;
-        let by_worker = match &self.worker {
+        let got = match &self.worker {
             Some(w) => w.allocate(self.start, len)?,
-            None => false,
+            None => Allocated::NotAsked,
         };
-        if !by_worker {
-            allocate(&self.file, self.start, len)?;
-        }
-        self.map = Some(map_window(&self.file, self.start, len)?);
+        let map = match got {
+            Allocated::Mapped(m) => m,
+            Allocated::Unmapped => map_window(&self.file, self.start, len)?,
+            Allocated::NotAsked => {
+                allocate(&self.file, self.start, len)?;
+                map_window(&self.file, self.start, len)?
+            }
+        };
+        self.map = Some(map);
         Ok(())
     }
 
@@ -393,8 +484,8 @@ impl MappedLog {
         }
     }
 
-    /// Past half of the current window: asks the worker to allocate the
-    /// next one.
+    /// Past half of the current window: asks the worker to prepare the
+    /// next one, populated unless the log was synced since the last ask.
     fn ask_next_window(&mut self) {
         let (Some(worker), Some(m)) = (&self.worker, &self.map) else {
             return;
@@ -404,10 +495,15 @@ impl MappedLog {
             return;
         }
         self.next_asked = true;
+        let populate = !std::mem::replace(&mut self.synced, false);
         let next = self.start + len;
         let mut w = lock(&worker.shared.work);
         if w.alloc.is_none() && w.allocated_to == next {
-            w.alloc = Some((next, window_len(next)));
+            w.alloc = Some(Ask {
+                start: next,
+                len: window_len(next),
+                populate,
+            });
             worker.shared.wake.notify_one();
         }
     }
@@ -415,6 +511,9 @@ impl MappedLog {
 
 impl Write for MappedLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.finished {
+            return Err(std::io::Error::other("write to a finished log"));
+        }
         let mut done = 0;
         while done < buf.len() {
             let off = (self.pos - self.start) as usize;
@@ -520,31 +619,47 @@ mod tests {
     }
 
     /// Resident bytes of this process's mappings of `path`
-    /// (`/proc/self/smaps`).
+    /// (`/proc/self/smaps`), of the one that maps file offset `at` if
+    /// given.
     #[cfg(target_os = "linux")]
-    fn mapped_rss(path: &Path) -> u64 {
+    fn mapped_rss(path: &Path, at: Option<u64>) -> u64 {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let name = path.to_str().unwrap();
         let mut inside = false;
         let mut kb = 0;
         for line in smaps.lines() {
-            if line.contains('-') && line.split_whitespace().count() >= 5 {
-                inside = line.ends_with(name);
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if line.contains('-') && fields.len() >= 5 {
+                let offset = u64::from_str_radix(fields[2], 16).unwrap_or(u64::MAX);
+                inside = line.ends_with(name) && at.is_none_or(|a| a == offset);
             } else if inside && line.starts_with("Rss:") {
-                kb += line
-                    .split_whitespace()
-                    .nth(1)
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap();
+                kb += fields[1].parse::<u64>().unwrap();
             }
         }
         kb << 10
     }
 
+    /// Waits until the worker has prepared (allocated and mapped) the
+    /// window after the current one.
+    fn wait_for_ready(f: &MappedLog) -> u64 {
+        let worker = f.worker.as_ref().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some((start, _)) = &lock(&worker.shared.work).ready {
+                return *start;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the next window was not prepared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Pages handed to writeback leave the mapping first (one TLB flush
     /// for the range instead of one per page): the window keeps mapped
-    /// only what was written since, and the file has every byte.
+    /// only what was written since and the populated pages ahead, and the
+    /// file has every byte.
     #[cfg(target_os = "linux")]
     #[test]
     fn pages_handed_to_writeback_leave_the_mapping() {
@@ -552,24 +667,70 @@ mod tests {
         let path = dir.path().join("000003.log");
         let mut f = mapped(&path);
         let mut want = Vec::new();
-        // Into the 4 MiB window (it starts at 4 MiB), then 3 MiB of it.
+        // Into the last 1 MiB window before 4 MiB, then 3/4 of it: one
+        // writeback chunk handed over inside it.
         let mut seed = 0;
-        while want.len() < (7 << 20) + 1000 {
+        while want.len() < (3 << 20) + (768 << 10) {
             seed += 1;
             let b = payload(seed, 4000);
             f.write_all(&b).unwrap();
             want.extend_from_slice(&b);
         }
-        assert_eq!(f.start, 4 << 20);
-        let rss = mapped_rss(&path);
+        assert_eq!(f.start, 3 << 20);
+        assert_eq!(f.written_back, (3 << 20) + WRITEBACK_CHUNK);
+        let start = f.start;
+        let rss = mapped_rss(&path, Some(start));
+        let unwritten = start + MAX_WINDOW - f.written_back;
         assert!(
-            rss > 0 && rss <= WRITEBACK_CHUNK + PAGE,
-            "{rss} bytes mapped"
+            rss > 0 && rss <= unwritten + PAGE,
+            "{rss} bytes mapped of the current window, {unwritten} not handed over"
         );
         let seen = std::fs::read(&path).unwrap();
         assert_eq!(&seen[..want.len()], &want[..]);
         drop(f);
         assert_eq!(std::fs::read(&path).unwrap(), want);
+    }
+
+    /// The worker faults the next window's pages in before the writer
+    /// reaches it, unless the log was synced since the last window was
+    /// asked for.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_next_window_is_populated_unless_the_log_was_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000004.log");
+        let mut f = mapped(&path);
+        // Past half of the first window: the second is prepared.
+        f.write_all(&payload(1, (MIN_WINDOW * 3 / 4) as usize))
+            .unwrap();
+        assert_eq!(wait_for_ready(&f), MIN_WINDOW);
+        assert_eq!(mapped_rss(&path, Some(MIN_WINDOW)), MIN_WINDOW);
+        // Into the second, synced, then past its half: the third (at
+        // 512 KiB) is mapped but not populated.
+        f.write_all(&payload(2, (MIN_WINDOW / 2) as usize)).unwrap();
+        assert_eq!(f.start, MIN_WINDOW);
+        f.sync_data().unwrap();
+        f.write_all(&payload(3, (MIN_WINDOW / 2) as usize)).unwrap();
+        assert_eq!(wait_for_ready(&f), 2 * MIN_WINDOW);
+        assert_eq!(mapped_rss(&path, Some(2 * MIN_WINDOW)), 0);
+    }
+
+    /// `finish` cuts the populated zeros off before the sync and refuses
+    /// later writes; the drop after it leaves the same file.
+    #[test]
+    fn finish_truncates_to_the_bytes_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000005.log");
+        let mut f = mapped(&path);
+        let b = payload(9, (MIN_WINDOW + MIN_WINDOW * 3 / 4) as usize);
+        f.write_all(&b).unwrap();
+        wait_for_ready(&f);
+        assert!(std::fs::metadata(&path).unwrap().len() > b.len() as u64);
+        f.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b);
+        assert!(f.write_all(b"x").is_err());
+        drop(f);
+        assert_eq!(std::fs::read(&path).unwrap(), b);
     }
 
     /// Past half of a window the worker allocates the next one, before

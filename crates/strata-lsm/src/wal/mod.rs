@@ -494,6 +494,29 @@ pub(crate) mod tests {
         }
     }
 
+    /// A mapped log ended by `finish` (a memtable switch, a close) holds
+    /// exactly its records, no window of zeros after them, and takes no
+    /// further record.
+    #[test]
+    fn a_finished_mapped_log_is_exactly_its_records() {
+        use crate::io::{Fs, RealFs};
+        let (_d, p) = tmp();
+        let file = RealFs.create_log(&p, true).unwrap();
+        let mut w = LogWriter::new(file, p.clone(), 0);
+        let records: Vec<Vec<u8>> = (0..300).map(|i| payload(i, 2000)).collect();
+        for r in &records {
+            w.add_record(r).unwrap();
+        }
+        let len = w.len();
+        w.finish().unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), len);
+        assert!(w.add_record(b"late").is_err());
+        drop(w);
+        let r = read_all(&p, TolerateTornTail);
+        assert!(r.result.is_ok(), "{:?}", r.result);
+        assert_eq!(r.records, records);
+    }
+
     #[test]
     fn write_error_poisons_writer() {
         let (_d, p) = tmp();

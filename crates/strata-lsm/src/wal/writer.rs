@@ -63,7 +63,7 @@ impl LogWriter {
         if self.poisoned {
             return Err(Error::io(
                 format!("append to {}", self.path.display()),
-                std::io::Error::other("an earlier write to this log failed"),
+                std::io::Error::other("an earlier write to this log failed, or the log was ended"),
             ));
         }
         let mut buf = std::mem::take(&mut self.buf);
@@ -89,13 +89,30 @@ impl LogWriter {
     /// fsyncs the file (data only: the length change is covered by
     /// `sync_data`, other metadata is not needed for recovery).
     pub fn sync(&mut self) -> Result<()> {
+        self.sync_dir()?;
+        self.file.sync_data().path_ctx("sync log", &self.path)
+    }
+
+    /// Ends the log: its records durable as [`LogWriter::sync`] makes
+    /// them, and the file no longer than them (a mapped log's populated
+    /// zeros are cut before the sync, see [`crate::io::mapped`]). Every
+    /// later append fails.
+    pub fn finish(&mut self) -> Result<()> {
+        self.poisoned = true;
+        self.sync_dir()?;
+        self.file.finish().path_ctx("finish log", &self.path)
+    }
+
+    /// Syncs the file's directory before the file's first sync (see
+    /// [`LogWriter::sync_dir_first`]).
+    fn sync_dir(&mut self) -> Result<()> {
         if let Some(fs) = &self.dir_to_sync {
             if let Some(dir) = self.path.parent() {
                 fs.sync_dir(dir).path_ctx("fsync directory", dir)?;
             }
             self.dir_to_sync = None;
         }
-        self.file.sync_data().path_ctx("sync log", &self.path)
+        Ok(())
     }
 
     /// Bytes in the file.
