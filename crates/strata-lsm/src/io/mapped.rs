@@ -153,7 +153,8 @@ struct Work {
 struct Ask {
     start: u64,
     len: u64,
-    /// Fault its pages in once mapped.
+    /// Fault its pages in once mapped (Linux only).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     populate: bool,
 }
 
