@@ -423,13 +423,19 @@ impl MappedLog {
     /// those bytes durable (`fdatasync`, which covers the length). Writes
     /// fail afterwards.
     pub fn finish(&mut self) -> std::io::Result<()> {
+        self.close()?;
+        self.file.sync_data()
+    }
+
+    /// Stops the worker, unmaps every window and truncates the file to
+    /// the bytes appended; writes fail afterwards. The worker goes first:
+    /// no allocation may extend the file after the truncation, and its
+    /// prepared window is unmapped with it.
+    fn close(&mut self) -> std::io::Result<()> {
         self.finished = true;
-        // The worker first: no allocation may extend the file after the
-        // truncation, and its prepared window is unmapped with it.
         self.worker = None;
         self.map = None;
-        self.file.set_len(self.pos)?;
-        self.file.sync_data()
+        self.file.set_len(self.pos)
     }
 
     /// Maps the window at `start` (the current one is full or unmapped),
@@ -568,13 +574,9 @@ impl Write for MappedLog {
 
 impl Drop for MappedLog {
     fn drop(&mut self) {
-        // The worker first: no allocation may extend the file after the
-        // truncation below.
-        self.worker = None;
-        self.map = None;
         // Best effort: a file left longer ends in zeros, read as a torn
         // tail.
-        let _ = self.file.set_len(self.pos);
+        let _ = self.close();
     }
 }
 
