@@ -49,5 +49,14 @@ fn main() -> Res<()> {
         load.as_secs_f64(),
         t.elapsed().as_secs_f64()
     );
+    let io = db.stats().io;
+    println!(
+        "flushes {} ({} MB), compactions {} (read {} MB, written {} MB)",
+        io.flushes,
+        io.flush_bytes_written >> 20,
+        io.compactions,
+        io.compaction_bytes_read >> 20,
+        io.compaction_bytes_written >> 20
+    );
     Ok(())
 }

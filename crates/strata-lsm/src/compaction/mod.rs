@@ -5,7 +5,12 @@
 //! compacted into L1 when it holds `l0_compaction_trigger` files; level
 //! `n ≥ 1` is compacted into `n+1` when its size exceeds
 //! `max_bytes_for_level_base × ratio^(n-1)`, one file at a time, rotating
-//! through the key space.
+//! through the key space. Inputs with nothing to merge move down without a
+//! rewrite ([`Compaction::is_trivial_move`]): one file of a level ≥ 1, or
+//! all of level 0 when its files' key ranges are disjoint (keys written in
+//! order, such as time-ordered ids), unless the moved range overlaps more
+//! than ten target-sized files two levels down (LevelDB's grandparent
+//! rule; RocksDB moves disjoint level-0 files likewise).
 //!
 //! Tiered policy ([`TieredPicker`], `Options::compaction_style`; the
 //! primary of PERSEID §4.4 is tiered, where sequence-number zone maps
@@ -113,14 +118,34 @@ impl Compaction {
         self.inputs[0].iter().chain(self.inputs[1].iter())
     }
 
-    /// One file moving down with nothing to merge: no rewrite needed.
+    /// Files moving down with nothing to merge: no rewrite needed. One
+    /// file of a level ≥ 1, or every file of level 0 when their user-key
+    /// ranges are pairwise disjoint (keys written in order, as time-ordered
+    /// ids are: each flush lies beside the last). A level-0 set is moved
+    /// whole: the picker takes every level-0 file, so no older level-0
+    /// file that could shadow a moved one is left above it.
     pub fn is_trivial_move(&self) -> bool {
         self.allow_trivial_move
-            && self.level > 0
             && self.output_level == self.level + 1
-            && self.inputs[0].len() == 1
             && self.inputs[1].is_empty()
+            && match self.level {
+                0 => !self.inputs[0].is_empty() && disjoint(&self.inputs[0]),
+                _ => self.inputs[0].len() == 1,
+            }
     }
+}
+
+/// Whether the user-key ranges of `files` are pairwise disjoint.
+fn disjoint(files: &[Arc<FileMetaData>]) -> bool {
+    let mut ranges: Vec<(&[u8], &[u8])> = files
+        .iter()
+        .map(|f| (key::user_key(&f.smallest), key::user_key(&f.largest)))
+        .collect();
+    ranges.sort_unstable();
+    ranges.windows(2).all(|w| match w {
+        [a, b] => a.1 < b.0,
+        _ => true,
+    })
 }
 
 /// Chooses compactions. Implementations must only return inputs that are
@@ -230,6 +255,10 @@ impl CompactionPicker for TieredPicker {
 /// The leveled policy described in the module documentation.
 pub struct LeveledPicker {
     l0_trigger: usize,
+    /// A move is refused if the moved files overlap more than this many
+    /// bytes two levels down (LevelDB's grandparent rule: a later merge of
+    /// the moved files would be that large).
+    max_grandparent_overlap: u64,
     level_base: u64,
     ratio: u64,
     /// Per level, the largest user key of the last file compacted (rotation).
@@ -241,6 +270,7 @@ impl LeveledPicker {
     pub fn new(opts: &Options) -> Self {
         LeveledPicker {
             l0_trigger: opts.l0_compaction_trigger,
+            max_grandparent_overlap: opts.target_file_size.saturating_mul(10),
             level_base: opts.max_bytes_for_level_base,
             ratio: opts.level_size_ratio,
             pointers: std::sync::Mutex::new(vec![Vec::new(); opts.num_levels]),
@@ -310,7 +340,16 @@ impl CompactionPicker for LeveledPicker {
         };
         let (lo, hi) = key_range(&inputs0);
         let inputs1 = v.overlapping(level + 1, Some(&lo), Some(&hi));
-        Some(Compaction::new(level, inputs0, inputs1))
+        let mut c = Compaction::new(level, inputs0, inputs1);
+        if c.is_trivial_move() && level + 2 < v.num_levels() {
+            let below: u64 = v
+                .overlapping(level + 2, Some(&lo), Some(&hi))
+                .iter()
+                .map(|f| f.file_size)
+                .sum();
+            c.allow_trivial_move = below <= self.max_grandparent_overlap;
+        }
+        Some(c)
     }
 }
 
@@ -502,7 +541,9 @@ pub fn run(
         edit.deleted_files.push((c.output_level, f.number));
     }
     if c.is_trivial_move() {
-        edit.new_files.push((out_level, c.inputs[0][0].clone()));
+        for f in &c.inputs[0] {
+            edit.new_files.push((out_level, f.clone()));
+        }
         return Ok(CompactionOutput {
             edit,
             bytes_written: 0,
@@ -682,4 +723,105 @@ pub fn run(
         bytes_written,
         entries_dropped: dropped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::{Version, VersionEdit};
+
+    fn file(number: u64, lo: &[u8], hi: &[u8], size: u64) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData {
+            number,
+            file_size: size,
+            smallest: key::make_internal_key(lo, number, ValueKind::Value),
+            largest: key::make_internal_key(hi, number, ValueKind::Value),
+            smallest_seq: number,
+            largest_seq: number,
+            num_entries: 1,
+            num_deletions: 0,
+        })
+    }
+
+    fn version(files: Vec<(usize, Arc<FileMetaData>)>) -> Version {
+        let edit = VersionEdit {
+            new_files: files,
+            ..VersionEdit::default()
+        };
+        Version::new(4).apply(&edit).unwrap()
+    }
+
+    fn picker() -> LeveledPicker {
+        let mut opts = Options::small_for_tests();
+        opts.l0_compaction_trigger = 2;
+        opts.target_file_size = 100;
+        LeveledPicker::new(&opts)
+    }
+
+    #[test]
+    fn disjoint_level0_files_move_down_whole() {
+        let v = version(vec![
+            (0, file(3, b"e", b"f", 10)),
+            (0, file(2, b"a", b"b", 10)),
+            (0, file(4, b"c", b"d", 10)),
+        ]);
+        let c = picker().pick(&v).unwrap();
+        assert_eq!((c.level, c.output_level), (0, 1));
+        assert!(c.is_trivial_move());
+        assert_eq!(c.inputs[0].len(), 3);
+    }
+
+    #[test]
+    fn level0_files_that_overlap_or_share_a_key_are_merged() {
+        // Overlapping ranges.
+        let v = version(vec![
+            (0, file(2, b"a", b"c", 10)),
+            (0, file(3, b"b", b"d", 10)),
+        ]);
+        assert!(!picker().pick(&v).unwrap().is_trivial_move());
+        // One user key at the edge of both (two versions of "c").
+        let v = version(vec![
+            (0, file(2, b"a", b"c", 10)),
+            (0, file(3, b"c", b"d", 10)),
+        ]);
+        assert!(!picker().pick(&v).unwrap().is_trivial_move());
+        // Disjoint among themselves, but a file of level 1 lies between.
+        let v = version(vec![
+            (0, file(2, b"a", b"b", 10)),
+            (0, file(3, b"e", b"f", 10)),
+            (1, file(1, b"c", b"d", 10)),
+        ]);
+        let c = picker().pick(&v).unwrap();
+        assert_eq!(c.inputs[1].len(), 1);
+        assert!(!c.is_trivial_move());
+    }
+
+    #[test]
+    fn a_move_over_too_many_grandparent_bytes_is_a_merge() {
+        // Level 2 under the moved range: 10 × target_file_size is the most
+        // a move may leave for a later merge.
+        let small = version(vec![
+            (0, file(5, b"a", b"b", 10)),
+            (0, file(6, b"c", b"d", 10)),
+            (2, file(1, b"a", b"d", 1_000)),
+        ]);
+        assert!(picker().pick(&small).unwrap().is_trivial_move());
+        let large = version(vec![
+            (0, file(5, b"a", b"b", 10)),
+            (0, file(6, b"c", b"d", 10)),
+            (2, file(1, b"a", b"d", 1_001)),
+        ]);
+        assert!(!picker().pick(&large).unwrap().is_trivial_move());
+    }
+
+    #[test]
+    fn a_manual_compaction_never_moves() {
+        let v = version(vec![
+            (0, file(2, b"a", b"b", 10)),
+            (0, file(3, b"c", b"d", 10)),
+        ]);
+        let mut c = picker().pick(&v).unwrap();
+        c.allow_trivial_move = false;
+        assert!(!c.is_trivial_move());
+    }
 }
