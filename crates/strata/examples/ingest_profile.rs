@@ -12,6 +12,8 @@
 //! into a new database in DIR (`Options::paper()`), with `user_id` (i64)
 //! and `coordinates` (point) indexes of STRATEGY (`none`: no index), then
 //! waits for flushes and compactions. Prints the load and settle times.
+//! With `UPDATES=N` in the environment, N puts of random existing keys
+//! follow the load (each with another line's record).
 
 use std::io::BufRead;
 use std::time::Instant;
@@ -41,6 +43,29 @@ fn main() -> Res<()> {
         db.put(&(i as u64).to_be_bytes(), line)?;
     }
     let load = t.elapsed();
+    // UPDATES=N: then N puts of existing keys (SplitMix64 order), each
+    // with another line's record (a new attribute value).
+    let updates: u64 = std::env::var("UPDATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let n = lines.len() as u64;
+    let tu = Instant::now();
+    let mut state = 7u64;
+    for _ in 0..updates {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let (k, l) = (z % n.max(1), (z >> 32) % n.max(1));
+        if let Some(line) = lines.get(l as usize) {
+            db.put(&k.to_be_bytes(), line)?;
+        }
+    }
+    if updates > 0 {
+        println!("{updates} updates in {:.3} s", tu.elapsed().as_secs_f64());
+    }
     db.flush()?;
     db.wait_for_compactions()?;
     println!(
