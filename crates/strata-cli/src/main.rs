@@ -185,7 +185,8 @@ enum Command {
     Check,
     /// db_bench-style benchmark: random fill, random reads, multi_gets.
     ///
-    /// Fills --records keys in random order (keys are zero-padded decimal
+    /// Fills --records keys in random order (--sequential: in key order,
+    /// db_bench's fillseq; keys are zero-padded decimal
     /// numbers of --key-size bytes, written in batches of --batch), flushes
     /// and waits for compactions, then does --reads random gets of existing
     /// keys and --multigets multi_gets of 16 random keys. Reports ops/s and
@@ -221,6 +222,9 @@ enum Command {
         /// defaults.
         #[arg(long)]
         paper: bool,
+        /// Fill in key order (db_bench's fillseq) instead of random order.
+        #[arg(long)]
+        sequential: bool,
         /// Print the results as JSON.
         #[arg(long)]
         json: bool,
@@ -433,11 +437,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             value_size,
             key_size,
             paper,
+            sequential,
             json,
         } => out(format_args!(
             "{}",
             db_bench::run(&db_bench::BenchArgs {
                 records,
+                sequential,
                 reads: reads.unwrap_or(records),
                 multigets: multigets.unwrap_or(records / 16),
                 batch,

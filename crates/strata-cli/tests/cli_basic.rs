@@ -100,6 +100,7 @@ fn bench_runs_small_in_a_temp_dir() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["fill_order"], "random");
     assert_eq!(json["reads_found"], 500);
     assert_eq!(json["multiget_keys_found"], 800);
     assert!(
@@ -110,6 +111,31 @@ fn bench_runs_small_in_a_temp_dir() {
         json["write_amplification"].as_f64().unwrap() > 0.0,
         "{json}"
     );
+}
+
+/// `strata bench --sequential` fills in key order (db_bench's fillseq) and
+/// reads every key back.
+#[test]
+fn bench_fills_in_key_order() {
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "bench",
+            "--records",
+            "2000",
+            "--reads",
+            "500",
+            "--multigets",
+            "50",
+            "--sequential",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["fill_order"], "sequential");
+    assert_eq!(json["reads_found"], 500);
+    assert_eq!(json["multiget_keys_found"], 800);
 }
 
 /// `strata sst`, `manifest` and `wal` read the files of a database with a

@@ -14,8 +14,12 @@ use crate::progress::Progress;
 
 /// Parameters of one benchmark run.
 pub struct BenchArgs {
-    /// Keys written by the fill phase (`0..records`, in random order).
+    /// Keys written by the fill phase (`0..records`, in random order, or
+    /// in key order with `sequential`).
     pub records: u64,
+    /// Fill in key order (db_bench's `fillseq`) instead of a random
+    /// permutation (`fillrandom`).
+    pub sequential: bool,
     /// Random gets of existing keys in the read phase.
     pub reads: u64,
     /// `multi_get` calls of the multiget phase, each of 16 random
@@ -159,11 +163,14 @@ fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<String, Error> {
     let mut rng = SplitMix64::new(0x5EED_BE4C);
     let wopts = WriteOptions::default();
 
-    // Fill in random order: a Fisher-Yates permutation of 0..n.
+    // Fill in key order, or in random order: a Fisher-Yates permutation
+    // of 0..n.
     let mut order: Vec<u64> = (0..n).collect();
-    for i in (1..order.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        order.swap(i, j);
+    if !args.sequential {
+        for i in (1..order.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            order.swap(i, j);
+        }
     }
     let mut value = vec![0u8; args.value_size];
     let mut progress = Progress::new("fill", n);
@@ -273,6 +280,7 @@ fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<String, Error> {
             "key_size": args.key_size,
             "value_size": args.value_size,
             "batch": args.batch,
+            "fill_order": if args.sequential { "sequential" } else { "random" },
             "phases": [fill.json(), read.json(), multiget.json()],
             "flush_seconds": flush_time.as_secs_f64(),
             "compaction_wait_seconds": compaction_wait.as_secs_f64(),
@@ -299,11 +307,16 @@ fn bench(db: &Db, dir: &Path, args: &BenchArgs) -> Result<String, Error> {
     use std::fmt::Write as _;
     let _ = writeln!(
         s,
-        "options: {}   records: {n}   key: {} B   value: {} B   batch: {}",
+        "options: {}   records: {n}   key: {} B   value: {} B   batch: {}   fill: {}",
         if args.paper { "paper" } else { "default" },
         args.key_size,
         args.value_size,
-        args.batch
+        args.batch,
+        if args.sequential {
+            "in key order"
+        } else {
+            "random order"
+        }
     );
     for p in [&fill, &read, &multiget] {
         let _ = writeln!(
