@@ -1,4 +1,5 @@
 //! Basic roundtrip of every data command through the binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 mod common;
 
@@ -83,8 +84,9 @@ fn errors_exit_2() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--db"));
 }
 
-#[test]
-fn bench_runs_small_in_a_temp_dir() {
+/// `strata bench` on 2,000 keys in a temporary directory, with `extra`
+/// flags: its JSON report.
+fn bench_json(extra: &[&str]) -> serde_json::Value {
     let o = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
             "bench",
@@ -96,10 +98,16 @@ fn bench_runs_small_in_a_temp_dir() {
             "50",
             "--json",
         ])
+        .args(extra)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn bench_runs_small_in_a_temp_dir() {
+    let json = bench_json(&[]);
     assert_eq!(json["fill_order"], "random");
     assert_eq!(json["reads_found"], 500);
     assert_eq!(json["multiget_keys_found"], 800);
@@ -117,22 +125,7 @@ fn bench_runs_small_in_a_temp_dir() {
 /// reads every key back.
 #[test]
 fn bench_fills_in_key_order() {
-    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args([
-            "bench",
-            "--records",
-            "2000",
-            "--reads",
-            "500",
-            "--multigets",
-            "50",
-            "--sequential",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let json = bench_json(&["--sequential"]);
     assert_eq!(json["fill_order"], "sequential");
     assert_eq!(json["reads_found"], 500);
     assert_eq!(json["multiget_keys_found"], 800);
