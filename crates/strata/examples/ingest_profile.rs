@@ -13,7 +13,10 @@
 //! and `coordinates` (point) indexes of STRATEGY (`none`: no index), then
 //! waits for flushes and compactions. Prints the load and settle times.
 //! With `UPDATES=N` in the environment, N puts of random existing keys
-//! follow the load (each with another line's record).
+//! follow the load (each with another line's record). With
+//! `INDEXES=field:type,...` (types `i64`, `f64`, `string`, `point`), those
+//! fields are indexed instead (`INDEXES=created_at:i64` for the range
+//! filter's time-range experiment).
 
 use std::io::BufRead;
 use std::time::Instant;
@@ -34,7 +37,19 @@ fn main() -> Res<()> {
         .collect::<std::io::Result<_>>()?;
     let db = Db::open(&dir, Options::paper().error_if_exists(true))?;
     if strategy != "none" {
-        for (name, ty) in [("user_id", KeyType::I64), ("coordinates", KeyType::Point)] {
+        let spec =
+            std::env::var("INDEXES").unwrap_or_else(|_| "user_id:i64,coordinates:point".into());
+        for item in spec.split(',') {
+            let (name, ty) = item
+                .split_once(':')
+                .ok_or_else(|| format!("INDEXES: expected field:type, got {item:?}"))?;
+            let ty = match ty {
+                "i64" => KeyType::I64,
+                "f64" => KeyType::F64,
+                "string" => KeyType::String,
+                "point" => KeyType::Point,
+                other => return Err(format!("INDEXES: unknown type {other:?}").into()),
+            };
             db.create_index(IndexSpec::field(name, name, ty).strategy(&strategy))?;
         }
     }
