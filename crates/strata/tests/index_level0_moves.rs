@@ -10,13 +10,8 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
-use common::{attr, key, spec_for, Rng, STRATEGIES};
+use common::{expected, key, spec_for, Model, Rng, STRATEGIES};
 use strata::{Db, IndexValue, KeyType, Options, Predicate, QueryOptions};
-
-/// key → (write order, record).
-type Model = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
 
 fn record(t: i64, i: u64) -> Vec<u8> {
     format!(r#"{{"t": {t}, "i": {i}, "pad": "{}"}}"#, "x".repeat(60)).into_bytes()
@@ -43,17 +38,7 @@ fn check(db: &Db, model: &Model, rng: &mut Rng, strategy: &str, stage: &str) {
             .into_iter()
             .map(|h| (h.key, h.value))
             .collect();
-        let mut want: Vec<(u64, Vec<u8>, Vec<u8>)> = model
-            .iter()
-            .filter(|(_, (_, v))| attr(v, "t", KeyType::I64).is_some_and(|a| pred.matches(&a)))
-            .map(|(k, (o, v))| (*o, k.clone(), v.clone()))
-            .collect();
-        want.sort_by_key(|w| std::cmp::Reverse(w.0));
-        if let Some(k) = opts.limit {
-            want.truncate(k);
-        }
-        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-            want.into_iter().map(|(_, k, v)| (k, Some(v))).collect();
+        let want = expected(model, "t", KeyType::I64, &pred, opts);
         assert_eq!(got, want, "{strategy} {stage}: {pred:?} {opts:?}");
     }
 }

@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{attr, Rng};
+use common::{expected, Model, Rng};
 use serde_json::json;
 use strata::{
     Db, IndexSpec, IndexValue, KeyType, Options, Predicate, QueryOptions, WriteBatch, WriteOptions,
@@ -26,9 +25,6 @@ const INDEXES: &[(&str, &str, KeyType, &str)] = &[
     // Created over existing data, mid-run.
     ("f_mem", "f", KeyType::F64, "memory"),
 ];
-
-/// key → (write order, value).
-type Model = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
 
 fn value(rng: &mut Rng) -> Vec<u8> {
     if rng.chance(4) {
@@ -116,19 +112,7 @@ fn check(db: &Db, model: &Model, rng: &mut Rng, active: usize, step: usize) {
             .into_iter()
             .map(|h| (h.key, h.value))
             .collect();
-        let mut want: Vec<(u64, Vec<u8>, Vec<u8>)> = model
-            .iter()
-            .filter(|(_, (_, v))| attr(v, path, ty).is_some_and(|a| pred.matches(&a)))
-            .map(|(k, (o, v))| (*o, k.clone(), v.clone()))
-            .collect();
-        want.sort_by_key(|w| std::cmp::Reverse(w.0));
-        if let Some(k) = opts.limit {
-            want.truncate(k);
-        }
-        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = want
-            .into_iter()
-            .map(|(_, k, v)| (k, (!opts.keys_only).then_some(v)))
-            .collect();
+        let want = expected(model, path, ty, &pred, opts);
         assert_eq!(got, want, "step {step}: {name} {pred:?} {opts:?}");
     }
 }

@@ -24,10 +24,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
 
-use common::{attr, copy_dir, spec_for, Rng, STRATEGIES};
+use common::{copy_dir, expected, spec_for, Model, Rng, STRATEGIES};
 use serde_json::{json, Value};
 use strata::CompactionStyle;
 use strata::{
@@ -66,9 +65,6 @@ const FIELDS: &[(&str, &str, KeyType)] = &[
     ("by_p", "loc.p", KeyType::Point),
     ("by_r", "r", KeyType::Rect),
 ];
-
-/// key → (write order, value bytes).
-type Model = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
 
 fn random_value(rng: &mut Rng) -> Vec<u8> {
     if rng.chance(3) {
@@ -159,27 +155,6 @@ fn random_predicate(rng: &mut Rng, ty: KeyType) -> Predicate {
             Predicate::Within([x, y, x + w, y + h])
         }
     }
-}
-
-fn expected(
-    model: &Model,
-    path: &str,
-    ty: KeyType,
-    pred: &Predicate,
-    opts: QueryOptions,
-) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    let mut v: Vec<(u64, Vec<u8>, Vec<u8>)> = model
-        .iter()
-        .filter(|(_, (_, val))| attr(val, path, ty).is_some_and(|a| pred.matches(&a)))
-        .map(|(k, (o, val))| (*o, k.clone(), val.clone()))
-        .collect();
-    v.sort_by_key(|e| std::cmp::Reverse(e.0));
-    if let Some(k) = opts.limit {
-        v.truncate(k);
-    }
-    v.into_iter()
-        .map(|(_, k, val)| (k, if opts.keys_only { None } else { Some(val) }))
-        .collect()
 }
 
 fn check_queries(db: &Db, model: &Model, rng: &mut Rng, step: usize, n: usize, active: &[usize]) {

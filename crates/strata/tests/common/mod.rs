@@ -64,6 +64,34 @@ pub fn attr(value: &[u8], path: &str, ty: strata::KeyType) -> Option<strata::Ind
     strata::attr::extract(&doc, &path, ty).ok()
 }
 
+/// The records model of the index tests: key → (write order, record
+/// bytes), the latest write of each live key.
+pub type Model = std::collections::BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
+
+/// What a query must return on `model`: the records whose attribute at
+/// `path` matches `pred`, newest write first, at most `opts.limit`, values
+/// omitted with `opts.keys_only`.
+pub fn expected(
+    model: &Model,
+    path: &str,
+    ty: strata::KeyType,
+    pred: &strata::Predicate,
+    opts: strata::QueryOptions,
+) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut v: Vec<(u64, Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .filter(|(_, (_, val))| attr(val, path, ty).is_some_and(|a| pred.matches(&a)))
+        .map(|(k, (o, val))| (*o, k.clone(), val.clone()))
+        .collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.0));
+    if let Some(k) = opts.limit {
+        v.truncate(k);
+    }
+    v.into_iter()
+        .map(|(_, k, val)| (k, if opts.keys_only { None } else { Some(val) }))
+        .collect()
+}
+
 /// Every strategy variant the behaviour tests cover, as `name` or
 /// `name[k=v;k=v]` (see [`spec_for`]). A new strategy joins by adding its
 /// name here.
