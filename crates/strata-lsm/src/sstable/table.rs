@@ -781,6 +781,26 @@ impl Table {
             .get(id.0)
             .ok_or_else(|| self.corrupt(&format!("no meta block {}", id.0)))?;
         let block = self.read_block(*handle, BlockKind::Meta, ReadPurpose::Query)?;
+        self.meta_value(name, block)
+    }
+
+    /// The value of meta block `id`, read from the file and verified like
+    /// [`Table::read_meta_block`]'s, without looking in or filling the
+    /// block cache (counted as a query read, like the blocks a table pins
+    /// at open): for a strategy that keeps a table's blocks in memory for
+    /// the table's lifetime.
+    pub fn load_meta_block(&self, id: MetaBlockId) -> Result<Vec<u8>> {
+        let (name, handle) = self
+            .meta
+            .get(id.0)
+            .ok_or_else(|| self.corrupt(&format!("no meta block {}", id.0)))?;
+        let block = Arc::new(self.load_pinned(*handle, BlockKind::Meta)?);
+        Ok(self.meta_value(name, block)?.bytes().to_vec())
+    }
+
+    /// `block`, meta block `name`, checked to hold exactly one entry keyed
+    /// by its name; its value.
+    fn meta_value(&self, name: &str, block: Arc<Block>) -> Result<MetaBlock> {
         let mut it = block.iter(bytewise_cmp);
         it.seek_to_first().map_err(|e| self.wrap(e))?;
         if !it.valid() || it.key() != name.as_bytes() {

@@ -97,6 +97,9 @@ pub fn expected(
 /// name here.
 pub const STRATEGIES: &[&str] = &[
     "next",
+    // Secondary blocks kept in RAM: taken from the builder at a flush or
+    // compaction, read from the table or side file at open or install.
+    "next[pin=true]",
     "memory",
     "embedded",
     "composite",

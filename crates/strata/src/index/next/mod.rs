@@ -73,17 +73,20 @@ impl NextGlobal {
 }
 
 /// A secondary block's bytes: borrowed from the block cache (the table's
-/// own meta block) or read from a side file.
-enum SecBytes {
+/// own meta block), read from a side file, or borrowed from the blocks the
+/// table's index keeps in RAM ([`TableIndex::pinned`]).
+enum SecBytes<'a> {
     Cached(MetaBlock),
     Side(Vec<u8>),
+    Pinned(&'a [u8]),
 }
 
-impl SecBytes {
+impl SecBytes<'_> {
     fn bytes(&self) -> &[u8] {
         match self {
             SecBytes::Cached(m) => m.bytes(),
             SecBytes::Side(v) => v,
+            SecBytes::Pinned(b) => b,
         }
     }
 }
@@ -92,7 +95,12 @@ impl SecBytes {
 /// file if `ti` came from one). A table's own block is found by its
 /// resolved id ([`TableIndex::sec_block_id`]) and borrowed from the block
 /// cache.
-fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Result<SecBytes> {
+fn read_sec_block<'a>(
+    table: &Table,
+    ti: &'a TableIndex,
+    index_id: u32,
+    b: u32,
+) -> Result<SecBytes<'a>> {
     let lacks = || {
         Error::corruption(format!(
             "table {} lacks NEXT block {}",
@@ -100,6 +108,12 @@ fn read_sec_block(table: &Table, ti: &TableIndex, index_id: u32, b: u32) -> Resu
             table::sec_block_name(index_id, b)
         ))
     };
+    if let Some(pinned) = &ti.pinned {
+        return pinned
+            .get(b as usize)
+            .map(|b| SecBytes::Pinned(b))
+            .ok_or_else(lacks);
+    }
     match &ti.side {
         Some(side) => side
             .block(&table::sec_block_name(index_id, b))?
@@ -709,6 +723,9 @@ pub(crate) struct Next {
     name: String,
     ty: KeyType,
     shape: Shape,
+    /// Keep every table's secondary blocks in RAM
+    /// ([`TableIndex::pinned`]).
+    pin: bool,
     tables: Arc<TableCache>,
     pending: Pending,
     sides: Arc<SideFiles>,
@@ -722,6 +739,7 @@ impl Next {
     /// [`table::DEFAULT_SPATIAL_SLICE`]; 0: no cap).
     pub fn open(cx: &OpenCx<'_>) -> Result<Next> {
         let mut shape = Shape::default();
+        let mut pin = false;
         for (k, v) in cx.params {
             match k.as_str() {
                 "delta" => shape.delta = Delta::parse(v)?,
@@ -740,9 +758,14 @@ impl Next {
                         ))
                     })?
                 }
+                "pin" => {
+                    pin = v.parse::<bool>().map_err(|_| {
+                        Error::invalid(format!("pin must be true or false, not {v:?}"))
+                    })?
+                }
                 _ => {
                     return Err(Error::invalid(format!(
-                    "unknown parameter {k:?} for strategy next (known: delta, filter_bits, slice)"
+                    "unknown parameter {k:?} for strategy next (known: delta, filter_bits, slice, pin)"
                 )))
                 }
             }
@@ -752,6 +775,7 @@ impl Next {
             name: cx.spec.name.clone(),
             ty: cx.spec.key_type,
             shape,
+            pin,
             tables: cx.tables.clone(),
             pending: Arc::default(),
             sides: cx.sides.clone(),
@@ -805,6 +829,22 @@ impl Next {
                 + (0..ti.sec_blocks)
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();
+            if self.pin {
+                ti.pinned = Some(
+                    (0..ti.sec_blocks)
+                        .map(|b| {
+                            let name = table::sec_block_name(self.id, b);
+                            let id = t.meta_block_id(&name).ok_or_else(|| {
+                                Error::corruption(format!(
+                                    "table {} lacks NEXT block {name}",
+                                    f.number
+                                ))
+                            })?;
+                            Ok(t.load_meta_block(id)?.into_boxed_slice())
+                        })
+                        .collect::<Result<_>>()?,
+                );
+            }
             return Ok(Some(ti));
         }
         let Some(side) = self.sides.get(self.id, f.number) else {
@@ -820,6 +860,23 @@ impl Next {
         ti.filter = filter(side.block(&vf)?)?;
         ti.sketch = sketch(side.block(&sketch_name)?.as_ref(), &ti)?;
         ti.disk_bytes = side.size();
+        if self.pin {
+            ti.pinned = Some(
+                (0..ti.sec_blocks)
+                    .map(|b| {
+                        let name = table::sec_block_name(self.id, b);
+                        side.block(&name)?
+                            .map(Vec::into_boxed_slice)
+                            .ok_or_else(|| {
+                                Error::corruption(format!(
+                                    "side file of table {} for index {:?} lacks {name}",
+                                    f.number, self.name
+                                ))
+                            })
+                    })
+                    .collect::<Result<_>>()?,
+            );
+        }
         ti.side = Some(side);
         Ok(Some(ti))
     }
@@ -831,6 +888,7 @@ impl Next {
             id: self.id,
             ty: self.ty,
             shape: self.shape,
+            pin: self.pin,
             file,
             pending,
             handles: Vec::new(),
@@ -846,6 +904,8 @@ struct NextBuilder {
     id: u32,
     ty: KeyType,
     shape: Shape,
+    /// Keep the built secondary blocks in the installed index.
+    pin: bool,
     file: u64,
     /// Where a table builder leaves its structure for the install; `None`
     /// for a side file's builder (the install reads the file).
@@ -915,6 +975,16 @@ impl TableIndexBuilder for NextBuilder {
         );
         let mut index = built.index;
         index.disk_bytes = built.blocks.iter().map(|(_, b)| b.len() as u64).sum();
+        if self.pin && self.pending.is_some() {
+            // `build_encoded` lists the secondary blocks first, by number.
+            let pinned: Vec<Box<[u8]>> = built
+                .blocks
+                .iter()
+                .take(index.sec_blocks as usize)
+                .map(|(_, b)| b.clone().into_boxed_slice())
+                .collect();
+            index.pinned = Some(pinned);
+        }
         if let Some(p) = &self.pending {
             lock(p).insert(self.file, Arc::new(index));
         }
@@ -1235,6 +1305,7 @@ mod tests {
             id: 4,
             ty,
             shape: Shape::default(),
+            pin: false,
             file: 1,
             pending: None,
             handles: Vec::new(),

@@ -261,6 +261,12 @@ pub struct TableIndex {
     /// read of one of them so that queries neither format nor search block
     /// names. Unused for a side file's blocks.
     sec_ids: std::sync::OnceLock<Vec<Option<MetaBlockId>>>,
+    /// The secondary blocks' bytes, by block number, when the index keeps
+    /// them in RAM (the `pin` parameter): taken from the builder when the
+    /// table is written, read once from the table or side file when it is
+    /// opened; queries then read no secondary block from the cache or the
+    /// file. `None`: read through the block cache.
+    pub pinned: Option<Vec<Box<[u8]>>>,
     /// Spatial types: the slices' envelopes, searchable ([`PackedTree`]).
     rtree: Option<PackedTree>,
     /// The table's value filter (`next.<id>.vf`): a Bloom filter over the
@@ -328,6 +334,7 @@ impl TableIndex {
             disk_bytes: 0,
             side: None,
             sec_ids: std::sync::OnceLock::new(),
+            pinned: None,
             rtree,
             filter: None,
             sketch: None,
@@ -469,8 +476,13 @@ impl TableIndex {
             + (self.lo_heads.len() + self.hi_heads.len()) * 8;
         let filter = self.filter.as_ref().map_or(0, BloomFilter::size);
         let sketch = self.sketch.as_ref().map_or(0, Sketch::memory_bytes);
+        let pinned = self
+            .pinned
+            .as_ref()
+            .map_or(0, |p| p.iter().map(|b| b.len() + 16).sum());
         std::mem::size_of::<Self>()
             + sketch
+            + pinned
             + self.entries.len() * 24
             + env
             + tree

@@ -1,0 +1,176 @@
+//! NEXT with `pin=true`: every table's secondary blocks are kept in RAM, so
+//! queries read none of them from the block cache or the file, whether the
+//! table was written by a flush or compaction (blocks taken from the
+//! builder), found at open (read once from the table), or covered by an
+//! online build (read once from its side file). Answers are those of the
+//! default NEXT index on the same data, and the index's memory counts the
+//! pinned bytes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+mod common;
+
+use common::topk::{expected, query, record, Model};
+use common::{key, Rng};
+use strata::{Db, IndexSpec, KeyType, Options};
+
+fn opts() -> Options {
+    Options::small_for_tests()
+        .background_work(false)
+        .l0_compaction_trigger(100)
+        .l0_slowdown_trigger(100)
+        .l0_stop_trigger(100)
+}
+
+fn spec(name: &str, pin: bool) -> IndexSpec {
+    let s = IndexSpec::field(name, "u", KeyType::I64).strategy("next");
+    if pin {
+        s.param("pin", "true")
+    } else {
+        s
+    }
+}
+
+/// Meta block reads (cache and file) made by queries since open.
+fn meta_reads(db: &Db) -> u64 {
+    let m = db.stats().io.meta_blocks;
+    m.cache + m.disk
+}
+
+fn memory(db: &Db, name: &str) -> (u64, u64) {
+    let info = db
+        .indexes()
+        .into_iter()
+        .find(|i| i.spec.name == name)
+        .unwrap();
+    (info.stats.memory_bytes, info.stats.disk_bytes)
+}
+
+/// `pinned` and `plain` (the default) answer every query alike and as the
+/// model does; queries on `pinned` read no meta block, those on `plain`
+/// do when its blocks are in the tables (`plain_in_tables`; side files'
+/// blocks are not the tables' meta blocks), so that the check can fail.
+fn check(db: &Db, model: &Model, plain_in_tables: bool) {
+    for (lo, hi) in [(3, 3), (0, 4), (0, 19), (11, 12), (25, 30)] {
+        for k in [None, Some(1), Some(10)] {
+            let want = expected(model, lo, hi, k.unwrap_or(usize::MAX));
+            // Once unmeasured: a table's first use opens it, which reads
+            // its properties and metaindex (meta blocks too).
+            query_on(db, "pinned", lo, hi, k);
+            let before = meta_reads(db);
+            let (got, p) = query_on(db, "pinned", lo, hi, k);
+            assert_eq!(got, want, "pinned {lo}..={hi} {k:?}");
+            assert_eq!(meta_reads(db), before, "pinned read meta blocks: {p:?}");
+            let (plain, _) = query_on(db, "plain", lo, hi, k);
+            assert_eq!(plain, want, "plain {lo}..={hi} {k:?}");
+        }
+    }
+    if plain_in_tables {
+        let before = meta_reads(db);
+        query_on(db, "plain", 0, 19, None);
+        assert!(
+            meta_reads(db) > before,
+            "the default index reads its blocks"
+        );
+    }
+}
+
+fn query_on(
+    db: &Db,
+    index: &str,
+    lo: i64,
+    hi: i64,
+    k: Option<usize>,
+) -> (Vec<Vec<u8>>, strata::QueryProfile) {
+    // `common::topk::query` queries `by_u`; the two indexes here have
+    // their own names.
+    let pred = if lo == hi {
+        strata::Predicate::Eq(strata::IndexValue::I64(lo))
+    } else {
+        strata::Predicate::Range(strata::IndexValue::I64(lo), strata::IndexValue::I64(hi))
+    };
+    let mut o = strata::QueryOptions::default();
+    if let Some(k) = k {
+        o = o.limit(k);
+    }
+    let (hits, p) = db.query_profiled(index, &pred, o).unwrap();
+    (hits.into_vec().into_iter().map(|h| h.key).collect(), p)
+}
+
+/// Writes `n` new or updated keys and records them in the model.
+fn write(db: &Db, model: &mut Model, order: &mut u64, rng: &mut Rng, n: usize) {
+    for _ in 0..n {
+        let i = rng.below(3_000);
+        let u = rng.below(30) as i64;
+        db.put(&key(i), &record(u, i)).unwrap();
+        *order += 1;
+        model.insert(key(i), (*order, u));
+    }
+}
+
+#[test]
+fn pinned_blocks_serve_queries_after_flush_compaction_reopen_and_online_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(11);
+    let mut model = Model::new();
+    let mut order = 0u64;
+    {
+        let db = Db::open(dir.path(), opts()).unwrap();
+        // Tables written before the indexes exist: the online build covers
+        // them with side files.
+        for _ in 0..3 {
+            write(&db, &mut model, &mut order, &mut rng, 500);
+            db.flush().unwrap();
+        }
+        db.create_index(spec("pinned", true)).unwrap();
+        db.create_index(spec("plain", false)).unwrap();
+        check(&db, &model, false);
+        // Tables written by flushes and a compaction carry the blocks.
+        for t in 0..4 {
+            write(&db, &mut model, &mut order, &mut rng, 400);
+            db.flush().unwrap();
+            if t == 1 {
+                db.compact_level(0).unwrap();
+            }
+        }
+        check(&db, &model, true);
+        let (mem, disk) = memory(&db, "pinned");
+        let (plain_mem, plain_disk) = memory(&db, "plain");
+        assert_eq!(disk, plain_disk);
+        assert!(
+            mem >= plain_mem + disk / 2,
+            "pinned memory {mem} against {plain_mem} unpinned, {disk} on disk"
+        );
+    }
+    // At open, every table's blocks are read once.
+    let db = Db::open(dir.path(), opts()).unwrap();
+    check(&db, &model, true);
+    db.compact_range(None, None).unwrap();
+    check(&db, &model, true);
+    // `common::topk::query` on a pinned `by_u`, as the other top-K tests
+    // use it.
+    db.create_index(
+        IndexSpec::field("by_u", "u", KeyType::I64)
+            .strategy("next")
+            .param("pin", "true"),
+    )
+    .unwrap();
+    let (top, _) = query(&db, 0, 19, Some(10));
+    assert_eq!(top, expected(&model, 0, 19, 10));
+}
+
+#[test]
+fn pin_rejects_a_value_other_than_true_or_false() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let err = db
+        .create_index(
+            IndexSpec::field("x", "u", KeyType::I64)
+                .strategy("next")
+                .param("pin", "yes"),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("pin must be true or false"),
+        "{err}"
+    );
+}
