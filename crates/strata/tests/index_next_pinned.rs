@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::topk::{expected, query, record, Model};
+use common::topk::{expected, query, query_index, record, Model};
 use common::{key, Rng};
 use strata::{Db, IndexSpec, KeyType, Options};
 
@@ -55,45 +55,23 @@ fn check(db: &Db, model: &Model, plain_in_tables: bool) {
             let want = expected(model, lo, hi, k.unwrap_or(usize::MAX));
             // Once unmeasured: a table's first use opens it, which reads
             // its properties and metaindex (meta blocks too).
-            query_on(db, "pinned", lo, hi, k);
+            query_index(db, "pinned", lo, hi, k);
             let before = meta_reads(db);
-            let (got, p) = query_on(db, "pinned", lo, hi, k);
+            let (got, p) = query_index(db, "pinned", lo, hi, k);
             assert_eq!(got, want, "pinned {lo}..={hi} {k:?}");
             assert_eq!(meta_reads(db), before, "pinned read meta blocks: {p:?}");
-            let (plain, _) = query_on(db, "plain", lo, hi, k);
+            let (plain, _) = query_index(db, "plain", lo, hi, k);
             assert_eq!(plain, want, "plain {lo}..={hi} {k:?}");
         }
     }
     if plain_in_tables {
         let before = meta_reads(db);
-        query_on(db, "plain", 0, 19, None);
+        query_index(db, "plain", 0, 19, None);
         assert!(
             meta_reads(db) > before,
             "the default index reads its blocks"
         );
     }
-}
-
-fn query_on(
-    db: &Db,
-    index: &str,
-    lo: i64,
-    hi: i64,
-    k: Option<usize>,
-) -> (Vec<Vec<u8>>, strata::QueryProfile) {
-    // `common::topk::query` queries `by_u`; the two indexes here have
-    // their own names.
-    let pred = if lo == hi {
-        strata::Predicate::Eq(strata::IndexValue::I64(lo))
-    } else {
-        strata::Predicate::Range(strata::IndexValue::I64(lo), strata::IndexValue::I64(hi))
-    };
-    let mut o = strata::QueryOptions::default();
-    if let Some(k) = k {
-        o = o.limit(k);
-    }
-    let (hits, p) = db.query_profiled(index, &pred, o).unwrap();
-    (hits.into_vec().into_iter().map(|h| h.key).collect(), p)
 }
 
 /// Writes `n` new or updated keys and records them in the model.

@@ -40,6 +40,17 @@ pub fn expected(model: &Model, lo: i64, hi: i64, k: usize) -> Vec<Vec<u8>> {
 /// The keys `by_u` returns for `lo <= u <= hi` (top `k`), newest first
 /// (checked), and the query's profile.
 pub fn query(db: &Db, lo: i64, hi: i64, k: Option<usize>) -> (Vec<Vec<u8>>, strata::QueryProfile) {
+    query_index(db, "by_u", lo, hi, k)
+}
+
+/// [`query`] on index `index` (an `i64` index of `u`).
+pub fn query_index(
+    db: &Db,
+    index: &str,
+    lo: i64,
+    hi: i64,
+    k: Option<usize>,
+) -> (Vec<Vec<u8>>, strata::QueryProfile) {
     let pred = if lo == hi {
         Predicate::Eq(IndexValue::I64(lo))
     } else {
@@ -49,7 +60,7 @@ pub fn query(db: &Db, lo: i64, hi: i64, k: Option<usize>) -> (Vec<Vec<u8>>, stra
     if let Some(k) = k {
         o = o.limit(k);
     }
-    let (hits, p) = db.query_profiled("by_u", &pred, o).unwrap();
+    let (hits, p) = db.query_profiled(index, &pred, o).unwrap();
     let hits = hits.into_vec();
     for w in hits.windows(2) {
         assert!(w[0].seq > w[1].seq, "newest first");
