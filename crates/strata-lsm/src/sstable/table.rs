@@ -731,8 +731,14 @@ impl Table {
     /// as a meta block read). `None` if the table has no block of that name.
     /// The engine's own `strata.*` blocks are not readable here.
     pub fn meta_block(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        self.meta_block_for(name, ReadPurpose::Query)
+    }
+
+    /// [`Table::meta_block`] read for `purpose` (see
+    /// [`Table::read_meta_block_for`]).
+    pub fn meta_block_for(&self, name: &str, purpose: ReadPurpose) -> Result<Option<Vec<u8>>> {
         Ok(match self.meta_block_id(name) {
-            Some(id) => Some(self.read_meta_block(id)?.bytes().to_vec()),
+            Some(id) => Some(self.read_meta_block_for(id, purpose)?.bytes().to_vec()),
             None => None,
         })
     }
@@ -776,11 +782,19 @@ impl Table {
     /// query read) and borrowed from the cached block: no copy. Checks that
     /// the block holds exactly its name's one entry.
     pub fn read_meta_block(&self, id: MetaBlockId) -> Result<MetaBlock> {
+        self.read_meta_block_for(id, ReadPurpose::Query)
+    }
+
+    /// [`Table::read_meta_block`] for `purpose`: a
+    /// [`ReadPurpose::Compaction`] read (a compaction taking its inputs'
+    /// index blocks) neither looks in nor fills the block cache and counts
+    /// as compaction input, not as a query's meta block read.
+    pub fn read_meta_block_for(&self, id: MetaBlockId, purpose: ReadPurpose) -> Result<MetaBlock> {
         let (name, handle) = self
             .meta
             .get(id.0)
             .ok_or_else(|| self.corrupt(&format!("no meta block {}", id.0)))?;
-        let block = self.read_block(*handle, BlockKind::Meta, ReadPurpose::Query)?;
+        let block = self.read_block(*handle, BlockKind::Meta, purpose)?;
         self.meta_value(name, block)
     }
 

@@ -48,6 +48,7 @@ use strata_lsm::memtable::MemGet;
 use strata_lsm::sstable::block::Block;
 use strata_lsm::sstable::filter::BloomFilter;
 use strata_lsm::sstable::{BlockHandle, MetaBlock, Table};
+use strata_lsm::stats::ReadPurpose;
 use strata_lsm::version::{FileMetaData, Version};
 
 pub use table::{Delta, Probe, SecBlock, Shape, TableIndex};
@@ -100,6 +101,7 @@ fn read_sec_block<'a>(
     ti: &'a TableIndex,
     index_id: u32,
     b: u32,
+    purpose: ReadPurpose,
 ) -> Result<SecBytes<'a>> {
     let lacks = || {
         Error::corruption(format!(
@@ -120,7 +122,7 @@ fn read_sec_block<'a>(
             .map(SecBytes::Side)
             .ok_or_else(lacks),
         None => match ti.sec_block_id(table, index_id, b) {
-            Some(id) => Ok(SecBytes::Cached(table.read_meta_block(id)?)),
+            Some(id) => Ok(SecBytes::Cached(table.read_meta_block_for(id, purpose)?)),
             None => Err(lacks()),
         },
     }
@@ -444,7 +446,7 @@ impl TableScan<'_> {
                 profile.index_blocks_read += 1;
                 current = Some((
                     e.sec_block,
-                    read_sec_block(table, ti, self.index_id, e.sec_block)?,
+                    read_sec_block(table, ti, self.index_id, e.sec_block, ReadPurpose::Query)?,
                 ));
             }
             let Some((_, bytes)) = &current else {
@@ -627,7 +629,13 @@ impl TableScan<'_> {
                         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                         std::collections::hash_map::Entry::Vacant(v) => {
                             profile.index_blocks_read += 1;
-                            v.insert(read_sec_block(table, ti, self.index_id, e.sec_block)?)
+                            v.insert(read_sec_block(
+                                table,
+                                ti,
+                                self.index_id,
+                                e.sec_block,
+                                ReadPurpose::Query,
+                            )?)
                         }
                     };
                     let sb = SecBlock::parse(bytes.bytes(), self.ty)?;
@@ -786,7 +794,16 @@ impl Next {
     /// was written before the index existed).
     /// Its side file's blocks instead for a table that existed before the
     /// index ([`BuildMethod::PerTable`]).
-    fn read_table_index(&self, f: &FileMetaData) -> Result<Option<TableIndex>> {
+    ///
+    /// `purpose`: [`ReadPurpose::Query`] for the index a version installs
+    /// (pinned if the index pins), [`ReadPurpose::Compaction`] for a
+    /// compaction reading its inputs' values (never pinned, not cached).
+    fn read_table_index(
+        &self,
+        f: &FileMetaData,
+        purpose: ReadPurpose,
+    ) -> Result<Option<TableIndex>> {
+        let pin = self.pin && purpose == ReadPurpose::Query;
         let t = self.tables.get(f.number, f.file_size)?;
         let dir = table::dir_block_name(self.id);
         let vf = table::filter_block_name(self.id);
@@ -816,12 +833,12 @@ impl Next {
                 })
                 .transpose()
         };
-        if let Some(bytes) = t.meta_block(&dir)? {
+        if let Some(bytes) = t.meta_block_for(&dir, purpose)? {
             let mut ti = table::decode_dir(&bytes, self.ty)?;
-            let vf_bytes = t.meta_block(&vf)?;
+            let vf_bytes = t.meta_block_for(&vf, purpose)?;
             let vf_len = vf_bytes.as_ref().map_or(0, |b| b.len() as u64);
             ti.filter = filter(vf_bytes)?;
-            let sketch_bytes = t.meta_block(&sketch_name)?;
+            let sketch_bytes = t.meta_block_for(&sketch_name, purpose)?;
             ti.sketch = sketch(sketch_bytes.as_ref(), &ti)?;
             ti.disk_bytes = bytes.len() as u64
                 + vf_len
@@ -829,7 +846,7 @@ impl Next {
                 + (0..ti.sec_blocks)
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();
-            if self.pin {
+            if pin {
                 ti.pinned = Some(
                     (0..ti.sec_blocks)
                         .map(|b| {
@@ -860,7 +877,7 @@ impl Next {
         ti.filter = filter(side.block(&vf)?)?;
         ti.sketch = sketch(side.block(&sketch_name)?.as_ref(), &ti)?;
         ti.disk_bytes = side.size();
-        if self.pin {
+        if pin {
             ti.pinned = Some(
                 (0..ti.sec_blocks)
                     .map(|b| {
@@ -1014,7 +1031,7 @@ impl IndexStrategy for Next {
         for f in inputs {
             // A table written before the index existed, or in the old
             // format, contributes nothing: its entries are read.
-            let Some(ti) = self.read_table_index(f)? else {
+            let Some(ti) = self.read_table_index(f, ReadPurpose::Compaction)? else {
                 continue;
             };
             if ti.check_queryable(f.number).is_err() {
@@ -1022,7 +1039,7 @@ impl IndexStrategy for Next {
             }
             let t = self.tables.get(f.number, f.file_size)?;
             for b in 0..ti.sec_blocks {
-                let bytes = read_sec_block(&t, &ti, self.id, b)?;
+                let bytes = read_sec_block(&t, &ti, self.id, b, ReadPurpose::Compaction)?;
                 let block = SecBlock::parse(bytes.bytes(), self.ty)?;
                 if !block.for_each_value(|value, seq| out.push(seq, value))? {
                     return Ok(None);
@@ -1051,7 +1068,9 @@ impl IndexStrategy for Next {
         let prev = prev
             .and_then(|p| p.downcast_ref::<NextGlobal>())
             .map(|g| &g.tables);
-        let tables = tables::install(prev, ev, &self.pending, |f| self.read_table_index(f))?;
+        let tables = tables::install(prev, ev, &self.pending, |f| {
+            self.read_table_index(f, ReadPurpose::Query)
+        })?;
         Ok(Some(Arc::new(NextGlobal { tables })))
     }
 
@@ -1064,7 +1083,7 @@ impl IndexStrategy for Next {
         let tables = tables::recover(
             files,
             ready,
-            |f| self.read_table_index(f),
+            |f| self.read_table_index(f, ReadPurpose::Query),
             "blocks",
             &self.name,
         )?;
