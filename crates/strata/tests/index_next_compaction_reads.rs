@@ -9,19 +9,14 @@
 mod common;
 
 use common::key;
-use common::topk::{expected, query_index, record, Model};
-use strata::{Db, IndexSpec, KeyType, Options};
+use common::topk::{expected, opts, query_index, record, Model};
+use strata::{Db, IndexSpec, KeyType};
 
 #[test]
 fn compaction_reads_next_blocks_as_compaction_input() {
     for pin in ["false", "true"] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options::small_for_tests()
-            .background_work(false)
-            .l0_compaction_trigger(100)
-            .l0_slowdown_trigger(100)
-            .l0_stop_trigger(100);
-        let db = Db::open(dir.path(), opts).unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
         db.create_index(
             IndexSpec::field("by_u", "u", KeyType::I64)
                 .strategy("next")

@@ -9,17 +9,9 @@
 
 mod common;
 
-use common::topk::{expected, query, query_index, record, Model};
+use common::topk::{expected, opts, query, query_index, record, Model};
 use common::{key, Rng};
-use strata::{Db, IndexSpec, KeyType, Options};
-
-fn opts() -> Options {
-    Options::small_for_tests()
-        .background_work(false)
-        .l0_compaction_trigger(100)
-        .l0_slowdown_trigger(100)
-        .l0_stop_trigger(100)
-}
+use strata::{Db, IndexSpec, KeyType};
 
 fn spec(name: &str, pin: bool) -> IndexSpec {
     let s = IndexSpec::field(name, "u", KeyType::I64).strategy("next");

@@ -452,6 +452,7 @@ impl Predicate {
 /// `&`, not `&&`: whether two rectangles meet is data a branch predictor
 /// cannot learn, and one branch per comparison mispredicted in the
 /// searches that test many rectangles against one window.
+#[inline]
 pub fn intersects(a: &[f64; 4], b: &[f64; 4]) -> bool {
     (a[0] <= b[2]) & (b[0] <= a[2]) & (a[1] <= b[3]) & (b[1] <= a[3])
 }

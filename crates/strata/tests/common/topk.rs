@@ -9,15 +9,19 @@ pub fn record(u: i64, i: u64) -> Vec<u8> {
     format!(r#"{{"u": {u}, "i": {i}, "pad": "{}"}}"#, "x".repeat(60)).into_bytes()
 }
 
-/// A database whose tree shape the test decides (no background work, no
-/// automatic L0 compaction) with index `by_u` of `strategy` on `u`.
-pub fn open(dir: &std::path::Path, strategy: &str) -> Db {
-    let opts = Options::small_for_tests()
+/// Options whose tree shape the test decides: no background work, no
+/// automatic L0 compaction.
+pub fn opts() -> Options {
+    Options::small_for_tests()
         .background_work(false)
         .l0_compaction_trigger(100)
         .l0_slowdown_trigger(100)
-        .l0_stop_trigger(100);
-    let db = Db::open(dir, opts).unwrap();
+        .l0_stop_trigger(100)
+}
+
+/// A database with [`opts`] and index `by_u` of `strategy` on `u`.
+pub fn open(dir: &std::path::Path, strategy: &str) -> Db {
+    let db = Db::open(dir, opts()).unwrap();
     db.create_index(IndexSpec::field("by_u", "u", KeyType::I64).strategy(strategy))
         .unwrap();
     db

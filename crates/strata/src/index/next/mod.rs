@@ -847,20 +847,11 @@ impl Next {
                     .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
                     .sum::<u64>();
             if pin {
-                ti.pinned = Some(
-                    (0..ti.sec_blocks)
-                        .map(|b| {
-                            let name = table::sec_block_name(self.id, b);
-                            let id = t.meta_block_id(&name).ok_or_else(|| {
-                                Error::corruption(format!(
-                                    "table {} lacks NEXT block {name}",
-                                    f.number
-                                ))
-                            })?;
-                            Ok(t.load_meta_block(id)?.into_boxed_slice())
-                        })
-                        .collect::<Result<_>>()?,
-                );
+                ti.pinned = Some(self.pin_blocks(f, &ti, |name| {
+                    t.meta_block_id(name)
+                        .map(|id| t.load_meta_block(id))
+                        .transpose()
+                })?);
             }
             return Ok(Some(ti));
         }
@@ -878,24 +869,33 @@ impl Next {
         ti.sketch = sketch(side.block(&sketch_name)?.as_ref(), &ti)?;
         ti.disk_bytes = side.size();
         if pin {
-            ti.pinned = Some(
-                (0..ti.sec_blocks)
-                    .map(|b| {
-                        let name = table::sec_block_name(self.id, b);
-                        side.block(&name)?
-                            .map(Vec::into_boxed_slice)
-                            .ok_or_else(|| {
-                                Error::corruption(format!(
-                                    "side file of table {} for index {:?} lacks {name}",
-                                    f.number, self.name
-                                ))
-                            })
-                    })
-                    .collect::<Result<_>>()?,
-            );
+            ti.pinned = Some(self.pin_blocks(f, &ti, |name| side.block(name))?);
         }
         ti.side = Some(side);
         Ok(Some(ti))
+    }
+
+    /// Every secondary block of `ti` (the index of table `f`), by number,
+    /// each taken by name from `get` (the table's or its side file's
+    /// blocks): what [`TableIndex::pinned`] holds. A missing block is
+    /// corruption.
+    fn pin_blocks(
+        &self,
+        f: &FileMetaData,
+        ti: &TableIndex,
+        get: impl Fn(&str) -> Result<Option<Vec<u8>>>,
+    ) -> Result<Vec<Box<[u8]>>> {
+        (0..ti.sec_blocks)
+            .map(|b| {
+                let name = table::sec_block_name(self.id, b);
+                get(&name)?.map(Vec::into_boxed_slice).ok_or_else(|| {
+                    Error::corruption(format!(
+                        "table {} lacks block {name} of index {:?}",
+                        f.number, self.name
+                    ))
+                })
+            })
+            .collect()
     }
 }
 
