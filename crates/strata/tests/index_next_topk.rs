@@ -181,3 +181,48 @@ fn top_k_in_memtables_reaches_past_the_newest_stale_versions() {
         assert_eq!(Some(v), db.get(&h.key).unwrap().as_deref());
     }
 }
+
+/// Tables join a top-K query's work by their newest entry: once K results
+/// newer than every entry of the older tables are known, those tables are
+/// neither searched nor opened, whether they hold matches or not. Here the
+/// older tables hold no match of the range, so before tables were
+/// searched lazily none of them counted as skipped.
+#[test]
+fn top_k_does_not_search_tables_older_than_k_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), "next");
+    let mut model = Model::new();
+    let mut order = 0u64;
+    let mut put = |db: &Db, model: &mut Model, i: u64, u: i64| write(db, model, &mut order, i, u);
+    let mut rng = Rng::new(11);
+    let mut i = 0;
+    for _ in 0..5 {
+        for _ in 0..400 {
+            put(&db, &mut model, i, rng.below(20) as i64);
+            i += 1;
+        }
+        db.flush().unwrap();
+    }
+    // The newest table: 30 matches of 20..=30.
+    for _ in 0..30 {
+        put(&db, &mut model, i, 25);
+        i += 1;
+    }
+    db.flush().unwrap();
+    let tables: usize = db.current_version().levels.iter().map(|l| l.len()).sum();
+    assert!(tables >= 6, "{tables} tables");
+    let (top, p) = query(&db, 20, 30, Some(10));
+    assert_eq!(top, expected(&model, 20, 30, 10));
+    // The 30 matches are in the newest one or two tables.
+    assert!(
+        p.tables_skipped + 2 >= tables as u64,
+        "{tables} tables: {p:?}"
+    );
+    assert!(p.data_blocks_read <= 2, "{p:?}");
+    // Fewer than K newer results: the older tables are searched (and
+    // their matches taken) too.
+    let (top, p) = query(&db, 19, 30, Some(1000));
+    assert_eq!(top, expected(&model, 19, 30, 1000));
+    assert!(top.len() > 30);
+    assert_eq!(p.tables_skipped, 0, "{p:?}");
+}

@@ -17,7 +17,10 @@
 //! secondary entries they expand to (by their own) share one max-heap, so
 //! data entries are read newest first and the query stops as soon as K
 //! valid results newer than everything left are known — about K data
-//! blocks when nothing is stale.
+//! blocks when nothing is stale. Tables join the heap by their largest
+//! sequence number and their global index is searched only when they
+//! reach its top, so a table whose entries are all older than K known
+//! results is neither searched nor opened.
 
 mod order;
 mod packed;
@@ -326,6 +329,11 @@ impl Acc {
 /// table list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Work {
+    /// Table `table` not searched yet (by an upper bound of its entries'
+    /// sequence numbers): popped, its global index is searched and its
+    /// matching global entries pushed. A table whose entries are all
+    /// older than K known results is never searched.
+    Table { table: u32 },
     /// Global entry `entry` of table `table`.
     Slice { table: u32, entry: u32 },
     /// Entry `pos` of data block `block` (position in the handle table).
@@ -348,6 +356,10 @@ type Cand = (u32, u32, SeqNo);
 /// A table a query reads: the table, its index, its matching global
 /// entries.
 type Visit<'a> = (Arc<Table>, &'a TableIndex, Vec<usize>);
+
+/// A table a top-K query may read, searched only when its turn comes
+/// ([`Work::Table`]): its file's metadata (opened then) and its index.
+type TopVisit<'a> = (&'a FileMetaData, &'a TableIndex);
 
 /// The candidates of one data block: visit, and the range of that visit's
 /// candidates.
@@ -569,32 +581,32 @@ impl TableScan<'_> {
     }
 
     /// The top K across `visits`, newest first at entry granularity (see
-    /// the module documentation). Returns the number of tables whose
-    /// secondary blocks were read.
+    /// the module documentation). Each table's global index is searched
+    /// only when no K results newer than its newest entry are known, and
+    /// each table is opened (`open`) only then. Returns the number of
+    /// tables whose secondary blocks were read and the number of tables
+    /// searched without a match.
     fn top_k(
         &self,
-        visits: &[(Arc<Table>, &TableIndex, Vec<usize>)],
+        visits: &[TopVisit<'_>],
+        open: &dyn Fn(&FileMetaData) -> Result<Arc<Table>>,
         profile: &mut QueryProfile,
         acc: &mut Acc,
         validate: &mut impl FnMut(&[u8], SeqNo) -> Result<bool>,
-    ) -> Result<u64> {
-        // Sized for the slices and the entries of a typical top-K: growing
+    ) -> Result<(u64, u64)> {
+        // Sized for a typical top-K's tables, slices and entries: growing
         // it one doubling at a time showed in small queries' profiles.
-        let slices: usize = visits.iter().map(|v| v.2.len()).sum();
-        let mut heap: BinaryHeap<(SeqNo, Work)> = BinaryHeap::with_capacity(slices + 64);
-        for (t, (_, ti, hits)) in visits.iter().enumerate() {
-            for &i in hits {
-                if let Some(e) = ti.entries.get(i) {
-                    heap.push((
-                        e.max_seq,
-                        Work::Slice {
-                            table: t as u32,
-                            entry: i as u32,
-                        },
-                    ));
-                }
-            }
+        let mut heap: BinaryHeap<(SeqNo, Work)> = BinaryHeap::with_capacity(visits.len() + 128);
+        for (t, (f, _)) in visits.iter().enumerate() {
+            // No entry of the table is newer than its largest sequence
+            // number, and none above the snapshot is used.
+            heap.push((
+                f.largest_seq.min(self.snapshot),
+                Work::Table { table: t as u32 },
+            ));
         }
+        let mut tables: Vec<Option<Arc<Table>>> = vec![None; visits.len()];
+        let mut empty = 0u64;
         // Blocks read by this query, each read once.
         // Small integer keys: a multiplicative hash, not SipHash (which
         // was a fifth of an equality top-10 query's instructions).
@@ -614,9 +626,35 @@ impl TableScan<'_> {
                 break;
             };
             match work {
-                Work::Slice { table: t, entry } => {
-                    let Some((table, ti, _)) = visits.get(t as usize) else {
+                Work::Table { table: t } => {
+                    let Some((_, ti)) = visits.get(t as usize) else {
                         continue;
+                    };
+                    let hits = ti.matching_entries(self.probe);
+                    if hits.is_empty() {
+                        empty += 1;
+                    }
+                    for i in hits {
+                        if let Some(e) = ti.entries.get(i) {
+                            heap.push((
+                                e.max_seq,
+                                Work::Slice {
+                                    table: t,
+                                    entry: i as u32,
+                                },
+                            ));
+                        }
+                    }
+                }
+                Work::Slice { table: t, entry } => {
+                    let Some(((f, ti), slot)) =
+                        visits.get(t as usize).zip(tables.get_mut(t as usize))
+                    else {
+                        continue;
+                    };
+                    let table = match slot {
+                        Some(t) => &*t,
+                        None => &*slot.insert(open(f)?),
                     };
                     let e = ti
                         .entries
@@ -665,7 +703,11 @@ impl TableScan<'_> {
                     block,
                     pos,
                 } => {
-                    let Some((table, ti, _)) = visits.get(t as usize) else {
+                    // An entry is pushed only by its table's slice, which
+                    // opened the table.
+                    let Some(((_, ti), Some(table))) =
+                        visits.get(t as usize).zip(tables.get(t as usize))
+                    else {
                         continue;
                     };
                     let h = Self::handle(table, ti, block)?;
@@ -681,7 +723,7 @@ impl TableScan<'_> {
                 }
             }
         }
-        Ok(touched.iter().filter(|x| **x).count() as u64)
+        Ok((touched.iter().filter(|x| **x).count() as u64, empty))
     }
 }
 
@@ -1227,8 +1269,11 @@ impl IndexStrategy for Next {
         let empty = NextGlobal::default();
         let global = cx.slot_as::<NextGlobal>().unwrap_or(&empty);
         let probe = Probe::new(pred, self.ty);
-        // The visible tables with at least one matching global entry.
-        let mut visits: Vec<(Arc<Table>, &TableIndex, Vec<usize>)> = Vec::new();
+        // The visible tables with at least one matching global entry; for
+        // a top-K query, every visible table, searched in `top_k` when its
+        // turn comes.
+        let mut visits: Vec<Visit<'_>> = Vec::new();
+        let mut tops: Vec<TopVisit<'_>> = Vec::new();
         for (_, f) in view.version.all_files() {
             if f.smallest_seq > snapshot {
                 continue;
@@ -1256,13 +1301,16 @@ impl IndexStrategy for Next {
                 )));
             };
             ti.check_queryable(f.number)?;
+            if opts.limit.is_some() {
+                tops.push((&**f, &**ti));
+                continue;
+            }
             let hits = ti.matching_entries(&probe);
             if hits.is_empty() {
                 continue;
             }
             visits.push((view.tables.get(f.number, f.file_size)?, &**ti, hits));
         }
-        let total = visits.len() as u64;
         let scan = TableScan {
             index_id: self.id,
             ty: self.ty,
@@ -1296,8 +1344,11 @@ impl IndexStrategy for Next {
                 acc.remove(&failed);
             }
             Some(_) => {
-                let touched = scan.top_k(&visits, profile, &mut acc, &mut validate)?;
-                profile.tables_skipped = total.saturating_sub(touched);
+                let open = |f: &FileMetaData| view.tables.get(f.number, f.file_size);
+                let (touched, empty) =
+                    scan.top_k(&tops, &open, profile, &mut acc, &mut validate)?;
+                // Neither read nor without a match: left for the top K.
+                profile.tables_skipped = (tops.len() as u64).saturating_sub(touched + empty);
             }
         }
         profile.candidates = checked;
