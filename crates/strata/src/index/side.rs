@@ -168,11 +168,12 @@ impl SpatialEntry {
 
 /// Entries in sorted runs plus an unsorted tail: an insert appends (no
 /// search, no per-entry ordering work on the write path, unlike a skiplist
-/// of random values whose inserts miss the cache at every level); a full
-/// tail is sorted into a run, and runs of similar size are merged (moving
-/// entries, under the write lock), so a query binary-searches O(log n)
-/// runs and scans at most [`TAIL_MAX`] entries. Readers hold the read lock
-/// while they search.
+/// of random values whose inserts miss the cache at every level). A query
+/// first sorts a tail of [`TAIL_MAX`] entries or more into a run, and runs
+/// of similar size are merged (moving entries, under the write lock), so
+/// it binary-searches O(log n) runs and scans fewer than [`TAIL_MAX`]
+/// entries (a few more if writes came meanwhile). The write path never
+/// sorts. Readers hold the read lock while they search.
 #[derive(Default)]
 struct SortedRuns {
     state: RwLock<Runs>,
@@ -182,7 +183,8 @@ struct SortedRuns {
 struct Runs {
     /// Each sorted; each less than half the size of the one before.
     runs: Vec<Run>,
-    /// Unsorted, fewer than [`TAIL_MAX`].
+    /// Unsorted: every entry written since the last query's
+    /// [`SortedRuns::seal`].
     tail: Vec<SideEntry>,
     /// The bytes of every entry of `runs` and `tail`.
     arena: Arena,
@@ -377,6 +379,19 @@ impl SortedRuns {
             klen: len - vlen,
         };
         st.tail.push(e);
+    }
+
+    /// Sorts the tail into the runs if it holds [`TAIL_MAX`] entries or
+    /// more: called by readers that search (a query, the range filter's
+    /// bounds), never by the write path, so a write only appends and a
+    /// memtable that no query searches is never sorted (its flush takes
+    /// the entries by sequence number, [`SortedRuns::for_each`]).
+    fn seal(&self) {
+        if read(&self.state).tail.len() < TAIL_MAX {
+            return;
+        }
+        let mut guard = write(&self.state);
+        let st = &mut *guard;
         if st.tail.len() < TAIL_MAX {
             return;
         }
@@ -410,6 +425,7 @@ impl SortedRuns {
     /// entries returned.
     fn range(&self, lo: &[u8], hi: &[u8], snapshot: SeqNo, limit: Option<usize>) -> Newest {
         use std::cmp::Ordering::{Greater, Less};
+        self.seal();
         let st = read(&self.state);
         let a = &st.arena;
         let (lo_head, hi_head) = (head_of(lo), head_of(hi));
@@ -489,6 +505,7 @@ impl SortedRuns {
 
     /// The smallest and largest encoded value (`None` when empty).
     fn bounds(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.seal();
         let st = read(&self.state);
         let a = &st.arena;
         let mut out: Option<(&[u8], &[u8])> = None;
@@ -1063,6 +1080,7 @@ mod tests {
                 seq += 1;
             }
         }
+        runs.seal();
         let st = read(&runs.state);
         let run = st.runs.first().expect("a run");
         assert!(run.entries.len() >= 4096 && !run.filter.words.is_empty());
@@ -1073,6 +1091,32 @@ mod tests {
         }
         let fp = (10_000..30_000u64).filter(|&i| contains(&value(i))).count();
         assert!(fp < 20_000 / 10, "{fp} false positives in 20000");
+    }
+
+    /// Inserts only append; the first search sorts everything appended
+    /// into runs, and finds every match, including those inserted after.
+    #[test]
+    fn inserts_append_and_the_first_search_sorts() {
+        let runs = SortedRuns::default();
+        for seq in 0..1000u64 {
+            let v = (seq % 50).to_be_bytes();
+            runs.insert(8, |b| b.extend_from_slice(&v), b"k", seq);
+        }
+        {
+            let st = read(&runs.state);
+            assert!(st.runs.is_empty());
+            assert_eq!(st.tail.len(), 1000);
+        }
+        let v = 7u64.to_be_bytes();
+        assert_eq!(runs.range(&v, &v, SeqNo::MAX, None).entries.len(), 20);
+        {
+            let st = read(&runs.state);
+            assert!(st.tail.is_empty());
+            assert_eq!(st.runs.iter().map(|r| r.entries.len()).sum::<usize>(), 1000);
+        }
+        runs.insert(8, |b| b.extend_from_slice(&v), b"k", 1000);
+        assert_eq!(runs.range(&v, &v, SeqNo::MAX, None).entries.len(), 21);
+        assert_eq!(runs.len(), 1001);
     }
 
     #[test]
@@ -1186,6 +1230,7 @@ mod tests {
             runs.insert(v.len(), |b| b.extend_from_slice(&v), &k, i);
             model.insert((v, k, i));
             if i % 997 == 0 {
+                runs.seal();
                 let st = read(&runs.state);
                 for w in st.runs.windows(2) {
                     assert!(w[1].entries.len() * 2 < w[0].entries.len(), "run sizes");
