@@ -22,8 +22,9 @@ pub enum IndexCommand {
         /// Attribute type.
         #[arg(long = "type", value_name = "TYPE", value_parser = ["i64", "f64", "string", "point", "rect"])]
         key_type: String,
-        /// Index strategy: `next` (default; --param pin=true keeps its
-        /// secondary blocks in RAM), `memory` (in-RAM B-tree /
+        /// Index strategy: `next` (default; --param pin=SIZE keeps its
+        /// secondary blocks in RAM up to SIZE, default 256MiB; true: all,
+        /// false: none), `memory` (in-RAM B-tree /
         /// R-tree), `embedded` (per-block zone maps and Bloom filters),
         /// `composite` (secondary LSM tree; --param mode=sync|validation,
         /// validate=timestamp|direct), `deli`, `posting-eager`, `posting-lazy`,

@@ -283,7 +283,7 @@ fn create_indexes_mid_build(
         });
         // `filter` builds by a full rewrite, which has no step to hold.
         let rewritten = strategy.starts_with("filter");
-        if ["next", "next[pin=true]", "embedded"].contains(&strategy) {
+        if ["next", "next[pin=false]", "embedded"].contains(&strategy) {
             // With background work, the flush that starts the build can
             // trigger a compaction whose output (written with the index)
             // replaces every older table before the build looks: nothing

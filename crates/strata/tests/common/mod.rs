@@ -96,10 +96,12 @@ pub fn expected(
 /// `name[k=v;k=v]` (see [`spec_for`]). A new strategy joins by adding its
 /// name here.
 pub const STRATEGIES: &[&str] = &[
-    "next",
-    // Secondary blocks kept in RAM: taken from the builder at a flush or
+    // Secondary blocks kept in RAM within the default budget (all of
+    // them, at these sizes): taken from the builder at a flush or
     // compaction, read from the table or side file at open or install.
-    "next[pin=true]",
+    "next",
+    // Secondary blocks read through the block cache.
+    "next[pin=false]",
     "memory",
     "embedded",
     "composite",

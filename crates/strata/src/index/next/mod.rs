@@ -24,6 +24,7 @@
 
 mod order;
 mod packed;
+pub mod pin;
 pub mod sketch;
 pub mod table;
 
@@ -42,6 +43,7 @@ use crate::index::strategy::{
 use crate::index::tables;
 use crate::index::value::{IndexValue, KeyType};
 use crate::index::{lock, read, side, Hits, IndexStats, QueryProfile};
+use pin::{PinBudget, PinPolicy, Pinned};
 use sketch::Sketch;
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::{Error, Result};
@@ -116,7 +118,7 @@ fn read_sec_block<'a>(
     if let Some(pinned) = &ti.pinned {
         return pinned
             .get(b as usize)
-            .map(|b| SecBytes::Pinned(b))
+            .map(SecBytes::Pinned)
             .ok_or_else(lacks);
     }
     match &ti.side {
@@ -773,9 +775,9 @@ pub(crate) struct Next {
     name: String,
     ty: KeyType,
     shape: Shape,
-    /// Keep every table's secondary blocks in RAM
-    /// ([`TableIndex::pinned`]).
-    pin: bool,
+    /// The budget of tables' secondary blocks kept in RAM
+    /// ([`TableIndex::pinned`]); `None`: none is.
+    pin: Option<Arc<PinBudget>>,
     tables: Arc<TableCache>,
     pending: Pending,
     sides: Arc<SideFiles>,
@@ -786,10 +788,12 @@ impl Next {
     /// `filter_bits` (0–32, default [`table::DEFAULT_FILTER_BITS`]: bits
     /// per distinct value of each table's value filter; 0 writes none);
     /// `slice` (spatial types: most entries per global entry, default
-    /// [`table::DEFAULT_SPATIAL_SLICE`]; 0: no cap).
+    /// [`table::DEFAULT_SPATIAL_SLICE`]; 0: no cap); `pin` (`true`,
+    /// `false` or a budget, default [`pin::DEFAULT_PIN_BUDGET`], see
+    /// [`PinPolicy`]).
     pub fn open(cx: &OpenCx<'_>) -> Result<Next> {
         let mut shape = Shape::default();
-        let mut pin = false;
+        let mut pin = PinPolicy::default();
         for (k, v) in cx.params {
             match k.as_str() {
                 "delta" => shape.delta = Delta::parse(v)?,
@@ -808,11 +812,7 @@ impl Next {
                         ))
                     })?
                 }
-                "pin" => {
-                    pin = v.parse::<bool>().map_err(|_| {
-                        Error::invalid(format!("pin must be true or false, not {v:?}"))
-                    })?
-                }
+                "pin" => pin = PinPolicy::parse(v)?,
                 _ => {
                     return Err(Error::invalid(format!(
                     "unknown parameter {k:?} for strategy next (known: delta, filter_bits, slice, pin)"
@@ -825,7 +825,7 @@ impl Next {
             name: cx.spec.name.clone(),
             ty: cx.spec.key_type,
             shape,
-            pin,
+            pin: PinBudget::of(pin),
             tables: cx.tables.clone(),
             pending: Arc::default(),
             sides: cx.sides.clone(),
@@ -845,7 +845,7 @@ impl Next {
         f: &FileMetaData,
         purpose: ReadPurpose,
     ) -> Result<Option<TableIndex>> {
-        let pin = self.pin && purpose == ReadPurpose::Query;
+        let pin = self.pin.as_ref().filter(|_| purpose == ReadPurpose::Query);
         let t = self.tables.get(f.number, f.file_size)?;
         let dir = table::dir_block_name(self.id);
         let vf = table::filter_block_name(self.id);
@@ -882,18 +882,22 @@ impl Next {
             ti.filter = filter(vf_bytes)?;
             let sketch_bytes = t.meta_block_for(&sketch_name, purpose)?;
             ti.sketch = sketch(sketch_bytes.as_ref(), &ti)?;
+            let sec_bytes = (0..ti.sec_blocks)
+                .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
+                .sum::<u64>();
             ti.disk_bytes = bytes.len() as u64
                 + vf_len
                 + sketch_bytes.as_ref().map_or(0, |b| b.len() as u64)
-                + (0..ti.sec_blocks)
-                    .filter_map(|b| t.meta_block_size(&table::sec_block_name(self.id, b)))
-                    .sum::<u64>();
-            if pin {
-                ti.pinned = Some(self.pin_blocks(f, &ti, |name| {
+                + sec_bytes;
+            // Charged before the blocks are read: a table over the budget
+            // is not read at all here.
+            if let Some(charge) = pin.and_then(|b| b.reserve(sec_bytes as usize)) {
+                let blocks = self.pin_blocks(f, &ti, |name| {
                     t.meta_block_id(name)
                         .map(|id| t.load_meta_block(id))
                         .transpose()
-                })?);
+                })?;
+                ti.pinned = Some(Pinned::new(blocks, charge));
             }
             return Ok(Some(ti));
         }
@@ -910,8 +914,12 @@ impl Next {
         ti.filter = filter(side.block(&vf)?)?;
         ti.sketch = sketch(side.block(&sketch_name)?.as_ref(), &ti)?;
         ti.disk_bytes = side.size();
-        if pin {
-            ti.pinned = Some(self.pin_blocks(f, &ti, |name| side.block(name))?);
+        // The side file's size bounds its secondary blocks' (checked by
+        // `Pinned::new`); the charge is then trimmed to what they hold.
+        if let Some(charge) = pin.and_then(|b| b.reserve(side.size() as usize)) {
+            let blocks = self.pin_blocks(f, &ti, |name| side.block(name))?;
+            let held: usize = blocks.iter().map(|b| b.len()).sum();
+            ti.pinned = Some(Pinned::new(blocks, charge.trim(held)));
         }
         ti.side = Some(side);
         Ok(Some(ti))
@@ -947,7 +955,7 @@ impl Next {
             id: self.id,
             ty: self.ty,
             shape: self.shape,
-            pin: self.pin,
+            pin: self.pin.clone(),
             file,
             pending,
             handles: Vec::new(),
@@ -963,8 +971,9 @@ struct NextBuilder {
     id: u32,
     ty: KeyType,
     shape: Shape,
-    /// Keep the built secondary blocks in the installed index.
-    pin: bool,
+    /// Keep the built secondary blocks in the installed index, if they
+    /// fit this budget.
+    pin: Option<Arc<PinBudget>>,
     file: u64,
     /// Where a table builder leaves its structure for the install; `None`
     /// for a side file's builder (the install reads the file).
@@ -1034,15 +1043,15 @@ impl TableIndexBuilder for NextBuilder {
         );
         let mut index = built.index;
         index.disk_bytes = built.blocks.iter().map(|(_, b)| b.len() as u64).sum();
-        if self.pin && self.pending.is_some() {
-            // `build_encoded` lists the secondary blocks first, by number.
-            let pinned: Vec<Box<[u8]>> = built
-                .blocks
-                .iter()
-                .take(index.sec_blocks as usize)
-                .map(|(_, b)| b.clone().into_boxed_slice())
-                .collect();
-            index.pinned = Some(pinned);
+        // `build_encoded` lists the secondary blocks first, by number.
+        let sec = built.blocks.iter().take(index.sec_blocks as usize);
+        let charge = match (&self.pin, &self.pending) {
+            (Some(b), Some(_)) => b.reserve(sec.clone().map(|(_, b)| b.len()).sum()),
+            _ => None,
+        };
+        if let Some(charge) = charge {
+            let blocks = sec.map(|(_, b)| b.clone().into_boxed_slice()).collect();
+            index.pinned = Some(Pinned::new(blocks, charge));
         }
         if let Some(p) = &self.pending {
             lock(p).insert(self.file, Arc::new(index));
@@ -1375,7 +1384,7 @@ mod tests {
             id: 4,
             ty,
             shape: Shape::default(),
-            pin: false,
+            pin: None,
             file: 1,
             pending: None,
             handles: Vec::new(),

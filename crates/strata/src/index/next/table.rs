@@ -262,11 +262,12 @@ pub struct TableIndex {
     /// names. Unused for a side file's blocks.
     sec_ids: std::sync::OnceLock<Vec<Option<MetaBlockId>>>,
     /// The secondary blocks' bytes, by block number, when the index keeps
-    /// them in RAM (the `pin` parameter): taken from the builder when the
-    /// table is written, read once from the table or side file when it is
-    /// opened; queries then read no secondary block from the cache or the
-    /// file. `None`: read through the block cache.
-    pub pinned: Option<Vec<Box<[u8]>>>,
+    /// them in RAM (the `pin` parameter, within its budget, see
+    /// `next::pin`): taken from the builder when the table is written,
+    /// read once from the table or side file when it is opened; queries
+    /// then read no secondary block from the cache or the file. `None`:
+    /// read through the block cache.
+    pub pinned: Option<super::pin::Pinned>,
     /// Spatial types: the slices' envelopes, searchable ([`PackedTree`]).
     rtree: Option<PackedTree>,
     /// The table's value filter (`next.<id>.vf`): a Bloom filter over the
@@ -479,7 +480,7 @@ impl TableIndex {
         let pinned = self
             .pinned
             .as_ref()
-            .map_or(0, |p| p.iter().map(|b| b.len() + 16).sum());
+            .map_or(0, super::pin::Pinned::memory_bytes);
         std::mem::size_of::<Self>()
             + sketch
             + pinned
