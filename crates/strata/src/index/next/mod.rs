@@ -619,7 +619,6 @@ impl TableScan<'_> {
             FastMap::with_capacity_and_hasher(cap, Default::default());
         let mut data: FastMap<(u32, u32), Arc<Block>> =
             FastMap::with_capacity_and_hasher(cap, Default::default());
-        let mut touched = vec![false; visits.len()];
         while let Some(&(bound, _)) = heap.peek() {
             if acc.full_before(bound) {
                 break;
@@ -662,9 +661,6 @@ impl TableScan<'_> {
                         .entries
                         .get(entry as usize)
                         .ok_or_else(|| Error::corruption("NEXT global entry out of range"))?;
-                    if let Some(x) = touched.get_mut(t as usize) {
-                        *x = true;
-                    }
                     let bytes = match sec.entry((t, e.sec_block)) {
                         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                         std::collections::hash_map::Entry::Vacant(v) => {
@@ -725,7 +721,9 @@ impl TableScan<'_> {
                 }
             }
         }
-        Ok((touched.iter().filter(|x| **x).count() as u64, empty))
+        // A table is opened exactly when its first slice is read.
+        let read = tables.iter().filter(|t| t.is_some()).count() as u64;
+        Ok((read, empty))
     }
 }
 

@@ -13,8 +13,8 @@
 //! build's side file, or open), else it is read through the cache. Its
 //! charge is returned when the table leaves the index.
 //!
-//! Invariant: [`PinBudget::used`] is the sum of the live [`Charge`]s, and
-//! never exceeds the limit.
+//! Invariant: a [`PinBudget`]'s `used` is the sum of its live
+//! [`Charge`]s, and never exceeds its limit.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
