@@ -12,7 +12,8 @@
 //! `PRE=INDEX:FILE.json`: that query set runs once first; `COLD=1`: no
 //! warm-up pass; `MMAP=1`: tables read through memory mappings;
 //! `DOORKEEPER=0`: the block cache admits every missed block; `THREADS=n`:
-//! records read with n threads);
+//! records read with n threads; `PERQ=FILE`: each query's fastest timed
+//! run written to FILE, one line per query);
 //! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
@@ -148,6 +149,23 @@ fn main() -> Res<()> {
             times.push(t.elapsed().as_secs_f64() * 1e6);
             std::hint::black_box(hits);
         }
+    }
+    // `PERQ=FILE`: each query's fastest timed run (µs), one line per
+    // query in set order, to compare systems query by query.
+    if let Ok(path) = std::env::var("PERQ") {
+        let n = preds.len().max(1);
+        let lines: String = (0..preds.len())
+            .map(|q| {
+                let best = times
+                    .iter()
+                    .skip(q)
+                    .step_by(n)
+                    .copied()
+                    .fold(f64::INFINITY, f64::min);
+                format!("{best:.1}\n")
+            })
+            .collect();
+        std::fs::write(path, lines)?;
     }
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(0.0);

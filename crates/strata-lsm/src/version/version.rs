@@ -133,6 +133,11 @@ impl Version {
         self.levels.len()
     }
 
+    /// Number of live tables.
+    pub fn num_files(&self) -> usize {
+        self.levels.iter().map(Vec::len).sum()
+    }
+
     /// Every live table with its level, level 0 first.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMetaData>)> {
         self.levels
