@@ -13,7 +13,9 @@
 //! warm-up pass; `MMAP=1`: tables read through memory mappings;
 //! `DOORKEEPER=0`: the block cache admits every missed block; `THREADS=n`:
 //! records read with n threads; `PERQ=FILE`: each query's fastest timed
-//! run written to FILE, one line per query);
+//! run written to FILE, one line per query; `EVICT=n`: n MiB of other
+//! memory written before each timed query, so that it starts with cold
+//! CPU caches);
 //! QUERIES.json is a query set written by `strata gen --queries`
 //! (`{"range": [lo, hi]}` or `{"window": [x1, y1, x2, y2]}` each). Every
 //! query runs once to warm the cache, then ROUNDS (default 5) times; each
@@ -129,10 +131,27 @@ fn main() -> Res<()> {
             results += db.query(index, p, opts)?.len();
         }
     }
+    // `EVICT=n`: before each timed query, n MiB of other memory are
+    // written (untimed), so that the query finds its structures out of
+    // the CPU caches, as `bench run`'s single pass over a set does.
+    let mut evict = vec![
+        0u8;
+        std::env::var("EVICT")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0)
+            << 20
+    ];
     let before = db.stats().io;
     let mut times = Vec::with_capacity(preds.len() * rounds);
     for _ in 0..rounds {
         for p in &preds {
+            for line in evict.chunks_mut(64) {
+                if let Some(b) = line.first_mut() {
+                    *b = b.wrapping_add(1);
+                }
+            }
+            std::hint::black_box(&evict);
             let t = Instant::now();
             let hits = db.query(index, p, opts)?;
             if cold {

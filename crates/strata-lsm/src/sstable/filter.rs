@@ -195,6 +195,16 @@ impl BloomFilter {
         self.may_contain_hash(hash64(user_key))
     }
 
+    /// Asks for the cache line that [`BloomFilter::may_contain_hash`]`(h)`
+    /// will test, without waiting for it (a query that will probe many
+    /// tables' filters with one hash starts all their misses at once).
+    pub fn prefetch_hash(&self, h: u64) {
+        let base = block_index(h, self.num_blocks) * FILTER_BLOCK_BYTES;
+        if let Some(b) = self.bits.get(base) {
+            crate::mem::prefetch(b);
+        }
+    }
+
     /// [`BloomFilter::may_contain`] for a key already hashed with
     /// [`hash64`] (one hash for many filters probed with the same key).
     pub fn may_contain_hash(&self, h: u64) -> bool {

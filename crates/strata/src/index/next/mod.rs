@@ -611,6 +611,9 @@ impl TableScan<'_> {
             .collect();
         order.sort_unstable_by(|a, b| b.cmp(a));
         let mut order = order.into_iter().peekable();
+        for (_, ti) in visits {
+            ti.prefetch(self.probe);
+        }
         let mut tables: Vec<Option<Arc<Table>>> = vec![None; visits.len()];
         let mut empty = 0u64;
         let mut hits: Vec<usize> = Vec::with_capacity(16);

@@ -394,6 +394,19 @@ impl TableIndex {
         v
     }
 
+    /// Asks for the lines a search for `probe` reads first (the value
+    /// filter's block, the middle of the heads), without waiting: a
+    /// top-K query that will search many tables starts their misses
+    /// together.
+    pub fn prefetch(&self, probe: &Probe<'_>) {
+        if let (Some(f), Some(h)) = (&self.filter, probe.eq_hash) {
+            f.prefetch_hash(h);
+        }
+        if let Some(x) = self.hi_heads.get(self.hi_heads.len() / 2) {
+            strata_lsm::mem::prefetch(x);
+        }
+    }
+
     /// True if the table's value filter shows that no entry can match
     /// `probe` (an equality on a scalar); false when it may, or when the
     /// table or the predicate has no filter.
