@@ -1301,6 +1301,15 @@ impl IndexStrategy for Next {
         let empty = NextGlobal::default();
         let global = cx.slot_as::<NextGlobal>().unwrap_or(&empty);
         let probe = Probe::new(pred, self.ty);
+        if opts.limit.is_none() {
+            // Every table is searched below, one after another: their
+            // first lines are asked for together (see `top_k`).
+            for (_, f) in view.version.all_files() {
+                if let Some(ti) = global.tables.get(&f.number) {
+                    ti.prefetch(&probe);
+                }
+            }
+        }
         // The visible tables with at least one matching global entry; for
         // a top-K query, every visible table, searched in `top_k` when its
         // turn comes.
