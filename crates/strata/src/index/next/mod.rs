@@ -17,10 +17,11 @@
 //! secondary entries they expand to (by their own) share one max-heap, so
 //! data entries are read newest first and the query stops as soon as K
 //! valid results newer than everything left are known — about K data
-//! blocks when nothing is stale. Tables join the heap by their largest
-//! sequence number and their global index is searched only when they
-//! reach its top, so a table whose entries are all older than K known
-//! results is neither searched nor opened.
+//! blocks when nothing is stale. Tables wait beside the heap, ordered by
+//! their largest sequence number, and a table's global index is searched
+//! only when its bound is the highest pending work, so a table whose
+//! entries are all older than K known results is neither searched nor
+//! opened.
 
 mod order;
 mod packed;
