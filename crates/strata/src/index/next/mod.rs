@@ -361,9 +361,10 @@ type Cand = (u32, u32, SeqNo);
 /// entries.
 type Visit<'a> = (Arc<Table>, &'a TableIndex, Vec<usize>);
 
-/// A table a top-K query may read, searched only when its turn comes
-/// ([`Work::Table`]): its file's metadata (opened then) and its index.
-type TopVisit<'a> = (&'a FileMetaData, &'a TableIndex);
+/// A visible table the index covers: its file's metadata (the table is
+/// opened only when read; a top-K query searches it only when its turn
+/// comes, [`Work::Table`]) and its index.
+type Covered<'a> = (&'a FileMetaData, &'a TableIndex);
 
 /// The candidates of one data block: visit, and the range of that visit's
 /// candidates.
@@ -592,7 +593,7 @@ impl TableScan<'_> {
     /// searched without a match.
     fn top_k(
         &self,
-        visits: &[TopVisit<'_>],
+        visits: &[Covered<'_>],
         open: &dyn Fn(&FileMetaData) -> Result<Arc<Table>>,
         profile: &mut QueryProfile,
         acc: &mut Acc,
@@ -612,14 +613,6 @@ impl TableScan<'_> {
             .collect();
         order.sort_unstable_by(|a, b| b.cmp(a));
         let mut order = order.into_iter().peekable();
-        // The first lines each table's search reads (its value filter's,
-        // the middle of its heads), asked for together: the query starts
-        // with them out of the CPU caches when it runs once among many
-        // (as the harness runs it), and took their misses one table at a
-        // time between heap steps.
-        for (_, ti) in visits {
-            ti.prefetch(self.probe);
-        }
         let mut tables: Vec<Option<Arc<Table>>> = vec![None; visits.len()];
         let mut empty = 0u64;
         let mut hits: Vec<usize> = Vec::with_capacity(16);
@@ -635,28 +628,24 @@ impl TableScan<'_> {
             FastMap::with_capacity_and_hasher(cap, Default::default());
         loop {
             // The newest pending work: the next table's or the heap's, in
-            // the heap's order.
-            let from_tables = match (order.peek(), heap.peek()) {
-                (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some(t), Some(h)) => t > h,
-            };
+            // the heap's order (`None` orders below any work).
+            let from_tables = order.peek() > heap.peek();
             let next = if from_tables {
                 order.peek()
             } else {
                 heap.peek()
             };
-            if next.is_none_or(|&(bound, _)| acc.full_before(bound)) {
-                break;
-            }
-            let Some((seq, work)) = (if from_tables {
-                order.next()
-            } else {
-                heap.pop()
-            }) else {
+            let Some(&(seq, work)) = next else {
                 break;
             };
+            if acc.full_before(seq) {
+                break;
+            }
+            if from_tables {
+                order.next();
+            } else {
+                heap.pop();
+            }
             match work {
                 Work::Table { table: t } => {
                     let Some((_, ti)) = visits.get(t as usize) else {
@@ -1307,24 +1296,9 @@ impl IndexStrategy for Next {
         let empty = NextGlobal::default();
         let global = cx.slot_as::<NextGlobal>().unwrap_or(&empty);
         let probe = Probe::new(pred, self.ty);
-        if opts.limit.is_none() {
-            // Every table is searched below, one after another: their
-            // first lines are asked for together (see `top_k`).
-            for (_, f) in view.version.all_files() {
-                if let Some(ti) = global.tables.get(&f.number) {
-                    ti.prefetch(&probe);
-                }
-            }
-        }
-        // The visible tables with at least one matching global entry; for
-        // a top-K query, every visible table, searched in `top_k` when its
-        // turn comes.
-        let mut visits: Vec<Visit<'_>> = Vec::new();
-        let mut tops: Vec<TopVisit<'_>> = Vec::with_capacity(if opts.limit.is_some() {
-            view.version.num_files()
-        } else {
-            0
-        });
+        // The visible tables the index covers (those it does not yet, in
+        // an online build, are scanned here).
+        let mut covered: Vec<Covered<'_>> = Vec::with_capacity(view.version.num_files());
         for (_, f) in view.version.all_files() {
             if f.smallest_seq > snapshot {
                 continue;
@@ -1352,15 +1326,14 @@ impl IndexStrategy for Next {
                 )));
             };
             ti.check_queryable(f.number)?;
-            if opts.limit.is_some() {
-                tops.push((&**f, &**ti));
-                continue;
-            }
-            let hits = ti.matching_entries(&probe);
-            if hits.is_empty() {
-                continue;
-            }
-            visits.push((view.tables.get(f.number, f.file_size)?, &**ti, hits));
+            covered.push((&**f, &**ti));
+        }
+        // The first lines each table's search reads (its value filter's,
+        // the middle of its heads), asked for together: the query starts
+        // with them out of the CPU caches when it runs once among many (as
+        // the harness runs it), and took their misses one table at a time.
+        for (_, ti) in &covered {
+            ti.prefetch(&probe);
         }
         let scan = TableScan {
             index_id: self.id,
@@ -1371,6 +1344,14 @@ impl IndexStrategy for Next {
         };
         match opts.limit {
             None => {
+                // The tables with at least one matching global entry.
+                let mut visits: Vec<Visit<'_>> = Vec::new();
+                for (f, ti) in &covered {
+                    let hits = ti.matching_entries(&probe);
+                    if !hits.is_empty() {
+                        visits.push((view.tables.get(f.number, f.file_size)?, *ti, hits));
+                    }
+                }
                 let c = scan.scan(
                     &visits,
                     |blocks| opts.block_threads(blocks),
@@ -1396,10 +1377,11 @@ impl IndexStrategy for Next {
             }
             Some(_) => {
                 let open = |f: &FileMetaData| view.tables.get(f.number, f.file_size);
+                // Every covered table, searched when its turn comes.
                 let (touched, empty) =
-                    scan.top_k(&tops, &open, profile, &mut acc, &mut validate)?;
+                    scan.top_k(&covered, &open, profile, &mut acc, &mut validate)?;
                 // Neither read nor without a match: left for the top K.
-                profile.tables_skipped = (tops.len() as u64).saturating_sub(touched + empty);
+                profile.tables_skipped = (covered.len() as u64).saturating_sub(touched + empty);
             }
         }
         profile.candidates = checked;
