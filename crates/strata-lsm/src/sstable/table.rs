@@ -335,15 +335,29 @@ impl Table {
 
     /// Bloom probe; counts a probe and, if false, a negative.
     pub fn key_may_match(&self, user_key: &[u8]) -> bool {
+        self.key_hash_may_match(crate::sstable::filter::hash64(user_key))
+    }
+
+    /// [`Table::key_may_match`] for a key already hashed with
+    /// [`crate::sstable::filter::hash64`].
+    pub fn key_hash_may_match(&self, h: u64) -> bool {
         let Some(f) = &self.filter else {
             return true;
         };
         Counters::add(&self.opts.counters.bloom_probes, 1);
-        let r = f.may_contain(user_key);
+        let r = f.may_contain_hash(h);
         if !r {
             Counters::add(&self.opts.counters.bloom_negatives, 1);
         }
         r
+    }
+
+    /// Asks for the filter line that [`Table::key_hash_may_match`]`(h)`
+    /// will test, without waiting for it (a hint: nothing changes).
+    pub fn prefetch_key_hash(&self, h: u64) {
+        if let Some(f) = &self.filter {
+            f.prefetch_hash(h);
+        }
     }
 
     /// Newest entry for `user_key` with `seq <= snapshot`, Bloom first.
