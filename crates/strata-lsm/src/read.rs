@@ -663,8 +663,9 @@ mod table_probe_tests {
 
     /// Twenty level-0 tables (more than `PROBE_AHEAD`, so the probes go in
     /// several rounds), each holding its own keys: every written key may
-    /// exist, whichever table holds it, and a key the Bloom filters reject
-    /// everywhere does not; a key in range of no table is never probed.
+    /// exist, whichever table holds it; most keys the tables do not hold
+    /// are rejected by every filter; a key above every table does not
+    /// exist.
     #[test]
     fn finds_a_key_in_any_of_more_tables_than_one_round_probes() {
         let dir = tempfile::tempdir().unwrap();

@@ -168,8 +168,10 @@ impl Memo {
             obsolete: 1,
             removed_at: None,
         };
-        if key.len() > INLINE_KEY {
-            // Boxing the key for `entry` would allocate on every write.
+        if key.len() > INLINE_KEY || self.map.is_empty() {
+            // Boxing the key for `entry` would allocate on every write; and
+            // a memo without entries (no update seen yet: a load) is not
+            // hashed into.
             match self.map.get_mut(key) {
                 Some(e) => Self::rewrite(e, fresh, may_exist),
                 None if may_exist() => {
