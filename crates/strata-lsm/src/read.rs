@@ -661,6 +661,17 @@ mod table_probe_tests {
     use crate::db::Db;
     use crate::options::Options;
 
+    /// A database whose flushed tables all stay in level 0 (no compaction
+    /// runs below 100 of them).
+    fn level0_only(dir: &std::path::Path) -> Db {
+        let mut opts = Options::small_for_tests();
+        opts.background_work = false;
+        opts.l0_compaction_trigger = 100;
+        opts.l0_slowdown_trigger = 100;
+        opts.l0_stop_trigger = 100;
+        Db::open(dir, opts).unwrap()
+    }
+
     /// Twenty level-0 tables (more than `PROBE_AHEAD`, so the probes go in
     /// several rounds), each holding its own keys: every written key may
     /// exist, whichever table holds it; most keys the tables do not hold
@@ -669,12 +680,7 @@ mod table_probe_tests {
     #[test]
     fn finds_a_key_in_any_of_more_tables_than_one_round_probes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut opts = Options::small_for_tests();
-        opts.background_work = false;
-        opts.l0_compaction_trigger = 100;
-        opts.l0_slowdown_trigger = 100;
-        opts.l0_stop_trigger = 100;
-        let db = Db::open(dir.path(), opts).unwrap();
+        let db = level0_only(dir.path());
         let key = |t: u32, i: u32| format!("k{:03}", i * 20 + t).into_bytes();
         for t in 0..20 {
             for i in 0..10 {
@@ -707,12 +713,7 @@ mod table_probe_tests {
     #[test]
     fn get_finds_the_newest_version_across_twenty_level0_tables() {
         let dir = tempfile::tempdir().unwrap();
-        let mut opts = Options::small_for_tests();
-        opts.background_work = false;
-        opts.l0_compaction_trigger = 100;
-        opts.l0_slowdown_trigger = 100;
-        opts.l0_stop_trigger = 100;
-        let db = Db::open(dir.path(), opts).unwrap();
+        let db = level0_only(dir.path());
         let key = |i: u32| format!("k{i:03}").into_bytes();
         let old = |i: u32| format!("k{i:03}a").into_bytes();
         let mut snaps = Vec::new();
