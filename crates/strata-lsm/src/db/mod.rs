@@ -19,6 +19,8 @@
 
 mod background;
 pub mod iter;
+#[cfg(test)]
+mod probe_tests;
 mod write;
 
 use crate::read::multi_get_components;
