@@ -97,7 +97,10 @@ pub(crate) fn newest_seqs_components(
     };
     let newest = match mems.iter().find_map(|m| m.newest_version(key, seq)) {
         Some(v) => Some(v),
-        None => version.get(tables, key, seq)?.map(|f| (f.seq, f.kind)),
+        // Sequence number and kind only: the record is not copied.
+        None => version
+            .get_entry(tables, key, seq, false)?
+            .map(|f| (f.seq, f.kind)),
     };
     Ok(vec![newest.and_then(|(s, kind)| {
         (kind != ValueKind::Deletion).then_some(s)

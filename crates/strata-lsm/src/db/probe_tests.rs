@@ -54,7 +54,8 @@ fn finds_a_key_in_any_of_more_tables_than_one_round_probes() {
 /// every fourth table with the table's number, so the newest table
 /// holding it is the one found; snapshots taken between flushes see
 /// the version of their time; keys held by the oldest table only are
-/// found behind nineteen newer tables whose ranges cover them.
+/// found behind nineteen newer tables whose ranges cover them; an entry
+/// read without its value is the same entry.
 #[test]
 fn get_finds_the_newest_version_across_twenty_level0_tables() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,6 +101,17 @@ fn get_finds_the_newest_version_across_twenty_level0_tables() {
             "old key {i}"
         );
         assert_eq!(snaps[0].get(&old(i)).unwrap(), Some(b"old".to_vec()));
+    }
+    // Without the value: the same entry, nothing copied.
+    let (v, tables) = (db.current_version(), db.table_cache());
+    for k in (0..40).map(key).chain((0..39).map(old)) {
+        let full = v.get(tables, &k, crate::key::MAX_SEQ).unwrap().unwrap();
+        let head = v
+            .get_entry(tables, &k, crate::key::MAX_SEQ, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!((head.seq, head.kind), (full.seq, full.kind));
+        assert!(head.value.is_empty() && !full.value.is_empty());
     }
     assert_eq!(db.get(b"k999").unwrap(), None);
     assert_eq!(db.get(b"k0005").unwrap(), None);

@@ -362,13 +362,25 @@ impl Table {
 
     /// Newest entry for `user_key` with `seq <= snapshot`, Bloom first.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<Found>> {
+        self.get_entry(user_key, snapshot, true)
+    }
+
+    /// [`Table::get`], with the value left empty unless `want_value`
+    /// (a caller that needs only the entry's sequence number and kind
+    /// copies no record).
+    pub fn get_entry(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        want_value: bool,
+    ) -> Result<Option<Found>> {
         if !self.key_may_match(user_key) {
             return Ok(None);
         }
         let target = seek_key(user_key, snapshot);
         let mut index = self.index.iter(compare_internal);
         index.seek(&target).map_err(|e| self.wrap(e))?;
-        self.search_from(&mut index, &target, user_key, snapshot)
+        self.search_from(&mut index, &target, user_key, snapshot, want_value)
     }
 
     /// Batched lookup. `keys` sorted ascending and distinct; `out[i]` is set
@@ -490,7 +502,7 @@ impl Table {
                         b
                     }
                 };
-                match self.search_block(handle, &block, &target, user_key, snapshot)? {
+                match self.search_block(handle, &block, &target, user_key, snapshot, true)? {
                     BlockSearch::Found(f) => {
                         *slot = Some(f);
                         break;
@@ -948,11 +960,12 @@ impl Table {
         target: &[u8],
         user_key: &[u8],
         snapshot: SeqNo,
+        want_value: bool,
     ) -> Result<Option<Found>> {
         while index.valid() {
             let handle = self.index_handle(index)?;
             let block = self.read_block(handle, BlockKind::Data, ReadPurpose::Query)?;
-            match self.search_block(handle, &block, target, user_key, snapshot)? {
+            match self.search_block(handle, &block, target, user_key, snapshot, want_value)? {
                 BlockSearch::Found(f) => return Ok(Some(f)),
                 BlockSearch::Absent => return Ok(None),
                 BlockSearch::Exhausted => index.next().map_err(|e| self.wrap(e))?,
@@ -968,6 +981,7 @@ impl Table {
         target: &[u8],
         user_key: &[u8],
         snapshot: SeqNo,
+        want_value: bool,
     ) -> Result<BlockSearch> {
         let mut it = self.data_iter(handle, block);
         it.seek(target).map_err(|e| self.wrap(e))?;
@@ -981,7 +995,11 @@ impl Table {
         Ok(BlockSearch::Found(Found {
             seq: p.seq,
             kind: p.kind,
-            value: it.value().to_vec(),
+            value: if want_value {
+                it.value().to_vec()
+            } else {
+                Vec::new()
+            },
         }))
     }
 }

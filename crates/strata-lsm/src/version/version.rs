@@ -203,6 +203,18 @@ impl Version {
         user_key: &[u8],
         snapshot: SeqNo,
     ) -> Result<Option<Found>> {
+        self.get_entry(tables, user_key, snapshot, true)
+    }
+
+    /// [`Version::get`], with the value left empty unless `want_value`
+    /// (see [`crate::sstable::Table::get_entry`]).
+    pub fn get_entry(
+        &self,
+        tables: &TableCache,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        want_value: bool,
+    ) -> Result<Option<Found>> {
         if self.above_every_file(user_key) {
             return Ok(None);
         }
@@ -214,7 +226,7 @@ impl Version {
                 continue;
             }
             let t = tables.get(f.number, f.file_size)?;
-            if let Some(found) = t.get(user_key, snapshot)? {
+            if let Some(found) = t.get_entry(user_key, snapshot, want_value)? {
                 return Ok(Some(found));
             }
         }
@@ -222,7 +234,7 @@ impl Version {
             if let Some(i) = self.find_file(level, user_key) {
                 let f = &self.levels[level][i];
                 let t = tables.get(f.number, f.file_size)?;
-                if let Some(found) = t.get(user_key, snapshot)? {
+                if let Some(found) = t.get_entry(user_key, snapshot, want_value)? {
                     return Ok(Some(found));
                 }
             }

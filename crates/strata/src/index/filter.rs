@@ -1310,7 +1310,9 @@ impl Scan<'_, '_> {
             return Ok(true);
         }
         self.exact += 1;
-        let newest = view.version.get(view.tables, key, view.snapshot)?;
+        let newest = view
+            .version
+            .get_entry(view.tables, key, view.snapshot, false)?;
         Ok(newest.is_some_and(|f| f.seq == seq))
     }
 

@@ -67,7 +67,7 @@ use serde::{Deserialize, Serialize};
 use strata_lsm::cache::TableCache;
 use strata_lsm::error::Result;
 use strata_lsm::key::SeqNo;
-use strata_lsm::memtable::{MemGet, MemTable};
+use strata_lsm::memtable::MemTable;
 use strata_lsm::version::Version;
 
 pub use hits::{HitIter, HitRef, Hits};
@@ -466,18 +466,18 @@ impl QueryView<'_> {
     /// of `key` at the snapshot, looked up in this view's components only:
     /// a fresh read view could miss versions that a compaction finished
     /// during the query has dropped.
+    /// Copies no record: only sequence numbers and kinds are read.
     pub fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
-        for m in &self.mems {
-            match m.get(key, self.snapshot) {
-                Some(MemGet::Value(s, _) | MemGet::Deleted(s) | MemGet::Merge(s)) => {
-                    return Ok(Some(s))
-                }
-                None => {}
-            }
+        if let Some((s, _)) = self
+            .mems
+            .iter()
+            .find_map(|m| m.newest_version(key, self.snapshot))
+        {
+            return Ok(Some(s));
         }
         Ok(self
             .version
-            .get(self.tables, key, self.snapshot)?
+            .get_entry(self.tables, key, self.snapshot, false)?
             .map(|f| f.seq))
     }
 
