@@ -4,7 +4,7 @@
 //! validate with it, and the per-version index state.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use serde::{Deserialize, Serialize};
@@ -25,7 +25,7 @@ use strata_lsm::version::{FileMetaData, Version};
 use super::def::{fields_of, read_doc, Attrs, Doc, DocCache, IndexMeta, Read};
 use super::fields::Fields;
 use super::fxhash::{FastMap, FastSet};
-use super::memo::{self, Memo};
+use super::memo::{self, MemoShards};
 use super::side::{self, IndexSide};
 use super::sidefile::{self, SideFile, SideFiles};
 use super::stored::StoredValues;
@@ -219,11 +219,8 @@ pub(crate) struct IndexManager {
     extractors: BTreeMap<String, ExtractorFn>,
     defs: RwLock<Vec<Arc<IndexDef>>>,
     next_id: AtomicU32,
-    /// Written only through [`IndexManager::memo_mut`].
-    memo: RwLock<Memo>,
-    /// The memo's entry count as of its last change ([`MemoWrite`]): a
-    /// flush checks it before taking the memo's lock for each entry.
-    memo_len: AtomicUsize,
+    /// The update memo, locked per key's part.
+    memo: MemoShards,
     /// Dropped versions of finished compactions (by sorted input files),
     /// applied to the memo when the compaction installs.
     pending_drops: Mutex<Vec<(Vec<u64>, Vec<Dropped>)>>,
@@ -292,8 +289,7 @@ impl IndexManager {
             extractors,
             defs: RwLock::new(Vec::new()),
             next_id: AtomicU32::new(1),
-            memo: RwLock::new(Memo::default()),
-            memo_len: AtomicUsize::new(0),
+            memo: MemoShards::default(),
             pending_drops: Mutex::new(Vec::new()),
             live_states: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
@@ -337,15 +333,6 @@ impl IndexManager {
             .iter()
             .find(|d| d.spec.name == name)
             .cloned()
-    }
-
-    /// The memo, locked for writing; its size is published to `memo_len`
-    /// when the guard drops.
-    fn memo_mut(&self) -> MemoWrite<'_> {
-        MemoWrite {
-            guard: write(&self.memo),
-            len: &self.memo_len,
-        }
     }
 
     /// True when writes must maintain the update memo (some index
@@ -536,7 +523,6 @@ impl IndexManager {
         if big {
             seen.reserve(ops.len());
         }
-        let mut memo = self.memo_mut();
         for (i, &(seq, k, _)) in ops.iter().enumerate() {
             let earlier = if big {
                 !seen.insert(k)
@@ -544,7 +530,9 @@ impl IndexManager {
                 ops.get(..i)
                     .is_some_and(|p| p.iter().any(|(_, e, _)| *e == k))
             };
-            memo.note_write(k, seq, || earlier || may_exist(k));
+            self.memo
+                .write(k)
+                .note_write(k, seq, || earlier || may_exist(k));
         }
     }
 
@@ -860,8 +848,7 @@ impl IndexManager {
 
     /// Memo size (entries, bytes).
     pub fn memo_stats(&self) -> (usize, usize) {
-        let m = read(&self.memo);
-        (m.len(), m.approximate_bytes())
+        self.memo.stats()
     }
 
     /// True if every live table of `version` has index `def`'s structures.
@@ -1066,10 +1053,10 @@ impl TableObserver for IndexObserver {
         // (each a cache miss) cost the online-build writer 10–25% of its
         // throughput (session 46).
         if self.use_memo {
-            if self.mgr.memo_len.load(Relaxed) == 0 {
+            if self.mgr.memo.entries() == 0 {
                 self.has_last = false;
             } else if !(self.has_last && self.last_key == e.user_key) {
-                if let Some(m) = read(&self.mgr.memo).live(e.user_key) {
+                if let Some(m) = self.mgr.memo.read(e.user_key).live(e.user_key) {
                     self.memo_entries.push((e.user_key.to_vec(), m));
                 }
                 self.last_key.clear();
@@ -1164,33 +1151,6 @@ impl CompactionObserver for DropCollector {
         inputs.sort_unstable();
         lock(&self.mgr.pending_drops).push((inputs, std::mem::take(&mut self.drops)));
         Ok(())
-    }
-}
-
-/// The memo locked for writing (see [`IndexManager::memo_mut`]).
-struct MemoWrite<'a> {
-    guard: std::sync::RwLockWriteGuard<'a, Memo>,
-    len: &'a AtomicUsize,
-}
-
-impl std::ops::Deref for MemoWrite<'_> {
-    type Target = Memo;
-
-    fn deref(&self) -> &Memo {
-        &self.guard
-    }
-}
-
-impl std::ops::DerefMut for MemoWrite<'_> {
-    fn deref_mut(&mut self) -> &mut Memo {
-        &mut self.guard
-    }
-}
-
-impl Drop for MemoWrite<'_> {
-    fn drop(&mut self) {
-        // Before the lock is released (fields drop after this).
-        self.len.store(self.guard.entries(), Relaxed);
     }
 }
 
@@ -1536,12 +1496,11 @@ impl EngineHooks for IndexManager {
                     .map(|d| d.memo_from())
                     .max()
                     .unwrap_or(0);
-                let mut memo = self.memo_mut();
                 for (k, seq, tomb) in drops {
                     if seq <= floor && !tomb {
                         continue;
                     }
-                    memo.on_dropped(&k, seq, tomb, generation);
+                    self.memo.write(&k).on_dropped(&k, seq, tomb, generation);
                 }
             }
         }
@@ -1598,7 +1557,8 @@ impl EngineHooks for IndexManager {
         }
         let state = Arc::new(IndexVersionState { generation, slots });
         let oldest = self.track(&state);
-        self.memo_mut().purge(oldest.saturating_sub(1));
+        self.memo
+            .for_each_mut(|m| m.purge(oldest.saturating_sub(1)));
         Ok(InstallOutcome {
             payload: None,
             state: Some(state as ExtState),
@@ -1677,12 +1637,11 @@ impl EngineHooks for IndexManager {
             }
         }
         if self.memo_in_use() {
-            let mut memo = self.memo_mut();
             for (_, f) in files {
                 let t = self.tables()?.get(f.number, f.file_size)?;
                 if let Some(b) = t.meta_block(MEMO_BLOCK)? {
                     for (k, latest, obsolete) in memo::decode_block(&b)? {
-                        memo.merge_recovered(&k, latest, obsolete);
+                        self.memo.write(&k).merge_recovered(&k, latest, obsolete);
                     }
                 }
             }

@@ -45,7 +45,7 @@ use strata_lsm::version::{FileMetaData, Version};
 use strata_lsm::{Snapshot, Versioned};
 
 use super::def::{Attrs, IndexMeta};
-use super::memo::Memo;
+use super::memo::MemoShards;
 use super::sidefile::SideFiles;
 use super::stored::StoredValues;
 use super::tree::IndexTree;
@@ -424,7 +424,7 @@ pub(crate) struct QueryCx<'a> {
     pub slot: Option<&'a VersionSlot>,
     /// The index-state generation of `view.version` (memo validation).
     pub generation: u64,
-    pub memo: &'a std::sync::RwLock<Memo>,
+    pub memo: &'a MemoShards,
     /// True while a [`BuildMethod::PerTable`] build runs: tables of the
     /// view without the index's structures are to be scanned (every entry
     /// checked) instead of refused.

@@ -43,7 +43,7 @@ use crate::index::strategy::{
 };
 use crate::index::tables;
 use crate::index::value::{IndexValue, KeyType};
-use crate::index::{lock, read, side, Hits, IndexStats, QueryProfile};
+use crate::index::{lock, side, Hits, IndexStats, QueryProfile};
 use pin::{PinBudget, PinPolicy, Pinned};
 use sketch::Sketch;
 use strata_lsm::cache::TableCache;
@@ -1193,7 +1193,7 @@ impl IndexStrategy for Next {
         // checked exactly.
         let verdict = |key: &[u8], seq: SeqNo| -> Keep {
             counters.validations.fetch_add(1, Relaxed);
-            match read(memo).validate(key, seq, snapshot, generation) {
+            match memo.read(key).validate(key, seq, snapshot, generation) {
                 Validity::Valid if seq > memo_from => Keep::Yes,
                 Validity::Stale => {
                     counters.failed.fetch_add(1, Relaxed);
