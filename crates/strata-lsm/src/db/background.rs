@@ -375,7 +375,7 @@ impl DbInner {
                     continue;
                 }
             }
-            let _g = lock(&self.compaction_lock);
+            let _g = self.compaction_turn();
             if let Err(e) = self.compact_one() {
                 self.set_bg_error(&e);
                 continue;
@@ -412,7 +412,7 @@ impl DbInner {
     /// calling thread.
     pub(crate) fn run_inline_work(&self) -> Result<()> {
         while self.flush_one()? {}
-        let _g = lock(&self.compaction_lock);
+        let _g = self.compaction_turn();
         while self.compact_one()? {}
         drop(_g);
         while self.hosted.compact_round()? {}
@@ -445,7 +445,7 @@ impl crate::host::HostedEngine for DbInner {
     }
 
     fn compact_step(&self) -> Result<bool> {
-        let _g = lock(&self.compaction_lock);
+        let _g = self.compaction_turn();
         {
             let st = lock(&self.state);
             if st.shutting_down || st.manual_compaction || st.bg_error.is_some() {
@@ -461,5 +461,76 @@ impl crate::host::HostedEngine for DbInner {
 
     fn l0_pressure(&self) -> usize {
         self.l0_now.load(Ordering::SeqCst)
+    }
+}
+
+/// One compaction turn: `compaction_lock` held, counted begun when taken
+/// and ended when dropped (see `DbInner::compaction_turns`).
+pub(crate) struct CompactionTurn<'a> {
+    inner: &'a DbInner,
+    _lock: std::sync::MutexGuard<'a, ()>,
+}
+
+impl DbInner {
+    /// Takes `compaction_lock` for one turn of compaction work.
+    pub(crate) fn compaction_turn(&self) -> CompactionTurn<'_> {
+        let guard = lock(&self.compaction_lock);
+        lock(&self.compaction_turns).0 += 1;
+        CompactionTurn {
+            inner: self,
+            _lock: guard,
+        }
+    }
+}
+
+impl Drop for CompactionTurn<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this).
+        lock(&self.inner.compaction_turns).1 += 1;
+        self.inner.compaction_turn_ended.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod turn_tests {
+    use std::time::Duration;
+
+    use crate::db::Db;
+    use crate::options::Options;
+
+    /// `wait_for_running_compaction` waits for the turn running at its
+    /// call and returns while a later turn runs. Waiting for the lock
+    /// instead made an online build wait behind back-to-back compactions
+    /// (the background thread takes the lock again at once): 4.5 s of a
+    /// 5.2 s build in `online_build 2000000`.
+    #[test]
+    fn waits_for_the_running_turn_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = Options::small_for_tests();
+        opts.background_work = false;
+        let db = std::sync::Arc::new(Db::open(dir.path(), opts).unwrap());
+        // No turn running: returns at once.
+        db.wait_for_running_compaction();
+        let base = crate::sync::lock(&db.inner.compaction_turns).0;
+        let first = db.inner.compaction_turn();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                db.wait_for_running_compaction();
+                tx.send(()).unwrap();
+            })
+        };
+        // The waiter is inside its wait (for the first turn) by then.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(rx.try_recv().is_err(), "returned while the turn ran");
+        drop(first);
+        let second = db.inner.compaction_turn();
+        let returned = rx.recv_timeout(Duration::from_secs(20));
+        drop(second);
+        waiter.join().unwrap();
+        assert!(returned.is_ok(), "waited for a turn begun after the call");
+        let turns = *crate::sync::lock(&db.inner.compaction_turns);
+        assert_eq!(turns, (base + 2, base + 2));
     }
 }

@@ -100,8 +100,16 @@ pub(crate) struct DbInner {
     pub log: Arc<Mutex<Option<LogWriter>>>,
     /// Live snapshots: sequence number → count.
     pub snapshots: Arc<Mutex<crate::read::SnapshotList>>,
-    /// Held by whoever runs a compaction (background or manual).
+    /// Held by whoever runs a compaction (background or manual), taken
+    /// through [`DbInner::compaction_turn`].
     pub compaction_lock: Mutex<()>,
+    /// Compaction turns (begun, ended), each counted under
+    /// `compaction_lock`: [`Db::wait_for_running_compaction`] waits for the
+    /// turn running at its call only, not for the lock, which the
+    /// background thread takes again at once for its next compaction.
+    pub compaction_turns: Mutex<(u64, u64)>,
+    /// Signalled when a compaction turn ends.
+    pub compaction_turn_ended: Condvar,
     /// Flushed memtables that readers may still hold: freed here (by the
     /// flush or obsolete-file thread) once this list is their only holder,
     /// so that no reader or writer pays for freeing a memtable's entries.
@@ -374,6 +382,8 @@ impl Db {
             },
             snapshots,
             compaction_lock: Mutex::new(()),
+            compaction_turns: Mutex::new((0, 0)),
+            compaction_turn_ended: Condvar::new(),
             retired_mems: Mutex::new(Vec::new()),
             flush_lock: Mutex::new(()),
             hooks,
@@ -648,7 +658,7 @@ impl Db {
     pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
-        let _g = lock(&inner.compaction_lock);
+        let _g = inner.compaction_turn();
         lock(&inner.state).manual_compaction = true;
         let result = (|| -> Result<()> {
             let deepest = {
@@ -699,7 +709,7 @@ impl Db {
     pub fn compact_level(&self, level: usize) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
-        let _g = lock(&inner.compaction_lock);
+        let _g = inner.compaction_turn();
         let v = lock(&inner.versions).current();
         if level + 1 >= v.num_levels() {
             return Err(Error::invalid(format!(
@@ -873,7 +883,13 @@ impl Db {
     /// state changed before the call (a new index) reaches every table a
     /// compaction installs from then on.
     pub fn wait_for_running_compaction(&self) {
-        drop(lock(&self.inner.compaction_lock));
+        let inner = &self.inner;
+        let mut turns = lock(&inner.compaction_turns);
+        // Every turn begun so far: at most one has not ended.
+        let begun = turns.0;
+        while turns.1 < begun {
+            turns = crate::sync::wait(&inner.compaction_turn_ended, turns);
+        }
     }
 
     /// Waits until no flush or compaction is pending (for benchmarks and
