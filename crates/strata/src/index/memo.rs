@@ -39,7 +39,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use strata_lsm::sync::{read, write};
 
-use super::fxhash::{FastMap, FxHasher};
+use super::fxhash::FastMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoEntry {
@@ -337,18 +337,12 @@ impl std::fmt::Debug for MemoShards {
 }
 
 impl MemoShards {
-    /// The part holding `key`'s entry. Chosen by a mix of the key's FxHash
-    /// (the maps inside hash it again): taking plain bits of that hash
-    /// would leave every key of a part with the same bits, the ones the
-    /// map itself indexes or tags its buckets with.
+    /// The part holding `key`'s entry, chosen by the tables' Bloom hash
+    /// of the key: the maps inside hash it with FxHash, and parts chosen by
+    /// bits of that same hash would leave every key of a part with the
+    /// bits the map indexes or tags its buckets with.
     fn shard(&self, key: &[u8]) -> &RwLock<Memo> {
-        let mut h = FxHasher::default();
-        key.hash(&mut h);
-        let mut x = h.finish();
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        let i = (x % SHARDS as u64) as usize;
+        let i = (strata_lsm::sstable::filter::hash64(key) % SHARDS as u64) as usize;
         let Some(s) = self.shards.get(i) else {
             unreachable!("i < SHARDS")
         };

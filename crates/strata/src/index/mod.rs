@@ -465,8 +465,8 @@ impl QueryView<'_> {
     /// Sequence number of the newest entry (value, tombstone or operand)
     /// of `key` at the snapshot, looked up in this view's components only:
     /// a fresh read view could miss versions that a compaction finished
-    /// during the query has dropped.
-    /// Copies no record: only sequence numbers and kinds are read.
+    /// during the query has dropped. Copies no record: only sequence
+    /// numbers and kinds are read.
     pub fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
         if let Some((s, _)) = self
             .mems

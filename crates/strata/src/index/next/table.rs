@@ -795,19 +795,18 @@ impl<'a> SecBlock<'a> {
     /// block's area; that it ends before entry `i + 1` starts is checked
     /// when the entry is decoded ([`SecBlock::entry`]), as every match is.
     fn probe_value(&self, i: u32) -> Result<&'a [u8]> {
-        if !self.ty.is_spatial() && i < self.count {
-            if let Some(off) = self.offset(i) {
-                if let Some(&len) = self.area.get(off) {
-                    if len < 0x80 {
-                        let start = off + 1;
-                        if let Some(v) = self.area.get(start..start + usize::from(len)) {
-                            return Ok(v);
-                        }
-                    }
-                }
-            }
+        let short = || {
+            let off = self.offset(i)?;
+            let len = usize::from(*self.area.get(off).filter(|&&l| l < 0x80)?);
+            self.area.get(off + 1..off + 1 + len)
+        };
+        match (!self.ty.is_spatial() && i < self.count)
+            .then(short)
+            .flatten()
+        {
+            Some(v) => Ok(v),
+            None => self.value(i),
         }
-        self.value(i)
     }
 
     fn decode(&self, i: u32) -> Result<(&'a [u8], &'a [u8])> {
