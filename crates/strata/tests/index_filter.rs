@@ -447,3 +447,55 @@ fn tables_record_every_value_by_sequence_number() {
     }
     assert!(tables >= 2, "{tables} tables");
 }
+
+/// Mutable-bitmap marks a key, not a located version: an update asks only
+/// whether an older version may exist (Bloom filters for tables), so the
+/// write path reads no data block. (Before, each update read the data
+/// block of the record it replaced to learn its sequence number: 300 here.)
+/// The marks still delete: the old values no longer match, before and
+/// after a flush, a compaction and a reopen.
+#[test]
+fn updates_mark_without_reading_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        Db::open(
+            dir.path(),
+            Options::small_for_tests().background_work(false),
+        )
+        .unwrap()
+    };
+    let db = open();
+    db.create_index(spec("by_created", "created_at", "mutable-bitmap"))
+        .unwrap();
+    let n = 300i64;
+    for i in 0..n {
+        db.put(format!("k{i:04}").as_bytes(), &doc(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let blocks = |db: &Db| db.stats().io.data_blocks.total();
+    let before = blocks(&db);
+    for i in 0..n {
+        db.put(format!("k{i:04}").as_bytes(), &doc(1000 + i, 0))
+            .unwrap();
+    }
+    assert_eq!(blocks(&db) - before, 0, "data blocks read by updates");
+    let count = |db: &Db, lo: i64, hi: i64| {
+        db.query(
+            "by_created",
+            &Predicate::Range(IndexValue::I64(lo), IndexValue::I64(hi)),
+            QueryOptions::default(),
+        )
+        .unwrap()
+        .len() as i64
+    };
+    assert_eq!(count(&db, 0, 999), 0);
+    db.flush().unwrap();
+    assert_eq!(count(&db, 0, 999), 0);
+    assert_eq!(count(&db, 1000, 2000), n);
+    drop(db);
+    let db = open();
+    assert_eq!(count(&db, 0, 999), 0);
+    db.compact_range(None, None).unwrap();
+    assert_eq!(count(&db, 0, 999), 0);
+    assert_eq!(count(&db, 1000, 2000), n);
+}

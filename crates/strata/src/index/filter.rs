@@ -42,52 +42,55 @@
 //!   keys it writes (including versions the flush drops); a compaction
 //!   output takes the widening of every input table whose key range
 //!   overlaps its own (a superset of what its kept entries need).
-//! * `mutable-bitmap` (§5, the default): every write locates the version
-//!   it replaces (`NeedsCurrent::Seqs`: its sequence number only; Strata
-//!   has no separate primary-key index, see below) and *marks* that
-//!   version as deleted. Filters then follow new values only (no
-//!   widening), and a scan skips marked versions: no reconciliation, no
-//!   lookups.
+//! * `mutable-bitmap` (§5, the default): every write that may replace a
+//!   version of its key *marks* the key as deleted before it. Filters then
+//!   follow new values only (no widening), and a scan skips marked
+//!   versions: no reconciliation, no lookups.
 //!
 //! Mutable-bitmap, as built. The paper keeps one bitmap per disk component
-//! indexed by entry position and mutates it in place. Here a mark is the
-//! pair (deleted version's sequence number → deleting write's sequence
-//! number): sequence numbers are unique, so a mark identifies its entry in
-//! whatever table holds it now — the same bit, addressed by version
-//! instead of by position. Consequences:
+//! indexed by entry position, and a write finds the old version's
+//! position through a primary-key index to set its bit. Strata has no
+//! primary-key index apart from the records, and finding the replaced
+//! version by reading its data block was half of what the index added to
+//! an update (session 47). Here a mark is the pair (key, deleting write's
+//! sequence number) and deletes *every* older version of the key: it
+//! names neither table nor position, so the write needs to know only
+//! whether an older version may exist (`NeedsCurrent::Exists`: the
+//! insert's own search for the active memtable, exact for the other
+//! memtables, key range and Bloom filter for tables — a false positive
+//! makes a mark that deletes nothing). Consequences:
 //! * *Snapshot rule (the invariant).* A query at snapshot `S` treats a
-//!   version as deleted iff it has a mark whose deleting write is `<= S`.
-//!   Every write marks its key's newest version before it is published
-//!   (under the sync guard, like every synchronous index), so every
-//!   version superseded at `S` is marked by then, and none that is live at
-//!   `S` is (a mark made by a write newer than `S` is ignored).
+//!   table version `(k, s)` as deleted iff `k` has a mark `d` with
+//!   `s < d <= S`. Every write that replaces a version (put or tombstone)
+//!   marks before it is published (under the sync guard, like every
+//!   synchronous index), so every version superseded at `S` is deleted by
+//!   then, and none that is live at `S` is (a mark by a write newer than
+//!   `S` does not count). RAM keeps each key's newest mark only
+//!   (`MarkMap`); a query at a snapshot older than it looks that key up
+//!   exactly (`Scan::valid`), which only a write racing the query causes.
 //! * *Flushes and compactions.* A mark set while a flush or compaction
-//!   rewrites the version it names applies to the new table unchanged:
+//!   rewrites the versions it deletes applies to the new table unchanged:
 //!   there is no position to translate, so no bit can be lost and neither
 //!   the paper's Lock nor its Side-file method is needed.
 //! * *Checkpoint and recovery.* A mark lives with the write that made it:
 //!   in RAM (and the WAL, as that write) until the write's memtable is
 //!   flushed, then in that table's `filter.<id>` block, which the flush
-//!   writes before the WAL files are retired. Compactions carry the marks
-//!   of their inputs to the output holding the key, dropping those whose
-//!   deleted version the compaction dropped. At open the marks are read
-//!   from every table and the WAL replay marks again what its writes
-//!   replace (the lookup the replay does plays the paper's "update bit").
-//! * *Locating the old version.* The paper searches a primary-key index
-//!   (keys only) instead of reading records. Strata's lookup
-//!   (`BatchContext::current_seqs`) takes the sequence number of the
-//!   key's newest entry: in a memtable without copying the record; in a
-//!   table from the record's data block (usually cached, and Bloom
-//!   filters skip the tables without the key).
+//!   writes before the WAL files are retired. Compactions carry a key's
+//!   marks with the versions of their writes and drop the others (a
+//!   dropped version was shadowed by a newer write, whose own mark deletes
+//!   everything before it), keeping the key's oldest mark as well
+//!   (`Builder::close_key`). At open the marks are read from every table
+//!   and the WAL replay marks again (the existence check plays the
+//!   paper's "update bit").
 //! * *Marks not yet in a table* are kept in write order in one buffer
 //!   (`MarkLog`: keys back to back, no allocation a mark); a flush takes
 //!   those of its memtable's writes sorted by key and walks them beside
 //!   the keys it writes, as a compaction walks its inputs' marks. The map
-//!   of marks a query consults is keyed by sequence number with a
-//!   multiplicative hash.
-//! * Within a session the RAM map of marks only grows (16 bytes a mark
-//!   plus hashing overhead); a reopen loads only the marks tables still
-//!   hold.
+//!   of newest marks a query consults is keyed by the key (inline up to
+//!   22 bytes), and probed only for entries that match the predicate.
+//! * Within a session the RAM map of marks only grows (about 37 bytes a
+//!   marked key with the map's overhead); a reopen loads only the marks
+//!   tables still hold.
 //!
 //! Top-K walks the components newest first and skips a table once K valid
 //! results newer than its newest entry are known (as `embedded` does).
@@ -109,7 +112,8 @@ use strata_lsm::version::{FileMetaData, Version};
 
 use super::def::Attrs;
 use super::embedded::{key_type_byte, Zone};
-use super::fxhash::FastMap;
+use super::fxhash::{FastMap, FastSet};
+use super::memo::MemoKey;
 use super::results::Results;
 use super::side::{self, SideBounds};
 use super::stored::{StoredBuilder, StoredValues};
@@ -121,7 +125,9 @@ use super::tables::{self, TableMap};
 use super::value::{intersects, IndexValue, KeyType, Predicate};
 use super::{lock, read, write, Hits, IndexStats, OpRef, QueryProfile};
 
-const FORMAT_VERSION: u8 = 1;
+/// Version written (2: a mark is a key and its deleting write). Version 1
+/// blocks (a mark also named the version it deleted) are read.
+const FORMAT_VERSION: u8 = 2;
 /// Flag: the block holds the table's own zone.
 const FLAG_OWN: u8 = 1;
 /// Flag: the block holds the eager widening zone.
@@ -243,9 +249,9 @@ pub(crate) struct TableFilter {
     pub widen: Option<Zone>,
     /// `own` ∪ `widen`: what queries test.
     pub filter: Option<Zone>,
-    /// Mutable-bitmap: deletion marks (key, deleted version, deleting
-    /// write) of the writes this table holds, and those carried from
-    /// compaction inputs; sorted by key.
+    /// Mutable-bitmap: deletion marks (key, deleting write) of the writes
+    /// this table holds, and those carried from compaction inputs; sorted
+    /// by key.
     pub marks: Vec<Mark>,
     /// Bytes of the meta blocks (this one and the values block).
     pub disk_bytes: u64,
@@ -295,9 +301,8 @@ pub(crate) fn encode(
     }
     if !marks.is_empty() {
         put_varint64(&mut out, marks.len() as u64);
-        for (key, old, new) in marks {
+        for (key, new) in marks {
             put_length_prefixed(&mut out, key);
-            put_varint64(&mut out, *old);
             put_varint64(&mut out, *new);
         }
     }
@@ -314,7 +319,8 @@ pub(crate) fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<Table
         src = rest;
         Ok(b)
     };
-    if byte("empty")? != FORMAT_VERSION {
+    let version = byte("empty")?;
+    if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(bad("unknown version"));
     }
     if byte("truncated key type")? != key_type_byte(expect) {
@@ -348,18 +354,21 @@ pub(crate) fn decode(mut src: &[u8], expect: KeyType, ctx: &str) -> Result<Table
         marks.reserve(n.min(src.len() as u64 / 3) as usize);
         for _ in 0..n {
             let key = get_length_prefixed(&mut src).ok_or_else(|| bad("truncated mark key"))?;
-            let old = get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?;
+            // Version 1 also named the deleted version, the newest older
+            // than the write: the write deleted every older version, which
+            // is what a version 2 mark says.
+            let old = match version {
+                1 => Some(get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?),
+                _ => None,
+            };
             let new = get_varint64(&mut src).ok_or_else(|| bad("truncated mark"))?;
-            if old >= new {
+            if new == 0 || old.is_some_and(|old| old >= new) {
                 return Err(bad("mark deletes a version not older than the write"));
             }
-            if marks
-                .last()
-                .is_some_and(|(k, _, _): &Mark| k.as_slice() > key)
-            {
+            if marks.last().is_some_and(|(k, _): &Mark| k.as_slice() > key) {
                 return Err(bad("marks out of key order"));
             }
-            marks.push((key.to_vec(), old, new));
+            marks.push((key.to_vec(), new));
         }
     }
     if !src.is_empty() {
@@ -408,65 +417,67 @@ impl FilterGlobal {
 /// (sequence number of the write, the attribute of the record it replaced).
 type Widening = Arc<Mutex<HashMap<Vec<u8>, Vec<(SeqNo, IndexValue)>>>>;
 
-/// A deletion mark: user key, sequence number of the version deleted, and
-/// of the write (put or delete) that replaced it.
-pub(crate) type Mark = (Vec<u8>, SeqNo, SeqNo);
+/// A deletion mark: user key and the sequence number of a write (put or
+/// delete) that replaced a version of it. It deletes, at every snapshot
+/// that sees the write, every older version of the key.
+pub(crate) type Mark = (Vec<u8>, SeqNo);
 
 /// Mutable-bitmap: the marks made by writes not yet in a table.
 type PendingMarks = Arc<Mutex<MarkLog>>;
 
-/// Mutable-bitmap: every deletion mark known (deleted version → deleting
-/// write), from the tables at open and from the writes since. The
-/// sequence number identifies a version in whatever table holds it, so a
-/// mark made while a flush or compaction rewrites that version applies
-/// to the new table as well (nothing to carry over, no lock).
-type MarkMap = Arc<RwLock<FastMap<SeqNo, SeqNo>>>;
+/// Mutable-bitmap: the newest deletion mark of every key marked (key →
+/// deleting write), from the tables at open and from the writes since. A
+/// mark names no table or position, so one made while a flush or
+/// compaction rewrites the versions it deletes applies to the new table
+/// as well (nothing to carry over, no lock). Only the newest mark is
+/// kept: a query at a snapshot older than it checks the key exactly.
+type MarkMap = Arc<RwLock<FastMap<MemoKey, SeqNo>>>;
 
 /// A compaction's input marks, in key order (shared by its outputs).
 type InputMarks = MarkLog;
 
-/// Deletion marks (user key, deleted version, deleting write) with their
-/// keys in one buffer: no allocation a mark. Appended in write order by
+/// Deletion marks (user key, deleting write) with their keys in one
+/// buffer: no allocation a mark. Appended in write order by
 /// writes (pending marks) or sorted by key for a flush or compaction
 /// (`sorted`), whose builders walk them beside the keys they write.
 #[derive(Default)]
 pub(crate) struct MarkLog {
     keys: Vec<u8>,
-    /// (end of the key in `keys`, deleted version, deleting write); a key
-    /// starts where the previous one ends.
-    marks: Vec<(usize, SeqNo, SeqNo)>,
+    /// (end of the key in `keys`, deleting write); a key starts where the
+    /// previous one ends.
+    marks: Vec<(usize, SeqNo)>,
 }
 
 impl MarkLog {
-    fn push(&mut self, key: &[u8], old: SeqNo, new: SeqNo) {
+    fn push(&mut self, key: &[u8], new: SeqNo) {
         self.keys.extend_from_slice(key);
-        self.marks.push((self.keys.len(), old, new));
+        self.marks.push((self.keys.len(), new));
     }
 
     fn len(&self) -> usize {
         self.marks.len()
     }
 
-    /// Mark `i`: (key, deleted version, deleting write).
-    fn get(&self, i: usize) -> Option<(&[u8], SeqNo, SeqNo)> {
+    /// Mark `i`: (key, deleting write).
+    fn get(&self, i: usize) -> Option<(&[u8], SeqNo)> {
         let start = match i.checked_sub(1) {
             Some(p) => self.marks.get(p)?.0,
             None => 0,
         };
-        let &(end, old, new) = self.marks.get(i)?;
-        Some((self.keys.get(start..end)?, old, new))
+        let &(end, new) = self.marks.get(i)?;
+        Some((self.keys.get(start..end)?, new))
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&[u8], SeqNo, SeqNo)> {
+    fn iter(&self) -> impl Iterator<Item = (&[u8], SeqNo)> {
         (0..self.len()).filter_map(|i| self.get(i))
     }
 
     /// The marks of `self` that `keep` accepts.
-    fn filtered(&self, mut keep: impl FnMut(SeqNo, SeqNo) -> bool) -> MarkLog {
+    fn filtered(&self, mut keep: impl FnMut(SeqNo) -> bool) -> MarkLog {
         let mut out = MarkLog::default();
-        for (k, old, new) in self.iter() {
-            if keep(old, new) {
-                out.push(k, old, new);
+        for (k, new) in self.iter() {
+            if keep(new) {
+                out.push(k, new);
             }
         }
         out
@@ -475,15 +486,15 @@ impl MarkLog {
     /// The same marks ordered by key (stable: a key's marks keep their
     /// order).
     fn sorted(&self) -> MarkLog {
-        self.sorted_where(|_, _| true)
+        self.sorted_where(|_| true)
     }
 
     /// The marks `keep` accepts, ordered as by [`MarkLog::sorted`].
-    fn sorted_where(&self, mut keep: impl FnMut(SeqNo, SeqNo) -> bool) -> MarkLog {
+    fn sorted_where(&self, mut keep: impl FnMut(SeqNo) -> bool) -> MarkLog {
         let kept: Vec<(&[u8], usize)> = (0..self.len())
             .filter_map(|i| self.get(i).map(|m| (i, m)))
-            .filter(|(_, (_, old, new))| keep(*old, *new))
-            .map(|(i, (k, _, _))| (k, i))
+            .filter(|(_, (_, new))| keep(*new))
+            .map(|(i, (k, _))| (k, i))
             .collect();
         // Keys often share a long prefix (fixed-width decimal ids): each
         // mark is ordered by the 8 bytes after the prefix all share first,
@@ -518,8 +529,8 @@ impl MarkLog {
             keys: Vec::with_capacity(order.iter().map(|(_, k, _)| k.len()).sum()),
             marks: Vec::with_capacity(order.len()),
         };
-        for (k, old, new) in order.into_iter().filter_map(|(_, _, i)| self.get(i)) {
-            out.push(k, old, new);
+        for (k, new) in order.into_iter().filter_map(|(_, _, i)| self.get(i)) {
+            out.push(k, new);
         }
         out
     }
@@ -531,7 +542,7 @@ impl MarkLog {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match self.get(mid) {
-                Some((k, _, _)) if k < key => lo = mid + 1,
+                Some((k, _)) if k < key => lo = mid + 1,
                 _ => hi = mid,
             }
         }
@@ -541,11 +552,11 @@ impl MarkLog {
     /// The marks of `key` at and after `*pos` in a log sorted by key,
     /// which moves `*pos` past them; keys asked in ascending order walk
     /// the log once.
-    fn take_key(&self, pos: &mut usize, key: &[u8], mut f: impl FnMut(SeqNo, SeqNo)) {
-        while let Some((k, old, new)) = self.get(*pos) {
+    fn take_key(&self, pos: &mut usize, key: &[u8], mut f: impl FnMut(SeqNo)) {
+        while let Some((k, new)) = self.get(*pos) {
             match k.cmp(key) {
                 std::cmp::Ordering::Less => {}
-                std::cmp::Ordering::Equal => f(old, new),
+                std::cmp::Ordering::Equal => f(new),
                 std::cmp::Ordering::Greater => return,
             }
             *pos += 1;
@@ -554,7 +565,7 @@ impl MarkLog {
 
     /// Heap bytes (for the index's DRAM estimate).
     fn heap_bytes(&self) -> usize {
-        self.keys.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, SeqNo, SeqNo)>()
+        self.keys.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, SeqNo)>()
     }
 }
 
@@ -650,44 +661,36 @@ impl Filter {
             let Some(tf) = self.input_table(f)? else {
                 continue;
             };
-            for (k, old, new) in &tf.marks {
-                out.push(k, *old, *new);
+            for (k, new) in &tf.marks {
+                out.push(k, *new);
             }
         }
         Ok(out.sorted())
     }
 
-    /// Mutable-bitmap (§5.2): each write marks the version it replaces
-    /// (found by the batched lookup of the records the batch overwrites;
-    /// an earlier put of the same batch counts). Every superseded version
-    /// gets exactly one mark, by its immediate successor; a tombstone is
-    /// never a candidate and is not marked.
+    /// Mutable-bitmap (§5.2): each write that may replace a version of
+    /// its key (any version, a tombstone too, by `NeedsCurrent::Exists`:
+    /// the active memtable exactly, older components by Bloom filter; an
+    /// earlier write of the same batch counts) marks the key as deleted
+    /// before it. A false "may exist" makes a mark that deletes nothing.
     fn mark(&self, ops: &[OpRef<'_>], current: &Current<'_>) {
-        let old_of = |key: &[u8]| match current.get(key) {
-            Some(Some((s, _))) => Some(*s),
-            _ => None,
-        };
+        let exists = |key: &[u8]| matches!(current.get(key), Some(Some(_)));
         if let [(seq, key, _)] = ops {
-            // One write (every `put`): no map of the batch's keys.
-            if let Some(old) = old_of(key) {
-                lock(&self.pending_marks).push(key, old, *seq);
-                write(&self.marks).insert(old, *seq);
+            // One write (every `put`): no set of the batch's keys.
+            if exists(key) {
+                lock(&self.pending_marks).push(key, *seq);
+                note_mark(&mut write(&self.marks), key, *seq);
             }
             return;
         }
-        let mut latest: FastMap<&[u8], Option<SeqNo>> = FastMap::default();
+        let mut seen: FastSet<&[u8]> = FastSet::default();
         let mut pending = lock(&self.pending_marks);
         let mut marks = write(&self.marks);
-        for &(seq, key, new) in ops {
-            let old = match latest.remove(key) {
-                Some(earlier) => earlier,
-                None => old_of(key),
-            };
-            if let Some(old) = old {
-                pending.push(key, old, seq);
-                marks.insert(old, seq);
+        for &(seq, key, _) in ops {
+            if !seen.insert(key) || exists(key) {
+                pending.push(key, seq);
+                note_mark(&mut marks, key, seq);
             }
-            latest.insert(key, new.map(|_| seq));
         }
     }
 
@@ -697,6 +700,16 @@ impl Filter {
             tables,
             flushed_seq,
         })
+    }
+}
+
+/// Records mark `(key, new)` in the map of newest marks.
+fn note_mark(marks: &mut FastMap<MemoKey, SeqNo>, key: &[u8], new: SeqNo) {
+    match marks.get_mut(key) {
+        Some(d) => *d = (*d).max(new),
+        None => {
+            marks.insert(MemoKey::new(key), new);
+        }
     }
 }
 
@@ -730,9 +743,8 @@ struct Builder {
     last_key: Vec<u8>,
     /// The current key's sequence numbers in this table.
     key_seqs: Vec<SeqNo>,
-    /// The current key's marks (deleted version, deleting write) that
-    /// reach this table.
-    key_marks: Vec<(SeqNo, SeqNo)>,
+    /// The current key's marks (deleting writes) that reach this table.
+    key_marks: Vec<SeqNo>,
     /// The marks kept, in key order.
     marks: Vec<Mark>,
     /// Every value added (`values` of them), as the values block's
@@ -741,17 +753,16 @@ struct Builder {
 }
 
 impl Builder {
-    /// Keeps the current key's marks that may still matter: those deleting
-    /// a version this table holds, and the oldest (which deletes the
-    /// newest version of an older table, if one is left). The others
-    /// delete versions this flush or compaction dropped. This relies on
-    /// `key_marks` being the marks of the writes whose versions the
-    /// flush's memtable or the compaction's inputs held: a key's versions
-    /// in a compaction's inputs are consecutive (any older version is in
-    /// a deeper level), so those marks chain from the oldest input version
-    /// up, the first deleting the newest version below the inputs. With a
-    /// flush whose memtable range is unknown (`conservative`), every mark
-    /// deleting a version older than the table's is kept.
+    /// Keeps the current key's marks that may still matter: those of the
+    /// writes whose versions this table holds, and the oldest. A mark
+    /// whose write's version was dropped is covered by the mark of the
+    /// write that shadowed that version (every write that replaces a
+    /// version marks, and the shadowing write is kept, or is shadowed in
+    /// turn); the oldest is kept as well, for the marks of version 1
+    /// blocks and of writes looked up by record (`NeedsCurrent::All`),
+    /// which did not mark a write replacing a tombstone. With a flush
+    /// whose memtable range is unknown (`conservative`), every mark older
+    /// than the table's versions is kept.
     fn close_key(&mut self) {
         if self.key_marks.is_empty() {
             self.key_seqs.clear();
@@ -759,12 +770,12 @@ impl Builder {
         }
         self.key_marks.sort_unstable();
         self.key_marks.dedup();
-        let root = self.key_marks.first().map(|m| m.0);
+        let root = self.key_marks.first().copied();
         let conservative = self.flush_marks.as_ref().is_some_and(|(_, f)| *f == 0);
         let oldest = self.key_seqs.iter().copied().min().unwrap_or(0);
-        for &(old, new) in &self.key_marks {
-            if Some(old) == root || self.key_seqs.contains(&old) || (conservative && old < oldest) {
-                self.marks.push((self.last_key.clone(), old, new));
+        for &new in &self.key_marks {
+            if Some(new) == root || self.key_seqs.contains(&new) || (conservative && new < oldest) {
+                self.marks.push((self.last_key.clone(), new));
             }
         }
         self.key_marks.clear();
@@ -794,15 +805,15 @@ impl Builder {
             if let Some((m, _)) = &self.flush_marks {
                 // As for widening: the marks of the writes this flush holds
                 // (at or above the floor: `flush_marks` has no others).
-                m.take_key(&mut self.marks_pos, user_key, |old, new| {
+                m.take_key(&mut self.marks_pos, user_key, |new| {
                     if new <= seq {
-                        key_marks.push((old, new));
+                        key_marks.push(new);
                     }
                 });
             }
             if let Some(Ok(m)) = self.input_marks.as_deref() {
-                m.take_key(&mut self.marks_pos, user_key, |old, new| {
-                    key_marks.push((old, new));
+                m.take_key(&mut self.marks_pos, user_key, |new| {
+                    key_marks.push(new);
                 });
             }
             if let Some(w) = &self.flush_widening {
@@ -958,7 +969,7 @@ impl IndexStrategy for Filter {
     fn needs_current(&self) -> NeedsCurrent {
         match self.maintain {
             Maintain::Eager => NeedsCurrent::All,
-            Maintain::MutableBitmap => NeedsCurrent::Seqs,
+            Maintain::MutableBitmap => NeedsCurrent::Exists,
             Maintain::Validation => NeedsCurrent::No,
         }
     }
@@ -1049,7 +1060,7 @@ impl IndexStrategy for Filter {
                     .and_then(|s| s.as_any().downcast_ref::<side::IndexSide>())
                     .and_then(|s| s.min_seq())
                     .unwrap_or(0);
-                let mine = lock(&self.pending_marks).sorted_where(|_, new| floor <= new);
+                let mine = lock(&self.pending_marks).sorted_where(|new| floor <= new);
                 (mine, floor)
             }),
             input_marks,
@@ -1094,7 +1105,7 @@ impl IndexStrategy for Filter {
         }
         if self.maintain == Maintain::MutableBitmap && before > 0 {
             let mut pending = lock(&self.pending_marks);
-            *pending = pending.filtered(|_, new| new > before);
+            *pending = pending.filtered(|new| new > before);
         }
         Ok(Some(self.global(tables, flushed_seq)))
     }
@@ -1117,8 +1128,8 @@ impl IndexStrategy for Filter {
             let mut m = write(&self.marks);
             m.clear();
             for t in tables.values() {
-                for (_, old, new) in &t.marks {
-                    m.insert(*old, *new);
+                for (key, new) in &t.marks {
+                    note_mark(&mut m, key, *new);
                 }
             }
         }
@@ -1177,7 +1188,17 @@ impl IndexStrategy for Filter {
         s.global_entries = g.map_or(0, |g| g.tables.len() as u64);
         // Mutable-bitmap's map of marks (two sequence numbers a mark) and
         // the marks of writes not yet in a table.
-        let marks = super::fxhash::map_bytes(read(&self.marks).capacity(), 16)
+        let marks = read(&self.marks)
+            .keys()
+            .map(|k| match k {
+                MemoKey::Heap(b) => b.len(),
+                MemoKey::Inline { .. } => 0,
+            })
+            .sum::<usize>()
+            + super::fxhash::map_bytes(
+                read(&self.marks).capacity(),
+                std::mem::size_of::<(MemoKey, SeqNo)>(),
+            )
             + lock(&self.pending_marks).heap_bytes();
         s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64) + marks as u64;
         s.disk_bytes = g.map_or(0, |g| g.tables.values().map(|t| t.disk_bytes).sum());
@@ -1293,11 +1314,13 @@ impl Scan<'_, '_> {
     }
 
     /// True if `(key, seq)`, the visible version of `key` in a table, is
-    /// the key's newest version at the snapshot.
-    fn valid(&mut self, key: &[u8], seq: SeqNo) -> Result<bool> {
+    /// the key's newest version at the snapshot. Mutable-bitmap: the scan
+    /// found no mark deleting it at the snapshot, and `unsure` says the
+    /// key's newest mark is newer than the snapshot (an older mark may
+    /// have been replaced in the map), so only then is it looked up.
+    fn valid(&mut self, key: &[u8], seq: SeqNo, unsure: bool) -> Result<bool> {
         let view = self.cx.view;
-        if self.maintain == Maintain::MutableBitmap {
-            // Not marked at the snapshot (checked by the scan): newest.
+        if self.maintain == Maintain::MutableBitmap && !unsure {
             return Ok(true);
         }
         // Every memtable version is newer than every table version.
@@ -1378,13 +1401,6 @@ impl Scan<'_, '_> {
                 if eager && !self.seen.insert(key.clone()) {
                     continue;
                 }
-                // Mutable-bitmap: deleted by a write the snapshot sees.
-                if marks
-                    .as_ref()
-                    .is_some_and(|m| m.get(&seq).is_some_and(|new| *new <= snapshot))
-                {
-                    continue;
-                }
                 if kind != ValueKind::Value || self.acc.full_before(seq) {
                     continue;
                 }
@@ -1392,8 +1408,24 @@ impl Scan<'_, '_> {
                     Ok(v) if self.cx.pred.matches(&v) => {}
                     _ => continue,
                 }
+                // Mutable-bitmap: deleted by a write the snapshot sees.
+                // Asked after the predicate: a probe of the map of marks
+                // (a cache miss once it outgrows the caches) for every
+                // entry cost more than reading the attribute of the
+                // entries it spares.
+                let newest_mark = marks.as_ref().and_then(|m| m.get(key.as_slice()).copied());
+                let unsure = match newest_mark {
+                    Some(new) if new <= snapshot => {
+                        if seq < new {
+                            continue;
+                        }
+                        false
+                    }
+                    Some(_) => true,
+                    None => false,
+                };
                 self.validations += 1;
-                if !self.valid(&key, seq)? {
+                if !self.valid(&key, seq, unsure)? {
                     self.stale += 1;
                     continue;
                 }
@@ -1432,9 +1464,9 @@ mod tests {
         for ty in KeyType::ALL {
             let (own, widen) = zones(ty);
             let marks: Vec<Mark> = vec![
-                (b"a".to_vec(), 3, 9),
-                (b"a".to_vec(), 9, 12),
-                (b"bb".to_vec(), 1, 300),
+                (b"a".to_vec(), 9),
+                (b"a".to_vec(), 12),
+                (b"bb".to_vec(), 300),
             ];
             for (values, o, w, m) in [
                 (7, Some(&own), Some(&widen), &marks[..0]),
@@ -1469,19 +1501,47 @@ mod tests {
             }
             let bytes = encode(ty, 7, Some(&own), None, &[]);
             // Header: version, type, flags, value count.
-            assert_eq!(&bytes[..4], &[1, key_type_byte(ty), FLAG_OWN, 7]);
-            for (at, v) in [(0, 2u8), (2, 8), (2, FLAG_WIDEN), (2, FLAG_MARKS), (3, 0)] {
+            assert_eq!(&bytes[..4], &[2, key_type_byte(ty), FLAG_OWN, 7]);
+            for (at, v) in [
+                (0, 0u8),
+                (0, 3),
+                (2, 8),
+                (2, FLAG_WIDEN),
+                (2, FLAG_MARKS),
+                (3, 0),
+            ] {
                 let mut b = bytes.clone();
                 b[at] = v;
                 assert!(decode(&b, ty, "test").is_err(), "{ty:?} byte {at} = {v}");
             }
-            // Marks: out of key order, or deleting a version not older than
-            // the write.
+            // Marks: out of key order, or by write 0 (no version is older).
             for bad in [
-                vec![(b"b".to_vec(), 1, 2), (b"a".to_vec(), 1, 2)],
-                vec![(b"a".to_vec(), 5, 5)],
+                vec![(b"b".to_vec(), 2), (b"a".to_vec(), 2)],
+                vec![(b"a".to_vec(), 0)],
             ] {
                 assert!(decode(&encode(ty, 0, None, None, &bad), ty, "test").is_err());
+            }
+            // Version 1 blocks: a mark also names the version it deleted,
+            // which must be older than the write; read as the write alone.
+            let v1 = |marks: &[(&[u8], u64, u64)]| {
+                let mut b = vec![1, key_type_byte(ty), FLAG_MARKS, 0];
+                put_varint64(&mut b, marks.len() as u64);
+                for (k, old, new) in marks {
+                    put_length_prefixed(&mut b, k);
+                    put_varint64(&mut b, *old);
+                    put_varint64(&mut b, *new);
+                }
+                b
+            };
+            let t = decode(
+                &v1(&[(b"a", 3, 9), (b"a", 9, 12), (b"bb", 1, 300)]),
+                ty,
+                "v1",
+            )
+            .unwrap();
+            assert_eq!(t.marks, marks);
+            for bad in [&[(&b"a"[..], 5, 5)][..], &[(b"b", 1, 2), (b"a", 1, 2)]] {
+                assert!(decode(&v1(bad), ty, "v1").unwrap_err().is_corruption());
             }
             let other = if ty == KeyType::I64 {
                 KeyType::F64
@@ -1576,21 +1636,18 @@ mod tests {
         for round in 0..200 {
             let prefix: &[u8] = if round % 2 == 0 { b"1000000" } else { b"" };
             let mut log = MarkLog::default();
-            let mut want: Vec<(Vec<u8>, SeqNo, SeqNo)> = Vec::new();
+            let mut want: Vec<(Vec<u8>, SeqNo)> = Vec::new();
             for i in 0..(next() % 40) {
                 let mut k = prefix.to_vec();
                 for _ in 0..(next() % 12) {
                     k.push([0u8, 1, b'a'][(next() % 3) as usize]);
                 }
-                log.push(&k, i, i + 1);
-                want.push((k, i, i + 1));
+                log.push(&k, i + 1);
+                want.push((k, i + 1));
             }
             want.sort_by(|a, b| a.0.cmp(&b.0));
-            let got: Vec<(Vec<u8>, SeqNo, SeqNo)> = log
-                .sorted()
-                .iter()
-                .map(|(k, o, n)| (k.to_vec(), o, n))
-                .collect();
+            let got: Vec<(Vec<u8>, SeqNo)> =
+                log.sorted().iter().map(|(k, n)| (k.to_vec(), n)).collect();
             assert_eq!(got, want, "round {round}");
         }
     }
@@ -1598,43 +1655,30 @@ mod tests {
     #[test]
     fn mark_logs_sort_walk_and_filter_by_key() {
         let mut log = MarkLog::default();
-        for (k, old, new) in [
-            ("b", 1, 5),
-            ("a", 2, 6),
-            ("", 4, 10),
-            ("b", 5, 7),
-            ("c", 3, 8),
-        ] {
-            log.push(k.as_bytes(), old, new);
+        for (k, new) in [("b", 5), ("a", 6), ("", 10), ("b", 7), ("c", 8)] {
+            log.push(k.as_bytes(), new);
         }
-        log.push(b"a", 6, 9);
-        let owned = |l: &MarkLog| -> Vec<(Vec<u8>, SeqNo, SeqNo)> {
-            l.iter().map(|(k, o, n)| (k.to_vec(), o, n)).collect()
+        log.push(b"a", 9);
+        let owned = |l: &MarkLog| -> Vec<(Vec<u8>, SeqNo)> {
+            l.iter().map(|(k, n)| (k.to_vec(), n)).collect()
+        };
+        let pairs = |p: &[(&str, SeqNo)]| -> Vec<(Vec<u8>, SeqNo)> {
+            p.iter().map(|(k, n)| (k.as_bytes().to_vec(), *n)).collect()
         };
         let s = log.sorted();
-        let want: Vec<(Vec<u8>, SeqNo, SeqNo)> = [
-            ("", 4, 10),
-            ("a", 2, 6),
-            ("a", 6, 9),
-            ("b", 1, 5),
-            ("b", 5, 7),
-            ("c", 3, 8),
-        ]
-        .iter()
-        .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
-        .collect();
+        let want = pairs(&[("", 10), ("a", 6), ("a", 9), ("b", 5), ("b", 7), ("c", 8)]);
         assert_eq!(owned(&s), want);
         // Keys asked in ascending order, some without marks.
         let mut pos = 0;
         let mut walk = |key: &[u8]| {
             let mut got = Vec::new();
-            s.take_key(&mut pos, key, |o, n| got.push((o, n)));
+            s.take_key(&mut pos, key, |n| got.push(n));
             got
         };
-        assert_eq!(walk(b"a"), [(2, 6), (6, 9)]);
-        assert_eq!(walk(b"aa"), []);
-        assert_eq!(walk(b"c"), [(3, 8)]);
-        assert_eq!(walk(b"d"), []);
+        assert_eq!(walk(b"a"), [6, 9]);
+        assert!(walk(b"aa").is_empty());
+        assert_eq!(walk(b"c"), [8]);
+        assert!(walk(b"d").is_empty());
         // Where a table starting at a key begins its walk.
         assert_eq!(s.seek(b""), 0);
         assert_eq!(s.seek(b"a"), 1);
@@ -1642,27 +1686,21 @@ mod tests {
         assert_eq!(s.seek(b"b"), 3);
         assert_eq!(s.seek(b"c"), 5);
         assert_eq!(s.seek(b"z"), 6);
-        let late = log.filtered(|_, new| new > 6);
-        let want: Vec<(Vec<u8>, SeqNo, SeqNo)> =
-            [("", 4, 10), ("b", 5, 7), ("c", 3, 8), ("a", 6, 9)]
-                .iter()
-                .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
-                .collect();
-        assert_eq!(owned(&late), want);
+        let late = log.filtered(|new| new > 6);
+        assert_eq!(
+            owned(&late),
+            pairs(&[("", 10), ("b", 7), ("c", 8), ("a", 9)])
+        );
         // What a flush takes: the marks from its floor on, by key.
-        let want: Vec<(Vec<u8>, SeqNo, SeqNo)> =
-            [("", 4, 10), ("a", 6, 9), ("b", 5, 7), ("c", 3, 8)]
-                .iter()
-                .map(|(k, o, n)| (k.as_bytes().to_vec(), *o, *n))
-                .collect();
-        assert_eq!(owned(&log.sorted_where(|_, new| new > 6)), want);
+        let want = pairs(&[("", 10), ("a", 9), ("b", 7), ("c", 8)]);
+        assert_eq!(owned(&log.sorted_where(|new| new > 6)), want);
         assert_eq!(log.get(6), None);
     }
 
     #[test]
     fn lookups_needed_by_several_strategies_join() {
         use NeedsCurrent::*;
-        let all = [No, Deletes, Seqs, All];
+        let all = [No, Deletes, Exists, All];
         for a in all {
             assert_eq!(a.join(No), a);
             assert_eq!(a.join(All), All);
@@ -1672,8 +1710,8 @@ mod tests {
         }
         // Records of deleted keys and sequence numbers of every key: only
         // every record has both.
-        assert_eq!(Deletes.join(Seqs), All);
-        assert_eq!(Seqs.join(Seqs), Seqs);
+        assert_eq!(Deletes.join(Exists), All);
+        assert_eq!(Exists.join(Exists), Exists);
     }
 
     #[test]

@@ -1249,6 +1249,12 @@ impl EngineHooks for IndexManager {
                     let keys = needs.keys(ops);
                     let current: Current<'_> = if keys.is_empty() {
                         Current::default()
+                    } else if needs == NeedsCurrent::Exists {
+                        // Before the insert: `cx` includes the active
+                        // memtable.
+                        keys.into_iter()
+                            .map(|k| (k, cx.may_exist(k).then(|| (0, Vec::new()))))
+                            .collect()
                     } else {
                         let found = cx.current(&keys, batch.sequence().saturating_sub(1))?;
                         keys.into_iter().zip(found).collect()
@@ -1318,7 +1324,7 @@ impl EngineHooks for IndexManager {
                 )));
             }
             let needs = Self::needs_current(&sync_defs);
-            let values = needs != NeedsCurrent::Seqs;
+            let exists = needs == NeedsCurrent::Exists;
             // The first operation of each key (one write: the only one).
             let firsts: FastMap<&[u8], usize> = if ops.len() > 1 {
                 let mut m = FastMap::default();
@@ -1353,14 +1359,13 @@ impl EngineHooks for IndexManager {
                     Some(sh) if sh.kind == ValueKind::Merge => {
                         return Err(Error::invalid(MERGE_WITH_INDEXES));
                     }
+                    // Any version counts as existing, a tombstone too.
+                    Some(sh) if exists => {
+                        current.insert(key, Some((sh.seq, Vec::new())));
+                    }
                     Some(sh) => {
                         let live = sh.kind == ValueKind::Value;
-                        let record = if values {
-                            sh.value.to_vec()
-                        } else {
-                            Vec::new()
-                        };
-                        current.insert(key, live.then_some((sh.seq, record)));
+                        current.insert(key, live.then(|| (sh.seq, sh.value.to_vec())));
                     }
                     None if ops.len() == 1 => missing_one = Some(key),
                     None => {
@@ -1379,13 +1384,15 @@ impl EngineHooks for IndexManager {
             };
             if !missing.is_empty() {
                 let before = batch.sequence().saturating_sub(1);
-                if values {
-                    for (key, v) in missing.iter().zip(cx.current(missing, before)?) {
-                        current.insert(key, v);
+                if exists {
+                    // `cx` holds the components older than the active
+                    // memtable, so the batch's own writes are not seen.
+                    for key in missing {
+                        current.insert(key, cx.may_exist(key).then(|| (0, Vec::new())));
                     }
                 } else {
-                    for (key, s) in missing.iter().zip(cx.current_seqs(missing, before)?) {
-                        current.insert(key, s.map(|s| (s, Vec::new())));
+                    for (key, v) in missing.iter().zip(cx.current(missing, before)?) {
+                        current.insert(key, v);
                     }
                 }
             }

@@ -80,7 +80,7 @@ const INLINE_KEY: usize = 22;
 /// writer with NEXT maintained). Hashes and compares exactly as the `[u8]`
 /// it holds, so the map is looked up by `&[u8]` ([`Borrow`]).
 #[derive(Clone)]
-enum MemoKey {
+pub(crate) enum MemoKey {
     /// Invariant: `len <= INLINE_KEY`; the bytes past `len` are zero.
     Inline {
         len: u8,
@@ -93,7 +93,7 @@ enum MemoKey {
 const _: () = assert!(std::mem::size_of::<MemoKey>() == 24);
 
 impl MemoKey {
-    fn new(key: &[u8]) -> MemoKey {
+    pub(crate) fn new(key: &[u8]) -> MemoKey {
         let mut bytes = [0u8; INLINE_KEY];
         match bytes.get_mut(..key.len()) {
             Some(dst) => {
@@ -107,7 +107,7 @@ impl MemoKey {
         }
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             MemoKey::Inline { len, bytes } => bytes.get(..*len as usize).unwrap_or_default(),
             MemoKey::Heap(b) => b,

@@ -476,8 +476,10 @@ impl QueryCx<'_> {
 
 /// The record each key of a batch had before the batch (`None`: absent or
 /// deleted); filled for the keys [`NeedsCurrent`] asks for. With
-/// [`NeedsCurrent::Seqs`] only the sequence numbers are filled: every
-/// record is empty.
+/// [`NeedsCurrent::Exists`] a key is filled with `Some((seq, empty))` when
+/// some version of it (a put or a tombstone) may exist before the batch —
+/// `seq` is that version's when the insert found it in the active
+/// memtable, else 0 — and `None` when none does.
 ///
 /// A map whose first key is held inline: most batches write one key, and a
 /// map of one was an allocation a put.
@@ -534,9 +536,11 @@ pub(crate) enum NeedsCurrent {
     No,
     /// The keys the batch deletes (`posting-lazy`'s delete markers).
     Deletes,
-    /// Every key, but only the sequence number of its newest version
-    /// (`filter`'s mutable bitmaps): no record is copied.
-    Seqs,
+    /// Every key, but only whether some version of it may exist (a put or
+    /// a tombstone; the tables by key range and Bloom filter, so a false
+    /// `Some` is possible, a false `None` is not): `filter`'s mutable
+    /// bitmaps. No record is read.
+    Exists,
     /// Every key (synchronous maintenance).
     All,
 }
@@ -548,9 +552,9 @@ impl NeedsCurrent {
         use NeedsCurrent::*;
         match (self, other) {
             (No, x) | (x, No) => x,
-            (All, _) | (_, All) | (Deletes, Seqs) | (Seqs, Deletes) => All,
+            (All, _) | (_, All) | (Deletes, Exists) | (Exists, Deletes) => All,
             (Deletes, Deletes) => Deletes,
-            (Seqs, Seqs) => Seqs,
+            (Exists, Exists) => Exists,
         }
     }
 
@@ -567,7 +571,7 @@ impl NeedsCurrent {
         match self {
             NeedsCurrent::No => false,
             NeedsCurrent::Deletes => op.2.is_none(),
-            NeedsCurrent::Seqs | NeedsCurrent::All => true,
+            NeedsCurrent::Exists | NeedsCurrent::All => true,
         }
     }
 }
