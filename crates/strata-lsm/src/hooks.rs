@@ -383,7 +383,16 @@ impl BatchContext<'_> {
     /// range and Bloom filter for tables (no data I/O). A `false` is
     /// certain.
     pub fn may_exist(&self, key: &[u8]) -> bool {
-        crate::read::may_exist(self.tables, key, self.mems, self.version)
+        crate::read::may_exist(self.tables, key, self.mems, self.version, true)
+    }
+
+    /// As [`BatchContext::may_exist`], but memtables answer by their key
+    /// filters too, without a search: a `true` may be wrong for any
+    /// component. For callers to whom a false `true` costs little (a
+    /// range filter's deletion mark that deletes nothing), it saves a
+    /// skiplist search whenever an immutable memtable holds the key.
+    pub fn may_exist_by_filters(&self, key: &[u8]) -> bool {
+        crate::read::may_exist(self.tables, key, self.mems, self.version, false)
     }
 }
 

@@ -159,15 +159,21 @@ fn into_versioned(f: Found) -> Option<Versioned> {
     (f.kind == ValueKind::Value).then_some((f.seq, f.value))
 }
 
-/// May `key` have a version in `mems` or `version`? Exact for memtables;
-/// key range and Bloom filter for tables (no data I/O).
+/// May `key` have a version in `mems` or `version`? Memtables exactly
+/// (`exact_mems`) or by their key filters; tables by key range and Bloom
+/// filter (no data I/O). A `false` is certain.
 pub(crate) fn may_exist(
     tables: &TableCache,
     key: &[u8],
     mems: &[Arc<MemTable>],
     version: &Version,
+    exact_mems: bool,
 ) -> bool {
-    if mems.iter().any(|m| m.newest_seq(key).is_some()) {
+    let in_mem = |m: &Arc<MemTable>| match exact_mems {
+        true => m.newest_seq(key).is_some(),
+        false => m.may_hold(key),
+    };
+    if mems.iter().any(in_mem) {
         return true;
     }
     // The tables are taken [`PROBE_AHEAD`] at a time, in the order of

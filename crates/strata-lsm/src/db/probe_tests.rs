@@ -38,16 +38,19 @@ fn finds_a_key_in_any_of_more_tables_than_one_round_probes() {
     let tables = db.table_cache();
     for t in 0..20 {
         for i in 0..10 {
-            assert!(may_exist(tables, &key(t, i), &[], &v), "table {t} key {i}");
+            assert!(
+                may_exist(tables, &key(t, i), &[], &v, true),
+                "table {t} key {i}"
+            );
         }
     }
     // Keys inside every table's range, held by none: a false positive
     // of 20 filters at 10 bits a key is rare, so most must be rejected.
     let absent = (0..200)
-        .filter(|i| !may_exist(tables, format!("k{i:03}x").as_bytes(), &[], &v))
+        .filter(|i| !may_exist(tables, format!("k{i:03}x").as_bytes(), &[], &v, true))
         .count();
     assert!(absent > 150, "only {absent} of 200 absent keys rejected");
-    assert!(!may_exist(tables, b"zzz", &[], &v));
+    assert!(!may_exist(tables, b"zzz", &[], &v, true));
 }
 
 /// `Version::get` across twenty level-0 tables: each key written in

@@ -159,6 +159,23 @@ impl MemTable {
             .is_some_and(|f| !f.may_contain(user_key))
     }
 
+    /// May the memtable hold an entry of `user_key`? Its greatest key,
+    /// then its key filter when it has one (no search: a `true` may be
+    /// wrong), else a search. A `false` is certain.
+    pub fn may_hold(&self, user_key: &[u8]) -> bool {
+        if self
+            .map
+            .last()
+            .is_none_or(|l| key::user_key(l.key()) < user_key)
+        {
+            return false;
+        }
+        match &self.filter {
+            Some(f) => f.may_contain(user_key),
+            None => self.newest_seq(user_key).is_some(),
+        }
+    }
+
     /// Prepares the insert of `user_key` (the key filter's line asked
     /// for): called by the write leader before the work that precedes the
     /// insert (WAL record, index hooks), so that the line's cache miss

@@ -1253,7 +1253,7 @@ impl EngineHooks for IndexManager {
                         // Before the insert: `cx` includes the active
                         // memtable.
                         keys.into_iter()
-                            .map(|k| (k, cx.may_exist(k).then(|| (0, Vec::new()))))
+                            .map(|k| (k, cx.may_exist_by_filters(k).then(|| (0, Vec::new()))))
                             .collect()
                     } else {
                         let found = cx.current(&keys, batch.sequence().saturating_sub(1))?;
@@ -1388,7 +1388,8 @@ impl EngineHooks for IndexManager {
                     // `cx` holds the components older than the active
                     // memtable, so the batch's own writes are not seen.
                     for key in missing {
-                        current.insert(key, cx.may_exist(key).then(|| (0, Vec::new())));
+                        let may = cx.may_exist_by_filters(key);
+                        current.insert(key, may.then(|| (0, Vec::new())));
                     }
                 } else {
                     for (key, v) in missing.iter().zip(cx.current(missing, before)?) {

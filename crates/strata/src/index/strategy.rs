@@ -537,9 +537,10 @@ pub(crate) enum NeedsCurrent {
     /// The keys the batch deletes (`posting-lazy`'s delete markers).
     Deletes,
     /// Every key, but only whether some version of it may exist (a put or
-    /// a tombstone; the tables by key range and Bloom filter, so a false
-    /// `Some` is possible, a false `None` is not): `filter`'s mutable
-    /// bitmaps. No record is read.
+    /// a tombstone; the active memtable by the insert's own search, the
+    /// other components by their key or Bloom filters, so a false `Some`
+    /// is possible, a false `None` is not): `filter`'s mutable bitmaps.
+    /// No record is read.
     Exists,
     /// Every key (synchronous maintenance).
     All,
