@@ -56,7 +56,7 @@
 //! sequence number) and deletes *every* older version of the key: it
 //! names neither table nor position, so the write needs to know only
 //! whether an older version may exist (`NeedsCurrent::Exists`: the
-//! insert's own search for the active memtable, exact for the other
+//! insert's own search for the active memtable, key filters for the other
 //! memtables, key range and Bloom filter for tables — a false positive
 //! makes a mark that deletes nothing). Consequences:
 //! * *Snapshot rule (the invariant).* A query at snapshot `S` treats a
@@ -85,9 +85,11 @@
 //! * *Marks not yet in a table* are kept in write order in one buffer
 //!   (`MarkLog`: keys back to back, no allocation a mark); a flush takes
 //!   those of its memtable's writes sorted by key and walks them beside
-//!   the keys it writes, as a compaction walks its inputs' marks. The map
-//!   of newest marks a query consults is keyed by the key (inline up to
-//!   22 bytes), and probed only for entries that match the predicate.
+//!   the keys it writes, as a compaction walks its inputs' marks. A write
+//!   only appends there; the map of newest marks takes the new ones in at
+//!   each install and before a query scans (`Pending::fold_into`). The map
+//!   is keyed by the key (inline up to 22 bytes), and a query probes it
+//!   only for entries that match the predicate.
 //! * Within a session the RAM map of marks only grows (about 37 bytes a
 //!   marked key with the map's overhead); a reopen loads only the marks
 //!   tables still hold.
