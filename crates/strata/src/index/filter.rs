@@ -115,7 +115,7 @@ use strata_lsm::version::{FileMetaData, Version};
 use super::def::Attrs;
 use super::embedded::{key_type_byte, Zone};
 use super::fxhash::{FastMap, FastSet};
-use super::memo::MemoKey;
+use super::inline_key::InlineKey;
 use super::results::Results;
 use super::side::{self, SideBounds};
 use super::stored::{StoredBuilder, StoredValues};
@@ -443,7 +443,7 @@ struct Pending {
 impl Pending {
     /// Adds the marks not yet in `map` to it. Lock order: the pending
     /// marks, then the map.
-    fn fold_into(&mut self, map: &RwLock<FastMap<MemoKey, SeqNo>>) {
+    fn fold_into(&mut self, map: &RwLock<FastMap<InlineKey, SeqNo>>) {
         if self.folded >= self.log.len() {
             return;
         }
@@ -464,7 +464,7 @@ impl Pending {
 /// compaction rewrites the versions it deletes applies to the new table
 /// as well (nothing to carry over, no lock). Only the newest mark is
 /// kept: a query at a snapshot older than it checks the key exactly.
-type MarkMap = Arc<RwLock<FastMap<MemoKey, SeqNo>>>;
+type MarkMap = Arc<RwLock<FastMap<InlineKey, SeqNo>>>;
 
 /// A compaction's input marks, in key order (shared by its outputs).
 type InputMarks = MarkLog;
@@ -734,11 +734,11 @@ impl Filter {
 }
 
 /// Records mark `(key, new)` in the map of newest marks.
-fn note_mark(marks: &mut FastMap<MemoKey, SeqNo>, key: &[u8], new: SeqNo) {
+fn note_mark(marks: &mut FastMap<InlineKey, SeqNo>, key: &[u8], new: SeqNo) {
     match marks.get_mut(key) {
         Some(d) => *d = (*d).max(new),
         None => {
-            marks.insert(MemoKey::new(key), new);
+            marks.insert(InlineKey::new(key), new);
         }
     }
 }
@@ -1233,14 +1233,11 @@ impl IndexStrategy for Filter {
         // the marks of writes not yet in a table.
         let marks = read(&self.marks)
             .keys()
-            .map(|k| match k {
-                MemoKey::Heap(b) => b.len(),
-                MemoKey::Inline { .. } => 0,
-            })
+            .map(|k| InlineKey::heap_bytes(k))
             .sum::<usize>()
             + super::fxhash::map_bytes(
                 read(&self.marks).capacity(),
-                std::mem::size_of::<(MemoKey, SeqNo)>(),
+                std::mem::size_of::<(InlineKey, SeqNo)>(),
             )
             + lock(&self.pending_marks).log.heap_bytes();
         s.memory_bytes = g.map_or(0, |g| g.memory_bytes() as u64) + marks as u64;

@@ -31,15 +31,14 @@ use strata_lsm::coding::{get_length_prefixed, get_varint64, put_length_prefixed,
 use strata_lsm::error::{Error, Result};
 use strata_lsm::key::SeqNo;
 
-use std::borrow::Borrow;
 use std::collections::hash_map::Entry;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use strata_lsm::sync::{read, write};
 
 use super::fxhash::FastMap;
+use super::inline_key::{InlineKey, INLINE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoEntry {
@@ -65,83 +64,12 @@ pub enum Validity {
 pub struct Memo {
     /// Keyed by primary key (hashed with FxHash: looked up for every
     /// written key and every table entry flushed).
-    map: FastMap<MemoKey, MemoEntry>,
+    map: FastMap<InlineKey, MemoEntry>,
     bytes: usize,
 }
 
-/// Longest key a [`MemoKey`] holds inline.
-const INLINE_KEY: usize = 22;
-
-/// A memo key: up to [`INLINE_KEY`] bytes inline, else boxed. An inline
-/// key costs no allocation, and a probe compares it in the bucket its hash
-/// led to: with boxed keys, every probe of a memo larger than the CPU's
-/// caches missed twice (the bucket, then the key's bytes), and that second
-/// miss was a large part of an update's cost (`perf` of the online-build
-/// writer with NEXT maintained). Hashes and compares exactly as the `[u8]`
-/// it holds, so the map is looked up by `&[u8]` ([`Borrow`]).
-#[derive(Clone)]
-pub(crate) enum MemoKey {
-    /// Invariant: `len <= INLINE_KEY`; the bytes past `len` are zero.
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_KEY],
-    },
-    Heap(Box<[u8]>),
-}
-
-// A bucket holds the key and a 32-byte entry: 56 bytes.
-const _: () = assert!(std::mem::size_of::<MemoKey>() == 24);
-
-impl MemoKey {
-    pub(crate) fn new(key: &[u8]) -> MemoKey {
-        let mut bytes = [0u8; INLINE_KEY];
-        match bytes.get_mut(..key.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(key);
-                MemoKey::Inline {
-                    len: key.len() as u8,
-                    bytes,
-                }
-            }
-            None => MemoKey::Heap(key.into()),
-        }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            MemoKey::Inline { len, bytes } => bytes.get(..*len as usize).unwrap_or_default(),
-            MemoKey::Heap(b) => b,
-        }
-    }
-}
-
-impl Borrow<[u8]> for MemoKey {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl Hash for MemoKey {
-    // As `[u8]` hashes (the contract of `Borrow`).
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
-    }
-}
-
-impl PartialEq for MemoKey {
-    fn eq(&self, other: &MemoKey) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for MemoKey {}
-
-impl std::fmt::Debug for MemoKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_slice().fmt(f)
-    }
-}
-
+// Keys up to `INLINE` bytes are held in the map's bucket (see
+// `inline_key`): a bucket holds the key and a 32-byte entry, 56 bytes.
 const ENTRY_OVERHEAD: usize = 64;
 
 impl Memo {
@@ -172,7 +100,7 @@ impl Memo {
             obsolete: 1,
             removed_at: None,
         };
-        if key.len() > INLINE_KEY || self.map.is_empty() {
+        if key.len() > INLINE || self.map.is_empty() {
             // Boxing the key for `entry` would allocate on every write; and
             // a memo without entries (no update seen yet: a load) is not
             // hashed into.
@@ -180,13 +108,13 @@ impl Memo {
                 Some(e) => Self::rewrite(e, fresh, may_exist),
                 None if may_exist() => {
                     self.bytes += key.len() + ENTRY_OVERHEAD;
-                    self.map.insert(MemoKey::new(key), fresh);
+                    self.map.insert(InlineKey::new(key), fresh);
                 }
                 None => {}
             }
             return;
         }
-        match self.map.entry(MemoKey::new(key)) {
+        match self.map.entry(InlineKey::new(key)) {
             Entry::Occupied(mut o) => Self::rewrite(o.get_mut(), fresh, may_exist),
             Entry::Vacant(v) => {
                 if may_exist() {
@@ -240,7 +168,7 @@ impl Memo {
         self.map.retain(|k, e| {
             let keep = e.removed_at.is_none_or(|g| g > oldest_live_generation);
             if !keep {
-                freed += k.as_slice().len() + ENTRY_OVERHEAD;
+                freed += k.len() + ENTRY_OVERHEAD;
             }
             keep
         });
@@ -280,7 +208,7 @@ impl Memo {
             None => {
                 self.bytes += key.len() + ENTRY_OVERHEAD;
                 self.map.insert(
-                    MemoKey::new(key),
+                    InlineKey::new(key),
                     MemoEntry {
                         latest,
                         obsolete,
@@ -497,7 +425,7 @@ mod tests {
     fn keys_of_every_length_are_distinct_and_found() {
         let mut keys: Vec<Vec<u8>> = vec![Vec::new(), vec![0], vec![0, 0], b"a".to_vec()];
         keys.push(b"a\0".to_vec());
-        for n in [INLINE_KEY - 1, INLINE_KEY, INLINE_KEY + 1, 100] {
+        for n in [INLINE - 1, INLINE, INLINE + 1, 100] {
             keys.push(vec![7; n]);
             let mut z = vec![7; n];
             z.push(0);

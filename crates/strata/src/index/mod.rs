@@ -40,6 +40,7 @@ pub(crate) mod fields;
 pub(crate) mod filter;
 pub(crate) mod fxhash;
 pub(crate) mod hits;
+pub(crate) mod inline_key;
 pub(crate) mod manager;
 pub mod memo;
 pub(crate) mod memory;

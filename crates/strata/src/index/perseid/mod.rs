@@ -83,7 +83,6 @@
 
 mod file;
 mod heads;
-mod key;
 mod pkey;
 mod skey;
 mod table;
@@ -720,7 +719,7 @@ impl Perseid {
                 let entry = Entry {
                     seq,
                     obsolete: false,
-                    pk: key::InlineKey::new(pk),
+                    pk: crate::index::inline_key::InlineKey::new(pk),
                     geom: sortkeys::geometry(&v),
                 };
                 // The thread's sort key buffer (no allocation a write).

@@ -60,10 +60,10 @@ use strata_lsm::error::{Error, Result};
 use strata_lsm::io::RandomRead;
 use strata_lsm::key::SeqNo;
 
-use super::key::InlineKey;
 use super::skey::SKeyLayer;
 use super::validation::{Validation, Verdict};
 use crate::index::fxhash::FastMap;
+use crate::index::inline_key::InlineKey;
 
 /// Nominal page size: a split writes pages of this capacity; one group
 /// larger than a page gets a page of its own size.

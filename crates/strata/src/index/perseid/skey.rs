@@ -24,7 +24,7 @@ use crate::index::fxhash::FxHasher;
 /// upper 32 bits, byte offset in the lower.
 pub(crate) type Ptr = u64;
 
-use super::key::InlineKey as SKey;
+use crate::index::inline_key::InlineKey as SKey;
 
 /// Secondary key (its sort key, `index::tree::sort_key`) → newest group,
 /// with whether it changed since the last flush.

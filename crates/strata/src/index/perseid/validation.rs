@@ -57,11 +57,11 @@ use strata_lsm::key::SeqNo;
 use crate::index::fxhash::FxHasher;
 use crate::index::fxhash::{map_bytes, FastMap};
 
-use super::key::InlineKey as PkKey;
 pub(crate) use super::table::PEntry;
 use super::table::{key_hash, PkTable, TableRef, TableWriter};
 pub(crate) use super::volatile::VEntry;
 use super::volatile::VolatileTable;
+use crate::index::inline_key::InlineKey as PkKey;
 
 /// What the tables say of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -37,8 +37,8 @@
 use strata_lsm::key::SeqNo;
 use strata_lsm::mem::prefetch;
 
-use super::key::InlineKey;
 use crate::index::fxhash::{map_bytes, FastMap};
+use crate::index::inline_key::InlineKey;
 
 /// A volatile-table value: the key's persistent value (it has `n > 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

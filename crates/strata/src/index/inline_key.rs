@@ -1,15 +1,20 @@
-//! Keys held by the index's maps in RAM: the delta of the persistent
-//! validation table (primary keys, `validation`) and the SKey layer
-//! (secondary sort keys, `skey`).
+//! Keys held by the indexes' maps in RAM: PERSEID's delta of the
+//! persistent validation table (primary keys) and its SKey layer
+//! (secondary sort keys), the update memo, and the range filter's map of
+//! deletion marks.
 //!
 //! An [`InlineKey`] holds up to [`INLINE`] bytes in place (no allocation:
 //! the keys of most workloads, and every number's sort key) and longer
 //! keys on the heap. It hashes, compares and orders as its bytes, so maps
-//! of it can be looked up by `&[u8]`; its order compares the first eight
-//! bytes as one big-endian word first, because a search of an ordered
-//! map compares keys at every step and a `memcmp` call for a few bytes
-//! dominated those searches (lookups, and the replay of SKey records at
-//! open).
+//! of it can be looked up by `&[u8]`. In a hash map, an inline key is
+//! compared in the bucket its hash led to: with boxed keys, every probe
+//! of a map larger than the CPU's caches missed twice (the bucket, then
+//! the key's bytes), a large part of an update's cost under NEXT's memo
+//! (`perf` of the online-build writer, session 46). Its order compares
+//! the first eight bytes as one big-endian word first, because a search
+//! of an ordered map compares keys at every step and a `memcmp` call for
+//! a few bytes dominated those searches (PERSEID's lookups, and the replay
+//! of SKey records at open).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -20,6 +25,7 @@ pub(crate) const INLINE: usize = 22;
 /// A key inline up to [`INLINE`] bytes, else on the heap (24 bytes).
 #[derive(Clone)]
 pub(crate) enum InlineKey {
+    /// Invariant: the length is at most `INLINE`, the bytes past it zero.
     Inline(u8, [u8; INLINE]),
     Heap(Box<[u8]>),
 }
